@@ -1,0 +1,248 @@
+"""The exception tree of flue_nb, each class with a stable `type` code (contract 16).
+
+    FlueError
+    ├── ConfigError                      developer misuse, raised before or outside a run
+    │   ├── HookError                    a hook called wrongly (outside a render, twice, ...)
+    │   ├── ToolNameConflictError        tool_name_conflict
+    │   ├── NoSandboxError               no_sandbox
+    │   └── ModelNotConfiguredError      model_not_configured
+    ├── ToolInputValidationError         tool_input_validation (becomes an error result)
+    ├── StoreError                       store_error
+    │   └── SessionBusyError             session_busy
+    └── RunError                         a run could not finish
+        ├── ProviderError                provider_error (has a `kind`; `transient` says retry)
+        │   ├── ProviderHTTPError        provider_http_error (has a `status`)
+        │   └── ContextOverflowError     context_overflow
+        ├── SandboxError                 sandbox_error
+        │   └── SandboxTimeoutError      sandbox_timeout
+        ├── LimitExceeded                limit_exceeded
+        │   └── DelegationDepthExceededError   delegation_depth_exceeded
+        ├── SubmissionAbortedError       submission_aborted
+        ├── SubmissionTimeoutError       submission_timeout
+        └── SubmissionRetryExhaustedError    submission_retry_exhausted
+
+`ToolRetry` is not an error of ours: tool code raises it to send a message back to the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "ConfigError",
+    "ContextOverflowError",
+    "DelegationDepthExceededError",
+    "FlueError",
+    "HookError",
+    "LimitExceeded",
+    "ModelNotConfiguredError",
+    "NoSandboxError",
+    "ProviderError",
+    "ProviderErrorKind",
+    "ProviderHTTPError",
+    "RunError",
+    "SandboxError",
+    "SandboxTimeoutError",
+    "SessionBusyError",
+    "StoreError",
+    "SubmissionAbortedError",
+    "SubmissionRetryExhaustedError",
+    "SubmissionTimeoutError",
+    "ToolInputValidationError",
+    "ToolNameConflictError",
+    "ToolRetry",
+    "error_from_dict",
+]
+
+
+class FlueError(Exception):
+    """Root of every error flue_nb raises."""
+
+    type: ClassVar[str] = "flue_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        #: Structured, JSON-safe facts about the error (never a stack trace).
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored with a settlement: type, message and details."""
+        return {"type": self.type, "message": self.message, **({"details": self.details} if self.details else {})}
+
+
+class ConfigError(FlueError):
+    """The developer used the API wrongly; fix the code, not the run."""
+
+    type = "config_error"
+
+
+class HookError(ConfigError):
+    """A hook was called outside a render, twice, or where it is not allowed."""
+
+    type = "hook_error"
+
+
+class ToolNameConflictError(ConfigError):
+    """Two tools share a name, or a custom tool takes a reserved one (contract 1.4)."""
+
+    type = "tool_name_conflict"
+
+
+class NoSandboxError(ConfigError):
+    """The agent has no sandbox attached (contract 9.2)."""
+
+    type = "no_sandbox"
+
+
+class ModelNotConfiguredError(ConfigError):
+    """No model is configured, or its provider has no credentials."""
+
+    type = "model_not_configured"
+
+
+class ToolInputValidationError(FlueError):
+    """Tool input failed its schema; the model sees it as an error result (contract 1.6)."""
+
+    type = "tool_input_validation"
+
+
+class StoreError(FlueError):
+    """The durable store failed or holds something it cannot read."""
+
+    type = "store_error"
+
+
+class SessionBusyError(StoreError):
+    """Another owner holds the conversation, or a run is in progress."""
+
+    type = "session_busy"
+
+
+class RunError(FlueError):
+    """A run could not finish."""
+
+    type = "run_error"
+
+
+ProviderErrorKind = Literal[
+    "overloaded",
+    "rate_limit",
+    "server",
+    "connection",
+    "timeout",
+    "context_overflow",
+    "auth",
+    "bad_request",
+    "other",
+]
+
+_TRANSIENT: frozenset[str] = frozenset({"overloaded", "rate_limit", "server", "connection", "timeout"})
+
+
+class ProviderError(RunError):
+    """The model provider failed; `kind` classifies it, `transient` says whether to retry."""
+
+    type = "provider_error"
+
+    def __init__(self, message: str, *, kind: ProviderErrorKind = "other", **details: Any) -> None:
+        super().__init__(message, kind=kind, **details)
+        self.kind: ProviderErrorKind = kind
+
+    @property
+    def transient(self) -> bool:
+        """True for errors worth retrying with backoff (contract 11.3)."""
+        return self.kind in _TRANSIENT
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an HTTP error status."""
+
+    type = "provider_http_error"
+
+    def __init__(self, message: str, *, status: int, kind: ProviderErrorKind = "other", **details: Any) -> None:
+        super().__init__(message, kind=kind, status=status, **details)
+        self.status = status
+
+
+class ContextOverflowError(ProviderError):
+    """The provider said the prompt is too long for the model's window."""
+
+    type = "context_overflow"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        details.pop("kind", None)
+        super().__init__(message, kind="context_overflow", **details)
+
+
+class SandboxError(RunError):
+    """The sandbox failed to do what a tool asked."""
+
+    type = "sandbox_error"
+
+
+class SandboxTimeoutError(SandboxError):
+    """A sandbox command ran past its timeout."""
+
+    type = "sandbox_timeout"
+
+
+class LimitExceeded(RunError):
+    """A runtime limit was hit."""
+
+    type = "limit_exceeded"
+
+
+class DelegationDepthExceededError(LimitExceeded):
+    """A task chain went deeper than the delegation limit (contract 14.1)."""
+
+    type = "delegation_depth_exceeded"
+
+
+class SubmissionAbortedError(RunError):
+    """The submission was aborted."""
+
+    type = "submission_aborted"
+
+
+class SubmissionTimeoutError(RunError):
+    """The submission ran past its timeout (contract 11.4)."""
+
+    type = "submission_timeout"
+
+
+class SubmissionRetryExhaustedError(RunError):
+    """The submission used up its attempts (contract 11.4)."""
+
+    type = "submission_retry_exhausted"
+
+
+class ToolRetry(Exception):
+    """Raised by tool code to hand `message` back to the model as an error result."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _all_subclasses(cls: type[FlueError]) -> list[type[FlueError]]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def error_from_dict(data: dict[str, Any]) -> FlueError:
+    """Rebuild an error stored by `FlueError.to_dict` (unknown types become a plain `RunError`)."""
+    by_type = {c.type: c for c in [FlueError, *_all_subclasses(FlueError)]}
+    cls = by_type.get(data.get("type", ""), RunError)
+    err = cls.__new__(cls)
+    FlueError.__init__(err, data.get("message", ""), **data.get("details", {}))
+    if isinstance(err, ProviderError):
+        err.kind = err.details.get("kind", "other")
+    if isinstance(err, ProviderHTTPError):
+        err.status = err.details.get("status", 0)
+    if cls is RunError and data.get("type") not in (None, "run_error"):
+        err.details["original_type"] = data.get("type")
+    return err

@@ -1,0 +1,219 @@
+"""The conversation's messages: what is stored, what the model is sent, what the widget redraws.
+
+Every message is a dataclass with a `kind` tag and a JSON form (`to_dict` / `message_from_dict`)
+that the store keeps verbatim. Providers translate these into their wire format; nothing else
+in the runtime knows a provider's shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "AssistantMessage",
+    "AssistantPart",
+    "Message",
+    "SignalMessage",
+    "SignalType",
+    "SummaryMessage",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "message_from_dict",
+    "message_to_dict",
+]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token usage the provider reported for one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Everything the call occupied in the context window (contract 13.3)."""
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(slots=True)
+class TextPart:
+    """Text the assistant said."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ThinkingPart:
+    """Extended thinking; `signature` must be sent back to the provider unchanged."""
+
+    thinking: str
+    signature: str | None = None
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A tool call the assistant asked for."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    kind: Literal["tool_call"] = "tool_call"
+
+
+AssistantPart = Union[TextPart, ThinkingPart, ToolCall]
+
+
+@dataclass(slots=True)
+class UserMessage:
+    """A person's (or a script's) message."""
+
+    text: str
+    submission_id: str | None = None
+    """The submission that brought it in (None for messages built by hand)."""
+    kind: Literal["user"] = "user"
+
+
+@dataclass(slots=True)
+class AssistantMessage:
+    """One model response: text, thinking and tool calls, in order."""
+
+    parts: list[AssistantPart] = field(default_factory=list)
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    model: str | None = None
+    aborted: bool = False
+    """True when the stream was cut off (abort, crash); the parts are what arrived."""
+    kind: Literal["assistant"] = "assistant"
+
+    @property
+    def text(self) -> str:
+        """All text parts joined."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls, in the order the model made them."""
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+
+@dataclass(slots=True)
+class ToolResultMessage:
+    """The result of one tool call, sent back to the model."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+SignalType = Literal["resources", "environment", "interrupted", "info"]
+
+
+@dataclass(slots=True)
+class SignalMessage:
+    """A runtime notice to the model, sent as user-role text in a tagged block (contract 12.2)."""
+
+    signal_type: SignalType
+    text: str
+    kind: Literal["signal"] = "signal"
+
+    def render(self) -> str:
+        """The exact text the model receives."""
+        return f'<signal type="{self.signal_type}">\n{self.text}\n</signal>'
+
+
+@dataclass(slots=True)
+class SummaryMessage:
+    """The compaction summary that stands for the folded older messages (contract 13.6)."""
+
+    text: str
+    kind: Literal["summary"] = "summary"
+
+    def render(self) -> str:
+        """The exact text the model receives."""
+        return f"<summary>\nThe conversation so far, compacted:\n{self.text}\n</summary>"
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage, SignalMessage, SummaryMessage]
+
+
+def _part_to_dict(p: AssistantPart) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"kind": "text", "text": p.text}
+    if isinstance(p, ThinkingPart):
+        return {"kind": "thinking", "thinking": p.thinking, "signature": p.signature}
+    return {"kind": "tool_call", "id": p.id, "name": p.name, "input": p.input}
+
+
+def _part_from_dict(d: dict[str, Any]) -> AssistantPart:
+    k = d["kind"]
+    if k == "text":
+        return TextPart(d["text"])
+    if k == "thinking":
+        return ThinkingPart(d["thinking"], d.get("signature"))
+    return ToolCall(d["id"], d["name"], d.get("input") or {})
+
+
+def message_to_dict(m: Message) -> dict[str, Any]:
+    """The JSON form the store keeps."""
+    if isinstance(m, AssistantMessage):
+        u = m.usage
+        return {
+            "kind": "assistant",
+            "parts": [_part_to_dict(p) for p in m.parts],
+            "usage": None
+            if u is None
+            else [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens],
+            "stop_reason": m.stop_reason,
+            "model": m.model,
+            "aborted": m.aborted,
+        }
+    if isinstance(m, UserMessage):
+        return {"kind": "user", "text": m.text, "submission_id": m.submission_id}
+    if isinstance(m, ToolResultMessage):
+        return {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
+    if isinstance(m, SignalMessage):
+        return {"kind": "signal", "signal_type": m.signal_type, "text": m.text}
+    return {"kind": "summary", "text": m.text}
+
+
+def message_from_dict(d: dict[str, Any]) -> Message:
+    """Rebuild a message from its JSON form."""
+    k = d["kind"]
+    if k == "assistant":
+        u = d.get("usage")
+        return AssistantMessage(
+            parts=[_part_from_dict(p) for p in d["parts"]],
+            usage=Usage(*u) if u else None,
+            stop_reason=d.get("stop_reason"),
+            model=d.get("model"),
+            aborted=d.get("aborted", False),
+        )
+    if k == "user":
+        return UserMessage(d["text"], d.get("submission_id"))
+    if k == "tool_result":
+        return ToolResultMessage(d["call_id"], d["name"], d["content"], d.get("is_error", False))
+    if k == "signal":
+        return SignalMessage(d["signal_type"], d["text"])
+    if k == "summary":
+        return SummaryMessage(d["text"])
+    raise ValueError(f"unknown message kind {k!r}")

@@ -1,0 +1,106 @@
+"""The model protocol: what the turn loop asks of a provider, and what a provider streams back.
+
+A provider turns a `ModelRequest` into a stream of `StreamEvent`s that ends with exactly one
+`ResponseDone` holding the assembled `AssistantMessage`. Failures are raised as `ProviderError`
+(see errors.py), classified so the loop can decide whether to retry or compact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from .messages import AssistantMessage, Message
+
+__all__ = [
+    "Model",
+    "ModelInfo",
+    "ModelRequest",
+    "ResponseDone",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolSpec",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What the runtime needs to know about a model to budget its context."""
+
+    id: str
+    context_window: int = 200_000
+    max_output_tokens: int = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One model call: the frozen system prompt, the messages, the tools array."""
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_tokens: int | None = None
+    purpose: Literal["turn", "compaction"] = "turn"
+    """Why the runtime calls the model; offline models may answer compaction requests differently."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of extended thinking."""
+
+    thinking: str
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A tool call has started streaming (its input arrives with `ResponseDone`)."""
+
+    id: str
+    name: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseDone:
+    """The stream ended; `message` is the whole response with usage and stop reason."""
+
+    message: AssistantMessage
+    kind: Literal["done"] = "done"
+
+
+StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDelta, ResponseDone]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model provider. Implementations: Anthropic, `ScriptedModel`, `FunctionModel`."""
+
+    @property
+    def info(self) -> ModelInfo:
+        """Context window and output limits of this model."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one response; raise `ProviderError` on failure. Cancellation aborts it."""
+        ...

@@ -1,0 +1,214 @@
+"""The durable store protocol: conversations, submissions and the append-only record stream.
+
+The runtime writes through this protocol only; `SQLiteStore` (sqlite_store.py) is the embedded
+implementation and `db=":memory:"` gives a private in-memory one for tests. Every method is
+synchronous and each call is one transaction: what it returns has been committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "Outcome",
+    "Record",
+    "RecordKind",
+    "Store",
+    "Submission",
+    "SubmissionState",
+    "SubmissionUpdate",
+]
+
+
+class SubmissionState(str, Enum):
+    """Lifecycle of a submission (contract 10.5)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    JOINING = "joining"
+    JOINED = "joined"
+    SETTLED = "settled"
+
+
+class Outcome(str, Enum):
+    """The one terminal outcome of a submission (contract 10.4)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABORTED = "aborted"
+
+
+RecordKind = Literal[
+    "message",  # data: message_to_dict(...) of a conversation message
+    "system",  # data: {"text": frozen system prompt, "roster": {...}} — a window starts
+    "compaction",  # data: {"summary": str, "first_kept_seq": int, "reason": str, ...}
+    "state",  # data: {"name": str, "value": JSON} — a persistent-state write
+    "step",  # data: {"call_id": str, "name": str, "value": JSON} — a durable step's result
+    "settlement",  # data: {"outcome": str, "result": str|None, "error": dict|None}
+    "event",  # data: anything else worth keeping for a redraw (e.g. a recovery notice)
+]
+
+
+@dataclass(slots=True)
+class Submission:
+    """One admitted input and where it stands."""
+
+    id: str
+    conversation_id: str
+    seq: int
+    """Admission order: strictly increasing across the store."""
+    text: str
+    state: SubmissionState
+    accepted_at: float
+    attempts: int = 0
+    started_at: float | None = None
+    """Start of the first attempt; the submission timeout counts from here."""
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    abort_requested: bool = False
+    joined_into: str | None = None
+    outcome: Outcome | None = None
+    result: str | None = None
+    """The final text of a completed response."""
+    error: dict[str, Any] | None = None
+    """`FlueError.to_dict()` of a failed or aborted submission."""
+    settled_at: float | None = None
+
+
+@dataclass(slots=True)
+class Record:
+    """One entry of a conversation's append-only record stream."""
+
+    seq: int
+    """Position in the stream: strictly increasing across the store."""
+    conversation_id: str
+    submission_id: str | None
+    kind: RecordKind
+    data: dict[str, Any]
+    created_at: float
+
+
+@dataclass(slots=True)
+class SubmissionUpdate:
+    """A compare-and-set on a submission, applied in the same transaction as an append.
+
+    Applied only if the submission's state is in `expect` (any state when `expect` is empty);
+    if it is not, the whole `append` is rolled back and raises `StoreError`.
+    """
+
+    submission_id: str
+    expect: Sequence[SubmissionState] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Column values to set, e.g. {"state": SubmissionState.JOINED, "joined_into": "s1"}."""
+
+
+class Store(Protocol):
+    """What the runtime needs from durable storage. One call, one transaction."""
+
+    # conversations and ownership
+    def ensure_conversation(self, conversation_id: str, *, now: float) -> None:
+        """Create the conversation if it does not exist."""
+        ...
+
+    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
+        """Take (or renew) ownership if free, expired, or already ours."""
+        ...
+
+    def renew_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
+        """Extend our lease (and the running submissions' lease columns); False if lost."""
+        ...
+
+    def release_lease(self, conversation_id: str, owner: str) -> None:
+        """Give ownership up (no-op if not ours)."""
+        ...
+
+    def lease(self, conversation_id: str) -> tuple[str, float] | None:
+        """Current (owner, expires_at), or None."""
+        ...
+
+    # submissions
+    def admit(self, conversation_id: str, text: str, *, submission_id: str, now: float) -> Submission:
+        """Commit a new queued submission and return it (contract 10.1)."""
+        ...
+
+    def submission(self, submission_id: str) -> Submission | None:
+        """One submission by id."""
+        ...
+
+    def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
+        """The conversation's submissions in admission order."""
+        ...
+
+    def update_submission(
+        self, submission_id: str, *, expect: Iterable[SubmissionState] = (), **fields: Any
+    ) -> bool:
+        """Set columns if the state is in `expect` (or always when empty); True if applied."""
+        ...
+
+    def settle(
+        self,
+        submission_id: str,
+        outcome: Outcome,
+        *,
+        result: str | None = None,
+        error: dict[str, Any] | None = None,
+        now: float,
+    ) -> bool:
+        """Settle once: the first terminal outcome wins (contract 10.4).
+
+        Appends a `settlement` record and settles every submission joined into this one with the
+        same outcome, all in one transaction. Returns False if it was already settled.
+        """
+        ...
+
+    def request_abort(self, conversation_id: str) -> list[str]:
+        """Record a durable abort intent on every unsettled submission; return their ids."""
+        ...
+
+    # the record stream
+    def append(
+        self,
+        conversation_id: str,
+        submission_id: str | None,
+        items: Sequence[tuple[RecordKind, dict[str, Any]]],
+        *,
+        now: float,
+        updates: Sequence[SubmissionUpdate] = (),
+    ) -> list[Record]:
+        """Append records (and apply `updates`, and upsert `state` records) atomically."""
+        ...
+
+    def records(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int = 0,
+        kinds: Iterable[RecordKind] | None = None,
+        submission_id: str | None = None,
+    ) -> list[Record]:
+        """Records in stream order, optionally filtered."""
+        ...
+
+    def state(self, conversation_id: str) -> dict[str, Any]:
+        """The latest value of every persistent-state name."""
+        ...
+
+    # a half-streamed response, so recovery can keep what arrived (contract 11.2)
+    def put_partial(self, submission_id: str, data: dict[str, Any]) -> None:
+        """Replace the in-progress response snapshot of a submission."""
+        ...
+
+    def partial(self, submission_id: str) -> dict[str, Any] | None:
+        """The snapshot, if a stream was in progress."""
+        ...
+
+    def clear_partial(self, submission_id: str) -> None:
+        """Forget the snapshot (the response was recorded whole)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...

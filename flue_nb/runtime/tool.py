@@ -1,0 +1,273 @@
+"""Tools: the `Tool` type, the `@tool` decorator, `define_tool`, and running one call safely.
+
+What a tool's own code raises becomes an error result the model sees (contract 1.5); invalid
+input becomes an error result naming the bad fields (1.6). The runtime's own failures —
+`ConfigError`, `StoreError`, cancellation — propagate, so they are never disguised as tool output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .errors import ConfigError, StoreError, ToolRetry
+from .model import ToolSpec
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
+
+__all__ = [
+    "Step",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "define_tool",
+    "execute_tool",
+    "format_validation_error",
+    "tool",
+]
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """A tool's result: the text the model sees, and whether it is an error."""
+
+    content: str
+    is_error: bool = False
+    details: dict[str, Any] | None = None
+    """Extra facts for observers (the widget, provenance); never sent to the model."""
+
+
+class Step:
+    """Durable steps of one tool call: `await step.do(name, fn)` runs `fn` once, ever.
+
+    The runtime records each step's value; on recovery, a re-run durable tool gets the recorded
+    values back instead of running the steps again (contract 11.6).
+    """
+
+    def __init__(self, recorded: dict[str, Any], record: Callable[[str, Any], None]) -> None:
+        self._recorded = recorded
+        self._record = record
+
+    async def do(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn` (sync or async) unless a value for `name` was recorded; return the value."""
+        if name in self._recorded:
+            return self._recorded[name]
+        value = fn()
+        if inspect.isawaitable(value):
+            value = await value
+        self._record(name, value)
+        self._recorded[name] = value
+        return value
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may use besides its input."""
+
+    call_id: str
+    sandbox: Sandbox | None = None
+    step: Step | None = None
+    """Set for durable tools (`durable=True`)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+RunFn = Callable[[BaseModel, ToolContext], "Awaitable[ToolOutput | str] | ToolOutput | str"]
+
+
+@dataclass(slots=True)
+class Tool:
+    """A tool the model can call."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    run: RunFn
+    durable: bool = False
+    """Durable tools get `ctx.step` and are re-run on recovery with recorded steps replayed."""
+    blocking: bool = False
+    """Run a sync `run` in a worker thread so it does not stall the event loop."""
+
+    def spec(self) -> ToolSpec:
+        """The name, description and JSON schema the model sees."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+
+def format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """Say which fields were wrong and how, in words the model can act on."""
+    lines = [f"Invalid input for tool `{tool_name}`:"]
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(input)"
+        lines.append(f"- field `{loc}`: {err['msg']}")
+    lines.append("Fix the input and call the tool again.")
+    return "\n".join(lines)
+
+
+async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutput:
+    """Validate the input, run the tool, and turn what its code raises into an error result."""
+    if not isinstance(raw_input, dict):
+        return ToolOutput(
+            f"Invalid input for tool `{tool.name}`: expected a JSON object, got {type(raw_input).__name__}.",
+            is_error=True,
+        )
+    try:
+        args = tool.input_model.model_validate(raw_input)
+    except ValidationError as exc:
+        return ToolOutput(format_validation_error(tool.name, exc), is_error=True)
+    try:
+        if tool.blocking and not inspect.iscoroutinefunction(tool.run):
+            result = await asyncio.to_thread(tool.run, args, ctx)
+        else:
+            result = tool.run(args, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+    except (ConfigError, StoreError):
+        raise
+    except ToolRetry as exc:
+        return ToolOutput(exc.message, is_error=True)
+    except Exception as exc:  # noqa: BLE001 - tool code's failures go to the model (contract 1.5)
+        return ToolOutput(f"Error: {type(exc).__name__}: {exc}", is_error=True)
+    if isinstance(result, ToolOutput):
+        return result
+    return ToolOutput(result if isinstance(result, str) else _to_text(result))
+
+
+def _to_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        import json
+
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+_ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and per-argument texts."""
+    if not doc:
+        return "", {}
+    doc = inspect.cleandoc(doc)
+    parts = re.split(r"^\s*(?:Args|Arguments|Parameters):\s*$", doc, maxsplit=1, flags=re.M)
+    description = parts[0].strip()
+    params: dict[str, str] = {}
+    if len(parts) == 2:
+        current = None
+        for line in parts[1].splitlines():
+            if re.match(r"^\s*(Returns|Raises|Yields|Examples?):\s*$", line):
+                break
+            m = _ARG_LINE.match(line)
+            if m and (line.startswith("    ") or not line.startswith(" ")) and line.strip().split()[0].rstrip(":").isidentifier():
+                current = m.group(1)
+                params[current] = m.group(2).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+    return description, params
+
+
+def _ctx_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
+    for name, hint in hints.items():
+        if hint is ToolContext:
+            return name
+    return None
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    durable: bool = False,
+) -> Any:
+    """Make a tool from a function: schema from its type hints, description from its docstring.
+
+    A parameter annotated `ToolContext` receives the call's context instead of model input.
+    Sync functions run in a worker thread; async functions run on the runtime's loop.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        hints = get_type_hints(f)
+        hints.pop("return", None)
+        ctx_name = _ctx_param(f, hints)
+        desc, arg_docs = _parse_docstring(f.__doc__)
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(f).parameters.items():
+            if pname == ctx_name:
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ConfigError(f"tool {f.__name__!r}: *args/**kwargs parameters are not supported")
+            annotation = hints.get(pname, Any)
+            default = ... if param.default is param.empty else param.default
+            fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
+        model = create_model(  # type: ignore[call-overload]
+            f"{f.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        is_async = inspect.iscoroutinefunction(f)
+
+        if is_async:
+
+            async def run(args: BaseModel, ctx: ToolContext) -> Any:
+                kwargs = {k: getattr(args, k) for k in fields}
+                if ctx_name:
+                    kwargs[ctx_name] = ctx
+                return await f(**kwargs)
+
+        else:
+
+            def run(args: BaseModel, ctx: ToolContext) -> Any:  # type: ignore[misc]
+                kwargs = {k: getattr(args, k) for k in fields}
+                if ctx_name:
+                    kwargs[ctx_name] = ctx
+                return f(**kwargs)
+
+        t = Tool(
+            name=name or f.__name__,
+            description=description or desc or f.__name__,
+            input_model=model,
+            run=run,
+            durable=durable,
+            blocking=not is_async,
+        )
+        return t
+
+    return build(fn) if fn is not None else build
+
+
+def define_tool(
+    name: str,
+    description: str,
+    *,
+    input: type[BaseModel],
+    run: Callable[..., Any],
+    durable: bool = False,
+) -> Tool:
+    """Make a tool from a pydantic input model and `run(input)` or `run(input, ctx)`."""
+    if not (isinstance(input, type) and issubclass(input, BaseModel)):
+        raise ConfigError(f"define_tool({name!r}): `input` must be a pydantic BaseModel subclass")
+    n_params = len(inspect.signature(run).parameters)
+    is_async = inspect.iscoroutinefunction(run)
+
+    if is_async:
+
+        async def call(args: BaseModel, ctx: ToolContext) -> Any:
+            return await (run(args, ctx) if n_params >= 2 else run(args))
+
+    else:
+
+        def call(args: BaseModel, ctx: ToolContext) -> Any:  # type: ignore[misc]
+            return run(args, ctx) if n_params >= 2 else run(args)
+
+    return Tool(name, description, input, call, durable=durable, blocking=not is_async)

@@ -1,0 +1,1 @@
+"""The six standard sandbox tools, each from a factory any sandbox adapter can reuse."""
