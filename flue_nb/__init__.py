@@ -1,0 +1,1 @@
+"""flue_nb: a tool-using agent inside your live Jupyter kernel, durable in SQLite."""
