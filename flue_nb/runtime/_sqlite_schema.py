@@ -1,0 +1,230 @@
+"""The on-disk schema of `SQLiteStore`: forward migrations, the version check and row decoding.
+
+Migrations are frozen once released: a schema change is a new entry at the end of `MIGRATIONS`,
+never an edit of an old one, because files written by older versions replay only what they lack.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState
+
+__all__ = [
+    "MIGRATIONS",
+    "RECORD_COLUMNS",
+    "RECORD_KINDS",
+    "SCHEMA_VERSION",
+    "SUBMISSION_COLUMNS",
+    "Migration",
+    "dump_json",
+    "load_json",
+    "migrate",
+    "record_from_row",
+    "submission_from_row",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step forward: the statements that take the schema from `version - 1` to `version`."""
+
+    version: int
+    statements: tuple[str, ...]
+
+
+# Statements are run one by one, not with executescript(): executescript() commits first, which
+# would break the one-transaction-per-migration promise.
+_V1 = Migration(
+    1,
+    (
+        """CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            lease_owner TEXT,
+            lease_expires REAL,
+            CHECK ((lease_owner IS NULL) = (lease_expires IS NULL))
+        ) STRICT""",
+        # seq is the rowid with AUTOINCREMENT so admission order never reuses a number.
+        """CREATE TABLE submissions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id),
+            text TEXT NOT NULL,
+            state TEXT NOT NULL
+                CHECK (state IN ('queued', 'running', 'joining', 'joined', 'settled')),
+            accepted_at REAL NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            started_at REAL,
+            lease_owner TEXT,
+            lease_expires REAL,
+            abort_requested INTEGER NOT NULL DEFAULT 0 CHECK (abort_requested IN (0, 1)),
+            joined_into TEXT REFERENCES submissions (id),
+            outcome TEXT CHECK (outcome IN ('completed', 'failed', 'aborted')),
+            result TEXT,
+            error TEXT CHECK (error IS NULL OR json_valid(error)),
+            settled_at REAL,
+            CHECK ((state = 'settled') = (outcome IS NOT NULL))
+        ) STRICT""",
+        "CREATE INDEX submissions_by_conversation ON submissions (conversation_id, seq)",
+        "CREATE INDEX submissions_by_joined_into ON submissions (joined_into)"
+        " WHERE joined_into IS NOT NULL",
+        # kind is validated in Python against RecordKind rather than by a CHECK, so adding a
+        # kind does not need a table rebuild.
+        """CREATE TABLE records (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id),
+            submission_id TEXT REFERENCES submissions (id),
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL CHECK (json_valid(data)),
+            created_at REAL NOT NULL
+        ) STRICT""",
+        "CREATE INDEX records_by_conversation ON records (conversation_id, seq)",
+        "CREATE INDEX records_by_submission ON records (submission_id, seq)"
+        " WHERE submission_id IS NOT NULL",
+        """CREATE TABLE state (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id),
+            name TEXT NOT NULL,
+            value TEXT NOT NULL CHECK (json_valid(value)),
+            PRIMARY KEY (conversation_id, name)
+        ) STRICT, WITHOUT ROWID""",
+        """CREATE TABLE partials (
+            submission_id TEXT PRIMARY KEY REFERENCES submissions (id),
+            data TEXT NOT NULL CHECK (json_valid(data))
+        ) STRICT""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1,)
+"""Every migration in order; the last one's version is what this code writes."""
+
+SCHEMA_VERSION: int = MIGRATIONS[-1].version
+"""The schema version this code reads and writes."""
+
+RECORD_KINDS: frozenset[str] = frozenset(get_args(RecordKind))
+"""The record kinds `append` accepts."""
+
+SUBMISSION_COLUMNS = (
+    "id, conversation_id, seq, text, state, accepted_at, attempts, started_at, lease_owner,"
+    " lease_expires, abort_requested, joined_into, outcome, result, error, settled_at"
+)
+"""The SELECT list `submission_from_row` decodes."""
+
+RECORD_COLUMNS = "seq, conversation_id, submission_id, kind, data, created_at"
+"""The SELECT list `record_from_row` decodes."""
+
+
+def migrate(
+    conn: sqlite3.Connection, path: str, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> int:
+    """Bring the schema up to the last of `migrations` in one transaction; return the version.
+
+    Raises `StoreError` if the file is newer than `migrations`, or is some other SQLite database.
+    """
+    latest = migrations[-1].version if migrations else 0
+    # IMMEDIATE so two processes opening a fresh file do not both run the same migration.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _current_version(conn, path)
+        if version > latest:
+            raise StoreError(
+                f"`{path}` has store schema version {version}, newer than this flue_nb "
+                f"understands ({latest}); upgrade flue_nb (`pip install -U flue_nb`) to open it",
+                path=path,
+                version=version,
+                supported=latest,
+            )
+        for step in migrations:
+            if step.version > version:
+                for statement in step.statements:
+                    conn.execute(statement)
+                conn.execute("UPDATE schema_version SET version = ?", (step.version,))
+                version = step.version
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return version
+
+
+def _current_version(conn: sqlite3.Connection, path: str) -> int:
+    tables = {
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "schema_version" not in tables:
+        if tables:
+            # Someone else's database: adding our tables to it would mix two applications' data.
+            raise StoreError(
+                f"`{path}` is an SQLite database but not a flue_nb store (it has tables "
+                f"{sorted(tables)!r} and no `schema_version`); pass a different `db=`",
+                path=path,
+            )
+        conn.execute(
+            "CREATE TABLE schema_version ("
+            " id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL) STRICT"
+        )
+        conn.execute("INSERT INTO schema_version (id, version) VALUES (1, 0)")
+        return 0
+    row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+    if row is None:
+        raise StoreError(f"`{path}` has an empty `schema_version` table; the store is damaged",
+                         path=path)
+    return int(row[0])
+
+
+def dump_json(value: Any, what: str) -> str:
+    """Serialize `value` as strict JSON text, or raise `StoreError` saying what could not be stored."""
+    try:
+        # allow_nan=False: NaN/Infinity are not JSON and would fail json_valid() anyway.
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
+
+
+def load_json(text: str | None) -> Any:
+    """Decode JSON text from a column (None stays None)."""
+    return None if text is None else json.loads(text)
+
+
+def submission_from_row(row: tuple[Any, ...]) -> Submission:
+    """Build a fresh `Submission` from a row selected with `SUBMISSION_COLUMNS`."""
+    (sid, conversation_id, seq, text, state, accepted_at, attempts, started_at, lease_owner,
+     lease_expires, abort_requested, joined_into, outcome, result, error, settled_at) = row
+    return Submission(
+        id=sid,
+        conversation_id=conversation_id,
+        seq=seq,
+        text=text,
+        state=SubmissionState(state),
+        accepted_at=accepted_at,
+        attempts=attempts,
+        started_at=started_at,
+        lease_owner=lease_owner,
+        lease_expires=lease_expires,
+        abort_requested=bool(abort_requested),
+        joined_into=joined_into,
+        outcome=None if outcome is None else Outcome(outcome),
+        result=result,
+        error=load_json(error),
+        settled_at=settled_at,
+    )
+
+
+def record_from_row(row: tuple[Any, ...]) -> Record:
+    """Build a fresh `Record` from a row selected with `RECORD_COLUMNS`."""
+    seq, conversation_id, submission_id, kind, data, created_at = row
+    return Record(
+        seq=seq,
+        conversation_id=conversation_id,
+        submission_id=submission_id,
+        kind=kind,
+        data=load_json(data),
+        created_at=created_at,
+    )
