@@ -1,0 +1,319 @@
+"""The kernel `python` tool: run code in the live namespace like a notebook cell, and say what changed.
+
+A call execs the code in the user's namespace, shows the value of a final expression (as a cell
+would), captures stdout, stderr and tracebacks, and reports which user variables it created,
+changed or deleted. Output is cut to its tail like `bash`; a result too large for that is kept in
+the kernel behind a handle (`_flue.results[N]`, `_flue.values[N]`) that the model can slice with
+another call instead of having it stuffed into context.
+
+What the user's code raises is a result with `is_error=True`, never an exception out of the tool.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import itertools
+import linecache
+import os
+import traceback
+import types
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools._truncate import truncate_tail
+
+__all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
+
+Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a zero-argument sync function somewhere (e.g. the kernel's main thread); returns its result."""
+
+Namespace = dict[str, Any] | Callable[[], dict[str, Any]]
+"""A namespace, or a function returning it at each call (so it can be resolved lazily)."""
+
+HANDLE_NAME = "_flue"
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# IPython puts these in `user_ns`; they are plumbing, not the user's variables.
+_IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
+# Identity says all there is to say about these: immutable, or code whose identity is the point.
+_NO_FINGERPRINT = (
+    int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range,
+    type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+)  # fmt: skip
+_CONTAINERS = (list, dict, set, bytearray, deque)
+# Element identities are compared only for containers this small, so a snapshot stays cheap.
+_SHALLOW_LIMIT = 1000
+_MAX_NAMES = 20
+_cell_numbers = itertools.count(1)
+
+_DESCRIPTION = """\
+Run Python code in the user's live Jupyter kernel, in the same namespace as their notebook: the \
+variables you see are theirs, and what you define stays for them. It runs like a notebook cell: \
+the value of a final expression is shown (end the code with `;` to hide it). Output (stdout, \
+stderr, tracebacks, the value) is cut to its last 2000 lines / 50 KB; a larger result is kept in \
+the kernel as `_flue.results[N]` (full text) and `_flue.values[N]` (the value) for you to slice \
+with another call. Each result lists the variables the code created, changed or deleted. Code \
+runs on the kernel's main thread with no timeout, so keep calls short; top-level `await` is not \
+supported."""
+
+
+class PythonInput(BaseModel):
+    """Input of the `python` tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(description="Python source to run in the kernel's namespace, like a notebook cell.")
+
+
+class FlueResults:
+    """Large `python` results kept in the kernel: `results[N]` is the full text, `values[N]` the value."""
+
+    def __init__(self) -> None:
+        self.results: dict[int, str] = {}
+        """Full output text of each kept result, by handle number."""
+        self.values: dict[int, Any] = {}
+        """The final expression's value of each kept result that had one."""
+        self._next = 1
+
+    def keep(self, text: str, value: Any = None, *, has_value: bool = False) -> int:
+        """Store a result's full text (and its value when `has_value`); return its handle number."""
+        number = self._next
+        self._next += 1
+        self.results[number] = text
+        if has_value:
+            self.values[number] = value
+        return number
+
+    def clear(self) -> None:
+        """Forget every kept result, freeing the memory their values hold."""
+        self.results.clear()
+        self.values.clear()
+
+    def __repr__(self) -> str:
+        kept = ", ".join(str(n) for n in self.results) or "none"
+        return f"<flue kept results: {kept}; see .results[N] / .values[N], free with .clear()>"
+
+
+@dataclass(slots=True)
+class _Changes:
+    created: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+async def _run_inline(fn: Callable[[], Any]) -> Any:
+    # Inline on the caller's thread, not a worker: user code (and the objects in the namespace,
+    # e.g. GUI handles, sqlite connections) may not be thread-safe.
+    return fn()
+
+
+def python_tool(namespace: Namespace, *, runner: Runner | None = None) -> Tool:
+    """The `python` tool, running code in `namespace` through `runner` (default: inline).
+
+    Args:
+        namespace: The dict to run code in, or a function returning it (called at each call).
+        runner: Runs the zero-argument cell function where the namespace lives; the notebook
+            layer passes one that hops to the kernel's main thread.
+    """
+    run_on = runner or _run_inline
+
+    async def run(args: PythonInput, ctx: ToolContext) -> ToolOutput:
+        ns = namespace() if callable(namespace) else namespace
+        result: ToolOutput = await run_on(lambda: _run_cell(args.code, ns))
+        return result
+
+    return Tool("python", _DESCRIPTION, PythonInput, run)  # type: ignore[arg-type]
+
+
+def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
+    """Run `code` in `ns` like a notebook cell and describe what happened, as a tool result."""
+    before = _snapshot(ns)
+    filename = f"<python-input-{next(_cell_numbers)}>"
+    buffer = io.StringIO()
+    error: str | None = None
+    has_value, value, value_repr = False, None, None
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        try:
+            body, last = _compile(code, filename)
+        except (SyntaxError, ValueError) as exc:
+            error = "syntax"
+            trace = "".join(traceback.format_exception_only(type(exc), exc))
+            trace += "The code did not run: fix it and call `python` again.\n"
+        else:
+            # Registered so tracebacks, `inspect.getsource` and IPython can show these lines.
+            linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+            trace = ""
+            try:
+                exec(body, ns)
+                if last is not None:
+                    value = eval(last, ns)
+                    has_value = value is not None and not code.rstrip().endswith(";")
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's failure is the result
+                error = "exception"
+                trace = _user_traceback(exc)
+            if has_value:
+                value_repr = _safe_repr(value)
+    after = _snapshot(ns)
+    changes = _diff(before, after)
+
+    body_text = _join(buffer.getvalue(), trace)
+    if value_repr is not None:
+        out = f"Out: {value_repr}" if "\n" not in value_repr else f"Out:\n{value_repr}"
+        body_text = _join(body_text, out)
+    cut = truncate_tail(body_text)
+    details: dict[str, Any] = {
+        "variables": {"created": changes.created, "changed": changes.changed, "deleted": changes.deleted},
+        "truncated": cut.truncated,
+        "handle": None,
+        "error": error,
+        "value_type": type(value).__name__ if has_value else None,
+    }
+    parts = [cut.text.rstrip("\n")] if cut.text.strip() else []
+    if cut.truncated:
+        number = _holder(ns).keep(body_text, value, has_value=has_value)
+        details["handle"] = number
+        shown_value = _describe(value) if has_value else None
+        parts.append(_handle_note(number, body_text, cut.first_line, cut.total_lines, shown_value))
+    line = _variables_line(changes, after)
+    if line:
+        parts.append(line)
+    content = "\n\n".join(parts) if parts else "(no output)"
+    return ToolOutput(content, is_error=error is not None, details=details)
+
+
+def _compile(code: str, filename: str) -> tuple[types.CodeType, types.CodeType | None]:
+    """Compile all statements, splitting off a final expression so its value can be shown."""
+    tree = ast.parse(code, filename=filename, mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    # dont_inherit: this module's `from __future__ import annotations` must not leak into user code.
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    return body, (compile(last, filename, "eval", dont_inherit=True) if last is not None else None)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback without its leading flue_nb frames, so the model sees the user's lines first."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not lose the rest of the result
+        return f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
+
+
+def _join(a: str, b: str) -> str:
+    if not a or not b:
+        return a or b
+    return a + ("" if a.endswith("\n") else "\n") + b
+
+
+def _holder(ns: dict[str, Any]) -> FlueResults:
+    holder = ns.get(HANDLE_NAME)
+    if not isinstance(holder, FlueResults):
+        holder = ns[HANDLE_NAME] = FlueResults()
+    return holder
+
+
+def _handle_note(number: int, text: str, first_line: int, total_lines: int, value_kind: str | None) -> str:
+    size = len(text.encode("utf-8"))
+    note = (
+        f"[Output too large ({size:,} bytes, {total_lines:,} lines): showing the tail from line "
+        f"{first_line:,}. The full text is kept in the kernel as `{HANDLE_NAME}.results[{number}]` (str)"
+    )
+    if value_kind is not None:
+        note += f" and the value as `{HANDLE_NAME}.values[{number}]` ({value_kind})"
+    return note + f". Slice it with another `python` call, e.g. `print({HANDLE_NAME}.results[{number}][:2000])`.]"
+
+
+# --- namespace snapshots ---------------------------------------------------------------------
+
+
+def _is_user_name(name: str) -> bool:
+    return not name.startswith("_") and name not in _IPYTHON_NAMES
+
+
+def _snapshot(ns: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    # Holds the old objects (not just ids) until the diff: a freed object's id can be reused by
+    # its replacement, which would hide a rebinding.
+    return {name: (value, _fingerprint(value)) for name, value in list(ns.items()) if _is_user_name(name)}
+
+
+def _fingerprint(value: Any) -> Any:
+    """A cheap summary that changes when common containers change in place; never hashes data."""
+    if isinstance(value, _NO_FINGERPRINT):
+        return None
+    try:
+        if isinstance(value, _CONTAINERS):
+            if len(value) > _SHALLOW_LIMIT:
+                return len(value)
+            if isinstance(value, dict):
+                return len(value), tuple(map(id, value.keys())), tuple(map(id, value.values()))
+            if isinstance(value, set):
+                return len(value), frozenset(map(id, value))
+            if isinstance(value, bytearray):
+                return bytes(value)
+            return len(value), tuple(map(id, value))
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple):
+            return ("shape", shape)
+        if hasattr(type(value), "__len__"):
+            return len(value)
+    except Exception:  # noqa: BLE001 - a fingerprint is best-effort; identity still counts
+        return None
+    return None
+
+
+def _diff(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]]) -> _Changes:
+    changes = _Changes()
+    for name in sorted(after.keys() | before.keys()):
+        if name not in before:
+            changes.created.append(name)
+        elif name not in after:
+            changes.deleted.append(name)
+        elif after[name][0] is not before[name][0] or after[name][1] != before[name][1]:
+            changes.changed.append(name)
+    return changes
+
+
+def _describe(value: Any) -> str:
+    """Type name plus shape or length: `DataFrame, shape (3, 2)`, `list, len 4`."""
+    kind = type(value).__name__
+    if isinstance(value, _NO_FINGERPRINT) and not isinstance(value, (str, bytes, tuple, frozenset)):
+        return kind
+    try:
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple):
+            return f"{kind}, shape {shape}"
+        if isinstance(value, (str, bytes, tuple, frozenset, *_CONTAINERS)):
+            return f"{kind}, len {len(value)}"
+    except Exception:  # noqa: BLE001 - describing is best-effort
+        pass
+    return kind
+
+
+def _variables_line(changes: _Changes, after: dict[str, tuple[Any, Any]]) -> str:
+    def names(items: list[str], described: bool) -> str:
+        shown = [f"`{n}` ({_describe(after[n][0])})" if described else f"`{n}`" for n in items[:_MAX_NAMES]]
+        if len(items) > _MAX_NAMES:
+            shown.append(f"and {len(items) - _MAX_NAMES} more")
+        return ", ".join(shown)
+
+    parts = []
+    if changes.created:
+        parts.append("created " + names(changes.created, True))
+    if changes.changed:
+        parts.append("changed " + names(changes.changed, True))
+    if changes.deleted:
+        parts.append("deleted " + names(changes.deleted, False))
+    return "Variables: " + "; ".join(parts) if parts else ""
