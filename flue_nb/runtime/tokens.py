@@ -162,6 +162,7 @@ class TokenCounter:
         self._count_text = count_text
         self._max_entries = max_entries
         self._cache: dict[int, tuple[Message, int, int]] = {}
+        self._system: tuple[str, int] = ("", 0)
 
     def __len__(self) -> int:
         """How many message counts are cached."""
@@ -195,8 +196,7 @@ class TokenCounter:
         estimates of every message after it. With no usage anywhere, the estimate of every
         message plus `system` (the system prompt is inside the reported usage otherwise).
         """
-        start = 0
-        base = self._count_text(system) if system else 0
+        start, base = 0, -1
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
             # A zero total means the model reported nothing (a fake, an aborted stream): trusting
@@ -204,6 +204,8 @@ class TokenCounter:
             if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.total > 0:
                 start, base = i + 1, m.usage.total
                 break
+        if base < 0:
+            base = self._count_system(system)
         used = base + sum(self.count_message(m) for m in messages[start:])
         self._prune(messages)
         return used
@@ -211,6 +213,13 @@ class TokenCounter:
     def clear(self) -> None:
         """Forget every cached count."""
         self._cache.clear()
+        self._system = ("", 0)
+
+    def _count_system(self, system: str) -> int:
+        # The frozen system prompt is the same string turn after turn (contract 12.2).
+        if system != self._system[0]:
+            self._system = (system, self._count_text(system) if system else 0)
+        return self._system[1]
 
     def _prune(self, live: Sequence[Message]) -> None:
         # Amortised: rebuild only once the cache holds well over the live history, so a
