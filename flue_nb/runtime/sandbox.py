@@ -24,6 +24,8 @@ class ExecResult:
     output: bytes
     exit_code: int
     timed_out: bool = False
+    truncated: bool = False
+    """Output was dropped to respect `max_output`: the head (keep="tail") or the rest (keep="head")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +62,15 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
+        keep: Literal["head", "tail"] = "tail",
     ) -> ExecResult:
-        """Run a shell string or an argv list in its own process group; cancellation kills it."""
+        """Run a shell string or an argv list in its own process group; cancellation kills it.
+
+        At most `max_output` bytes of output are kept (None: the adapter's own bound): the last
+        ones with `keep="tail"`; with `keep="head"` the first ones, and the command is stopped once
+        that many bytes arrived (a search that already has enough matches need not run on).
+        """
         ...
 
     async def read_file(self, path: str) -> bytes:
