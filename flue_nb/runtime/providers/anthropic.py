@@ -1,0 +1,417 @@
+"""The Anthropic provider: flue_nb messages to the Messages API and its SSE stream back.
+
+This is the only module that imports `anthropic`. It translates and nothing more: retries belong
+to the runtime (contract 11.3), so the SDK's own retries are off, and every SDK or transport
+failure is classified into a `ProviderError` by `_translate_errors`, the one place that knows
+the SDK's exception types.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anthropic
+import httpx2
+
+from ..errors import (
+    ContextOverflowError,
+    ModelNotConfiguredError,
+    ProviderError,
+    ProviderErrorKind,
+    ProviderHTTPError,
+)
+from ..messages import (
+    AssistantMessage,
+    AssistantPart,
+    Message,
+    SignalMessage,
+    SummaryMessage,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..model import (
+    ModelInfo,
+    ModelRequest,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from ._models import model_info
+
+__all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
+
+_EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+INVALID_INPUT_KEY = "__invalid_json__"
+"""Key holding a tool call's raw input when the streamed JSON does not parse (e.g. cut by
+`max_tokens`): the call still reaches tool validation, which tells the model what went wrong,
+instead of failing the whole response."""
+
+_NO_KEY_MESSAGE = (
+    "No Anthropic API key: set the `ANTHROPIC_API_KEY` environment variable (or pass "
+    "`api_key=` to `AnthropicModel`). To use another model, set `FLUE_MODEL` or "
+    "`c.FlueMagics.model`; to run offline, use `flue_nb.models.ScriptedModel`."
+)
+
+
+class AnthropicModel:
+    """A `Model` backed by the Anthropic Messages API through the official async SDK."""
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int | None = None,
+        thinking: dict[str, Any] | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+    ) -> None:
+        """Configure the model; credentials are checked when `stream` is first called.
+
+        Args:
+            model_id: The Anthropic model id, e.g. `claude-sonnet-4-6`.
+            api_key: Wins over `ANTHROPIC_API_KEY`.
+            base_url: Wins over `ANTHROPIC_BASE_URL`.
+            max_tokens: Output cap when the request sets none (default: the model's maximum).
+            thinking: Sent verbatim as the request's `thinking` parameter, e.g.
+                `{"type": "enabled", "budget_tokens": 8000}`.
+            client: A ready SDK client (the caller owns it and its retry settings).
+        """
+        self.model_id = model_id
+        self._info = model_info(model_id)
+        self._api_key = api_key
+        self._base_url = base_url
+        self._max_tokens = max_tokens
+        self._thinking = thinking
+        self._client = client
+
+    @property
+    def info(self) -> ModelInfo:
+        """Context window and output limits of this model."""
+        return self._info
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.model_id!r})"
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        # Resolved here rather than in __init__ so a notebook can build the agent first and set
+        # the key afterwards; and explicitly, so the SDK never falls back to profile files on disk.
+        key = self._api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
+        if key is None and token is None:
+            raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
+        credential = {"api_key": key} if key is not None else {"auth_token": token}
+        base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        return anthropic.AsyncAnthropic(**credential, base_url=base_url, max_retries=0)
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` for `request` (without `stream`)."""
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": request.max_tokens or self._max_tokens or self._info.max_output_tokens,
+            "messages": to_wire_messages(request.messages),
+        }
+        if request.system:
+            params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+        if request.tools:
+            params["tools"] = to_wire_tools(request.tools)
+        if self._thinking is not None:
+            params["thinking"] = self._thinking
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one response; raise `ProviderError` on failure. Cancellation aborts it."""
+        params = self.request_params(request)
+        # A client per call unless one was injected: an SDK client's connection pool is bound
+        # to the event loop that opened it, and notebooks, scripts and tests each bring their own.
+        client = self._client or self._new_client()
+        assembler = _Assembler(self.model_id)
+        try:
+            with _translate_errors(self.model_id):
+                sdk_stream = await client.messages.create(**params, stream=True)
+                try:
+                    async for event in sdk_stream:
+                        for out in assembler.feed(event):
+                            yield out
+                finally:
+                    await sdk_stream.close()
+        finally:
+            if client is not self._client:
+                await client.close()
+        if not assembler.stopped:
+            # The connection closed cleanly but early: a truncated response must never pass
+            # for a complete one, or the loop would act on half a tool call.
+            raise ProviderError(
+                f"The Anthropic stream for `{self.model_id}` ended before `message_stop`.",
+                kind="connection",
+                model=self.model_id,
+            )
+        yield ResponseDone(assembler.message())
+
+
+class _Assembler:
+    """Folds raw stream events into deltas for the caller and the final `AssistantMessage`."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model = model_id
+        self.parts: dict[int, AssistantPart] = {}
+        self.json_buffers: dict[int, list[str]] = {}
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> Iterator[StreamEvent]:
+        """Take one SDK event; yield what the caller should see now."""
+        kind = event.type
+        if kind == "message_start":
+            msg = event.message
+            self.model = msg.model or self.model
+            self._take_usage(msg.usage)
+        elif kind == "content_block_start":
+            yield from self._start_block(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            yield from self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            self._stop_block(event.index)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            self._take_usage(event.usage)
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def _take_usage(self, usage: Any) -> None:
+        # message_delta carries cumulative counts; fields it leaves None keep message_start's.
+        if usage is None:
+            return
+        u = self.usage
+        u.input_tokens = _or(usage.input_tokens, u.input_tokens)
+        u.output_tokens = _or(usage.output_tokens, u.output_tokens)
+        u.cache_read_tokens = _or(usage.cache_read_input_tokens, u.cache_read_tokens)
+        u.cache_write_tokens = _or(usage.cache_creation_input_tokens, u.cache_write_tokens)
+
+    def _start_block(self, index: int, block: Any) -> Iterator[StreamEvent]:
+        if block.type == "text":
+            self.parts[index] = TextPart(block.text or "")
+            if block.text:
+                yield TextDelta(block.text)
+        elif block.type == "thinking":
+            self.parts[index] = ThinkingPart(block.thinking or "", block.signature or None)
+            if block.thinking:
+                yield ThinkingDelta(block.thinking)
+        elif block.type == "tool_use":
+            self.parts[index] = ToolCall(block.id, block.name, {})
+            self.json_buffers[index] = []
+            yield ToolCallDelta(block.id, block.name)
+        # Other blocks (redacted thinking, server tools) have no flue_nb part and are dropped.
+
+    def _delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
+        part = self.parts.get(index)
+        if delta.type == "text_delta" and isinstance(part, TextPart):
+            part.text += delta.text
+            yield TextDelta(delta.text)
+        elif delta.type == "thinking_delta" and isinstance(part, ThinkingPart):
+            part.thinking += delta.thinking
+            yield ThinkingDelta(delta.thinking)
+        elif delta.type == "signature_delta" and isinstance(part, ThinkingPart):
+            part.signature = (part.signature or "") + delta.signature
+        elif delta.type == "input_json_delta" and index in self.json_buffers:
+            self.json_buffers[index].append(delta.partial_json)
+
+    def _stop_block(self, index: int) -> None:
+        part = self.parts.get(index)
+        chunks = self.json_buffers.pop(index, None)
+        if isinstance(part, ToolCall) and chunks is not None:
+            part.input = _parse_tool_input("".join(chunks))
+
+    def message(self) -> AssistantMessage:
+        """The assembled response."""
+        for index in list(self.json_buffers):
+            self._stop_block(index)
+        parts = [self.parts[i] for i in sorted(self.parts)]
+        return AssistantMessage(parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model)
+
+
+def _or(value: int | None, fallback: int) -> int:
+    return fallback if value is None else value
+
+
+def _parse_tool_input(raw: str) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {INVALID_INPUT_KEY: raw}
+    return value if isinstance(value, dict) else {INVALID_INPUT_KEY: raw}
+
+
+# ---------------------------------------------------------------------------------------------
+# flue_nb messages -> wire format
+
+
+def to_wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """The `tools` array; the last tool carries the cache breakpoint for the tools prefix."""
+    out: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
+    ]
+    if out:
+        out[-1]["cache_control"] = _EPHEMERAL
+    return out
+
+
+def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The `messages` array: user-role items merged per turn, tool results first."""
+    wire: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+
+    def flush_user() -> None:
+        # The API wants every tool_result of a turn before any other block of that turn.
+        if results or texts:
+            wire.append({"role": "user", "content": [*results, *texts]})
+        results.clear()
+        texts.clear()
+
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            blocks = _assistant_blocks(m)
+            if blocks:
+                flush_user()
+                wire.append({"role": "assistant", "content": blocks})
+            # An assistant message with nothing sendable is skipped, so the user items on
+            # either side of it still merge into one turn.
+        elif isinstance(m, ToolResultMessage):
+            results.append(
+                {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content, "is_error": m.is_error}
+            )
+        else:
+            text = _user_text(m)
+            # The API rejects empty or whitespace-only text blocks.
+            if text.strip():
+                texts.append({"type": "text", "text": text})
+    flush_user()
+    if wire and wire[-1]["role"] == "user":
+        # A breakpoint on the newest block lets the next call read the whole history from cache.
+        wire[-1]["content"][-1] = {**wire[-1]["content"][-1], "cache_control": _EPHEMERAL}
+    return wire
+
+
+def _user_text(m: Message) -> str:
+    if isinstance(m, (SignalMessage, SummaryMessage)):
+        return m.render()
+    if isinstance(m, UserMessage):
+        return m.text
+    raise TypeError(f"not a user-role message: {m!r}")
+
+
+def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for p in m.parts:
+        if isinstance(p, ThinkingPart):
+            # Thinking without a signature (e.g. cut off mid-stream) would be rejected.
+            if p.signature:
+                blocks.append({"type": "thinking", "thinking": p.thinking, "signature": p.signature})
+        elif isinstance(p, TextPart):
+            if p.text:
+                blocks.append({"type": "text", "text": p.text})
+        else:
+            blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.input})
+    return blocks
+
+
+# ---------------------------------------------------------------------------------------------
+# SDK errors -> ProviderError
+
+# Anthropic gives no stable code for "the prompt does not fit", only these messages; matching
+# text is the documented way to tell an overflow (compact and retry) from any other 400.
+_OVERFLOW = re.compile(
+    r"prompt is too long|exceed(s|ed)? (the )?context (limit|window)|context length|too many (input )?tokens",
+    re.IGNORECASE,
+)
+
+_KIND_BY_STATUS: dict[int, ProviderErrorKind] = {
+    401: "auth",
+    403: "auth",
+    408: "timeout",
+    429: "rate_limit",
+    529: "overloaded",
+}
+
+_KIND_BY_ERROR_TYPE: dict[str, ProviderErrorKind] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limit",
+    "api_error": "server",
+    "timeout_error": "timeout",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "invalid_request_error": "bad_request",
+    "not_found_error": "bad_request",
+    "request_too_large": "bad_request",
+}
+
+
+@contextlib.contextmanager
+def _translate_errors(model_id: str) -> Iterator[None]:
+    """Re-raise SDK and transport exceptions as classified `ProviderError`s, `from` the original."""
+    try:
+        yield
+    except anthropic.APIStatusError as exc:
+        raise _status_error(exc, model_id) from exc
+    except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
+        raise ProviderError(
+            f"The request to Anthropic for `{model_id}` timed out.", kind="timeout", model=model_id
+        ) from exc
+    except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
+        # httpx2 errors arrive unwrapped when the body breaks off after the response started.
+        raise ProviderError(
+            f"Lost the connection to Anthropic for `{model_id}`: {exc}", kind="connection", model=model_id
+        ) from exc
+    except anthropic.APIError as exc:
+        raise ProviderError(f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id) from exc
+
+
+def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError:
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    error_type = str(error.get("type") or "")
+    text = str(error.get("message") or exc.message)
+    status = exc.status_code
+    details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
+    if exc.request_id:
+        details["request_id"] = exc.request_id
+    overflow = status in (400, 413, 200) and _OVERFLOW.search(text) is not None
+    if overflow:
+        return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=status, **details)
+    if status < 400:
+        # An `event: error` inside a 200 stream: only the body says what went wrong.
+        kind = _KIND_BY_ERROR_TYPE.get(error_type, "other")
+        return ProviderError(
+            f"Anthropic stream for `{model_id}` failed mid-response ({error_type or 'unknown error'}): {text}",
+            kind=kind,
+            mid_stream=True,
+            **details,
+        )
+    kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else None)
+    kind = kind or _KIND_BY_ERROR_TYPE.get(error_type) or ("bad_request" if status < 500 else "other")
+    if kind == "auth":
+        what = "rejected the credentials" if status == 401 else "denied access"
+        message = (
+            f"Anthropic {what} (HTTP {status}: {text}). Check `ANTHROPIC_API_KEY` (or the `api_key` "
+            f"given to `AnthropicModel`) and that the key may use `{model_id}`."
+        )
+    else:
+        message = f"Anthropic returned HTTP {status} for `{model_id}` ({error_type or 'no error type'}): {text}"
+    return ProviderHTTPError(message, status=status, kind=kind, **details)

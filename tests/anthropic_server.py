@@ -1,0 +1,280 @@
+"""A loopback Anthropic Messages API for tests: scripted replies in, recorded requests out.
+
+`AnthropicServer` listens on 127.0.0.1 (a free port) and answers each `POST /v1/messages` with
+the next scripted reply: an SSE stream built from simple block descriptions (`text`, `thinking`,
+`tool_use`), an HTTP error with a JSON error body, a stream that sends `event: error` part-way,
+or a stream cut off half-way. Every request's body and headers are kept in `server.requests`.
+
+    with AnthropicServer() as server:
+        server.enqueue(stream(text("Hello"), usage=usage(input=10, output=2)))
+        AnthropicModel("claude-sonnet-4-5", api_key="test", base_url=server.url)
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import pytest
+
+__all__ = [
+    "AnthropicServer",
+    "ErrorReply",
+    "RecordedRequest",
+    "StreamReply",
+    "anthropic_server",
+    "error",
+    "stream",
+    "text",
+    "thinking",
+    "tool_use",
+    "usage",
+]
+
+
+def text(value: str, *, chunks: int = 2) -> dict[str, Any]:
+    """A text block whose text arrives in `chunks` text_delta events."""
+    return {"type": "text", "text": value, "chunks": chunks}
+
+
+def thinking(value: str, *, signature: str | None = "sig-1", chunks: int = 2) -> dict[str, Any]:
+    """A thinking block, then (unless None) its signature in a signature_delta."""
+    return {"type": "thinking", "thinking": value, "signature": signature, "chunks": chunks}
+
+
+def tool_use(call_id: str, name: str, input: dict[str, Any], *, chunks: int = 3) -> dict[str, Any]:
+    """A tool_use block whose JSON input is split across `chunks` input_json_delta events."""
+    return {"type": "tool_use", "id": call_id, "name": name, "input": input, "chunks": chunks}
+
+
+def usage(*, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> dict[str, int]:
+    """Token counts; message_start reports them with output 1, message_delta the final output."""
+    return {
+        "input_tokens": input,
+        "output_tokens": output,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+    }
+
+
+_DEFAULT_USAGE = usage(input=10, output=5)
+
+
+@dataclass
+class StreamReply:
+    """A 200 SSE response built from block descriptions."""
+
+    blocks: list[dict[str, Any]]
+    usage: dict[str, int]
+    stop_reason: str = "end_turn"
+    model: str = "claude-test"
+    error_after: int | None = None
+    """Send `event: error` after this many events (then end the stream)."""
+    error_type: str = "overloaded_error"
+    cut_after: int | None = None
+    """Close the connection after this many events, without `message_stop`."""
+    cut_mode: Literal["eof", "chunk"] = "eof"
+    """`eof`: a clean close of a close-delimited body; `chunk`: a chunked body broken mid-chunk."""
+    delay: float = 0.0
+    """Seconds to wait before answering (for client timeouts)."""
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The SSE events, in order, as (event name, data)."""
+        first = {**self.usage, "output_tokens": 1}
+        out: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": {
+                "id": "msg_test", "type": "message", "role": "assistant", "model": self.model,
+                "content": [], "stop_reason": None, "stop_sequence": None, "usage": first}}),
+            ("ping", {"type": "ping"}),
+        ]
+        for i, block in enumerate(self.blocks):
+            out.extend(_block_events(i, block))
+        out.append(("message_delta", {"type": "message_delta",
+                    "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": self.usage["output_tokens"]}}))
+        out.append(("message_stop", {"type": "message_stop"}))
+        return out
+
+
+@dataclass
+class ErrorReply:
+    """An HTTP error status with Anthropic's JSON error body."""
+
+    status: int
+    error_type: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def stream(*blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any) -> StreamReply:
+    """A streamed reply made of `blocks` (see `text`, `thinking`, `tool_use`)."""
+    return StreamReply(list(blocks), usage or _DEFAULT_USAGE, **kwargs)
+
+
+def error(status: int, error_type: str, message: str = "error", **headers: str) -> ErrorReply:
+    """An HTTP error reply; keyword arguments become headers (`retry_after="0"` → `retry-after`)."""
+    return ErrorReply(status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def _split(s: str, n: int) -> list[str]:
+    size = max(1, -(-len(s) // max(1, n)))
+    return [s[i : i + size] for i in range(0, len(s), size)] or [""]
+
+
+def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    kind, n = block["type"], block["chunks"]
+    if kind == "text":
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": c} for c in _split(block["text"], n)]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": c} for c in _split(block["thinking"], n)]
+        if block["signature"] is not None:
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": c} for c in _split(json.dumps(block["input"]), n)]
+    yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": start}
+    for d in deltas:
+        yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}
+    yield "content_block_stop", {"type": "content_block_stop", "index": i}
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names lower-cased."""
+    body: dict[str, Any]
+
+
+class AnthropicServer:
+    """A threaded loopback Messages API serving queued replies and recording requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self._replies: queue.Queue[StreamReply | ErrorReply] = queue.Queue()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL to give the SDK."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def enqueue(self, *replies: StreamReply | ErrorReply) -> None:
+        """Queue replies for the next requests, in order."""
+        for r in replies:
+            self._replies.put(r)
+
+    def next_reply(self) -> StreamReply | ErrorReply:
+        """The next scripted reply, or a loud 500 when the script ran out."""
+        try:
+            return self._replies.get_nowait()
+        except queue.Empty:
+            return ErrorReply(500, "api_error", "anthropic_server: no scripted reply left")
+
+    def start(self) -> AnthropicServer:
+        """Start serving in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> AnthropicServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.1 so the client keeps connections alive and chunked bodies are possible.
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+            pass  # keep test output clean
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib's name
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            server.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
+            reply = server.next_reply()
+            if isinstance(reply, ErrorReply):
+                self._send_error(reply)
+            else:
+                self._send_stream(reply)
+
+        def _send_error(self, reply: ErrorReply) -> None:
+            body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
+            data = body.encode()
+            self.send_response(reply.status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", "req_test")
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_stream(self, reply: StreamReply) -> None:
+            events = reply.events()
+            if reply.delay:
+                time.sleep(reply.delay)
+            chunked = reply.cut_after is None or reply.cut_mode == "chunk"
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                # No length, no chunking: the body ends when the connection closes.
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            for n, (name, data) in enumerate(events):
+                if reply.error_after is not None and n == reply.error_after:
+                    err = {"type": "error", "error": {"type": reply.error_type, "message": "mid-stream failure"}}
+                    self._write(f"event: error\ndata: {json.dumps(err)}\n\n".encode(), chunked)
+                    break
+                if reply.cut_after is not None and n == reply.cut_after:
+                    if chunked:
+                        # Announce a chunk longer than what follows, then hang up.
+                        self.wfile.write(b"400\r\nevent: content_block_delta\n")
+                        self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self._write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), chunked)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        def _write(self, data: bytes, chunked: bool) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+            self.wfile.flush()
+
+    return Handler
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    """A running `AnthropicServer`, stopped after the test."""
+    with AnthropicServer() as server:
+        yield server
