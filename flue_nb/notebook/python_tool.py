@@ -250,7 +250,11 @@ def _snapshot(ns: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 
 def _fingerprint(value: Any) -> Any:
-    """A cheap summary that changes when common containers change in place; never hashes data."""
+    """A cheap summary that changes when common containers change in place; never reads data.
+
+    Immutable values need none (identity says it all, so nothing is hashed). `len` is taken only
+    of built-in containers: on other objects it can be costly (a Django QuerySet runs its query).
+    """
     if isinstance(value, _NO_FINGERPRINT):
         return None
     try:
@@ -264,13 +268,16 @@ def _fingerprint(value: Any) -> Any:
             if isinstance(value, bytearray):
                 return bytes(value)
             return len(value), tuple(map(id, value))
-        shape = getattr(value, "shape", None)
-        if isinstance(shape, tuple):
-            return ("shape", shape)
-        if hasattr(type(value), "__len__"):
-            return len(value)
+        return _shape(value)
     except Exception:  # noqa: BLE001 - a fingerprint is best-effort; identity still counts
         return None
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """`value.shape` when it is a tuple of ints (arrays, DataFrames), else None."""
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape):
+        return shape
     return None
 
 
@@ -289,17 +296,15 @@ def _diff(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]])
 def _describe(value: Any) -> str:
     """Type name plus shape or length: `DataFrame, shape (3, 2)`, `list, len 4`."""
     kind = type(value).__name__
-    if isinstance(value, _NO_FINGERPRINT) and not isinstance(value, (str, bytes, tuple, frozenset)):
+    if isinstance(value, (str, bytes, tuple, frozenset, *_CONTAINERS)):
+        return f"{kind}, len {len(value)}"
+    if isinstance(value, _NO_FINGERPRINT):
         return kind
     try:
-        shape = getattr(value, "shape", None)
-        if isinstance(shape, tuple):
-            return f"{kind}, shape {shape}"
-        if isinstance(value, (str, bytes, tuple, frozenset, *_CONTAINERS)):
-            return f"{kind}, len {len(value)}"
+        shape = _shape(value)
     except Exception:  # noqa: BLE001 - describing is best-effort
-        pass
-    return kind
+        shape = None
+    return f"{kind}, shape {shape}" if shape is not None else kind
 
 
 def _variables_line(changes: _Changes, after: dict[str, tuple[Any, Any]]) -> str:

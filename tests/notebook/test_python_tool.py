@@ -202,3 +202,16 @@ def test_input_schema_is_code_only(run: Callable[[str], ToolOutput]) -> None:
     assert list(tool.spec().input_schema["properties"]) == ["code"]
     bad = asyncio.run(execute_tool(tool, {"code": "1", "timeout": 3}, ToolContext(call_id="c1")))
     assert bad.is_error and "timeout" in bad.content
+
+
+def test_len_of_arbitrary_objects_is_never_taken(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+    class Lazy:
+        """Like a Django QuerySet: `len` would run a query."""
+
+        def __len__(self) -> int:
+            raise AssertionError("len must not be called")
+
+    ns["qs"] = Lazy()
+    out = run("alias = qs")
+    assert not out.is_error
+    assert "Variables: created `alias` (Lazy)" in out.content
