@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .errors import ConfigError
 from .messages import (
     AssistantMessage,
     Message,
@@ -139,14 +140,20 @@ def message_text(message: Message) -> str:
     raise TypeError(f"not a message: {message!r}")
 
 
-def _shape(message: Message) -> int:
-    # A cheap change detector: messages are meant to be final once appended, but an assistant
-    # message counted mid-stream would otherwise keep a stale count forever.
+def _shape(message: Message) -> tuple[int, int]:
+    # A cheap change detector (no encoding): messages are meant to be final once appended, but
+    # an assistant message counted mid-stream would otherwise keep a stale count forever.
     if isinstance(message, AssistantMessage):
-        return len(message.parts)
+        chars = 0
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                chars += len(part.text)
+            elif isinstance(part, ThinkingPart):
+                chars += len(part.thinking)
+        return len(message.parts), chars
     if isinstance(message, ToolResultMessage):
-        return len(message.content)
-    return len(message.text)
+        return 0, len(message.content)
+    return 0, len(message.text)
 
 
 class TokenCounter:
@@ -154,16 +161,21 @@ class TokenCounter:
 
     The cache is keyed by `id(message)` and holds the message itself, so an id cannot be reused
     while its entry lives. Entries for messages no longer in the history (folded by compaction)
-    are dropped when `count_messages` or `used_tokens` sees the cache has outgrown the history.
+    are dropped when `count_messages` or `used_tokens` sees the cache has outgrown the history,
+    so use one counter per conversation. Not thread-safe: count from the turn loop only.
     """
 
     def __init__(
         self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000
     ) -> None:
         """`count_text` is the text counter (a seam for tests and other tokenizers)."""
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ConfigError(
+                f"TokenCounter: `max_entries` must be a positive int, not {max_entries!r}."
+            )
         self._count_text = count_text
         self._max_entries = max_entries
-        self._cache: dict[int, tuple[Message, int, int]] = {}
+        self._cache: dict[int, tuple[Message, tuple[int, int], int]] = {}
         self._system: tuple[str, int] = ("", 0)
 
     def __len__(self) -> int:

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -279,3 +280,17 @@ def test_system_prompt_is_encoded_once_while_it_stays_frozen() -> None:
     first = counter.used_tokens(history, system=system)
     assert counter.used_tokens(history, system=system) == first
     assert encoder.texts.count(system) == 1
+
+
+def test_cached_count_is_redone_when_streamed_text_grows_in_place() -> None:
+    counter = TokenCounter()
+    part = TextPart("partial")
+    message = AssistantMessage([part])
+    before = counter.count_message(message)
+    part.text += " and a much longer continuation of the streamed answer"
+    assert counter.count_message(message) > before
+
+
+def test_counter_rejects_a_non_positive_bound() -> None:
+    with pytest.raises(ConfigError, match="max_entries"):
+        TokenCounter(max_entries=0)
