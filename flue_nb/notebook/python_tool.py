@@ -1,4 +1,4 @@
-"""The kernel `python` tool: run code in the live namespace like a notebook cell, and say what changed.
+"""The kernel `python` tool: run code in the live namespace like a cell, and say what changed.
 
 A call execs the code in the user's namespace, shows the value of a final expression (as a cell
 would), captures stdout, stderr and tracebacks, and reports which user variables it created,
@@ -32,7 +32,7 @@ from flue_nb.runtime.tools._truncate import truncate_tail
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
 
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
-"""Runs a zero-argument sync function somewhere (e.g. the kernel's main thread); returns its result."""
+"""Runs a zero-argument sync function (e.g. on the kernel's main thread); returns its result."""
 
 Namespace = dict[str, Any] | Callable[[], dict[str, Any]]
 """A namespace, or a function returning it at each call (so it can be resolved lazily)."""
@@ -67,11 +67,13 @@ class PythonInput(BaseModel):
     """Input of the `python` tool."""
 
     model_config = ConfigDict(extra="forbid")
-    code: str = Field(description="Python source to run in the kernel's namespace, like a notebook cell.")
+    code: str = Field(
+        description="Python source to run in the kernel's namespace, like a notebook cell."
+    )
 
 
 class FlueResults:
-    """Large `python` results kept in the kernel: `results[N]` is the full text, `values[N]` the value."""
+    """Large `python` results kept in the kernel: `results[N]` full text, `values[N]` the value."""
 
     def __init__(self) -> None:
         self.results: dict[int, str] = {}
@@ -149,11 +151,11 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
             linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
             trace = ""
             try:
-                exec(body, ns)
+                exec(body, ns)  # noqa: S102 - running the model's code is the point
                 if last is not None:
                     value = eval(last, ns)
                     has_value = value is not None and not code.rstrip().endswith(";")
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's failure is the result
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's failure is data
                 error = "exception"
                 trace = _user_traceback(exc)
             if has_value:
@@ -167,7 +169,11 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
         body_text = _join(body_text, out)
     cut = truncate_tail(body_text)
     details: dict[str, Any] = {
-        "variables": {"created": changes.created, "changed": changes.changed, "deleted": changes.deleted},
+        "variables": {
+            "created": changes.created,
+            "changed": changes.changed,
+            "deleted": changes.deleted,
+        },
         "truncated": cut.truncated,
         "handle": None,
         "error": error,
@@ -190,15 +196,17 @@ def _compile(code: str, filename: str) -> tuple[types.CodeType, types.CodeType |
     """Compile all statements, splitting off a final expression so its value can be shown."""
     tree = ast.parse(code, filename=filename, mode="exec")
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+    final = tree.body[-1] if tree.body else None
+    if isinstance(final, ast.Expr):
+        tree.body.pop()
+        last = ast.Expression(final.value)
     # dont_inherit: this module's `from __future__ import annotations` must not leak into user code.
     body = compile(tree, filename, "exec", dont_inherit=True)
     return body, (compile(last, filename, "eval", dont_inherit=True) if last is not None else None)
 
 
 def _user_traceback(exc: BaseException) -> str:
-    """The traceback without its leading flue_nb frames, so the model sees the user's lines first."""
+    """The traceback without its leading flue_nb frames, so the model sees the user's lines."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         tb = tb.tb_next
@@ -208,7 +216,7 @@ def _user_traceback(exc: BaseException) -> str:
 def _safe_repr(value: Any) -> str:
     try:
         return repr(value)
-    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not lose the rest of the result
+    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not lose the result
         return f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
 
 
@@ -225,15 +233,20 @@ def _holder(ns: dict[str, Any]) -> FlueResults:
     return holder
 
 
-def _handle_note(number: int, text: str, first_line: int, total_lines: int, value_kind: str | None) -> str:
-    size = len(text.encode("utf-8"))
+def _handle_note(
+    number: int, text: str, first_line: int, total_lines: int, value_kind: str | None
+) -> str:
+    # surrogatepass: output may hold lone surrogates; count them rather than fail.
+    size = len(text.encode("utf-8", "surrogatepass"))
+    text_handle = f"`{HANDLE_NAME}.results[{number}]`"
     note = (
         f"[Output too large ({size:,} bytes, {total_lines:,} lines): showing the tail from line "
-        f"{first_line:,}. The full text is kept in the kernel as `{HANDLE_NAME}.results[{number}]` (str)"
+        f"{first_line:,}. The full text is kept in the kernel as {text_handle} (str)"
     )
     if value_kind is not None:
         note += f" and the value as `{HANDLE_NAME}.values[{number}]` ({value_kind})"
-    return note + f". Slice it with another `python` call, e.g. `print({HANDLE_NAME}.results[{number}][:2000])`.]"
+    example = f"`print({HANDLE_NAME}.results[{number}][:2000])`"
+    return f"{note}. Slice it with another `python` call, e.g. {example}.]"
 
 
 # --- namespace snapshots ---------------------------------------------------------------------
@@ -246,7 +259,11 @@ def _is_user_name(name: str) -> bool:
 def _snapshot(ns: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     # Holds the old objects (not just ids) until the diff: a freed object's id can be reused by
     # its replacement, which would hide a rebinding.
-    return {name: (value, _fingerprint(value)) for name, value in list(ns.items()) if _is_user_name(name)}
+    return {
+        name: (value, _fingerprint(value))
+        for name, value in list(ns.items())
+        if _is_user_name(name)
+    }
 
 
 def _fingerprint(value: Any) -> Any:
@@ -309,7 +326,10 @@ def _describe(value: Any) -> str:
 
 def _variables_line(changes: _Changes, after: dict[str, tuple[Any, Any]]) -> str:
     def names(items: list[str], described: bool) -> str:
-        shown = [f"`{n}` ({_describe(after[n][0])})" if described else f"`{n}`" for n in items[:_MAX_NAMES]]
+        shown = [
+            f"`{n}` ({_describe(after[n][0])})" if described else f"`{n}`"
+            for n in items[:_MAX_NAMES]
+        ]
         if len(items) > _MAX_NAMES:
             shown.append(f"and {len(items) - _MAX_NAMES} more")
         return ", ".join(shown)

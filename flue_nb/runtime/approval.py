@@ -94,9 +94,13 @@ def with_approval(
         ConfigError: `policy` or `fallback` is not one of the allowed values.
     """
     if policy not in get_args(ApprovalPolicy):
-        raise ConfigError(f"approval policy for `{tool.name}` must be 'allow', 'ask' or 'deny', got {policy!r}")
+        raise ConfigError(
+            f"approval policy for `{tool.name}` must be 'allow', 'ask' or 'deny', got {policy!r}"
+        )
     if fallback not in get_args(Fallback):
-        raise ConfigError(f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}")
+        raise ConfigError(
+            f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}"
+        )
     if policy == "allow":
         # Nothing to decide: the tool itself keeps its exact behaviour (e.g. `blocking`).
         return tool
@@ -104,13 +108,21 @@ def with_approval(
     async def run(args: BaseModel, ctx: ToolContext) -> Any:
         facts: dict[str, Any] = {"policy": policy}
         if policy == "deny":
-            return _refused(tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name))
+            return _refused(
+                tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name)
+            )
         if approver is None:
             facts |= {"approved": fallback == "allow", "reason": "headless", "fallback": fallback}
             headless = f"no one to ask in a headless run; fallback policy is {fallback}"
             if fallback == "deny":
-                return _refused(tool.name, facts, f"Not approved: {headless}. The `{tool.name}` call did not run.")
-            return _annotate(await _run_inner(tool, args, ctx), facts, f"(Ran without asking: {headless}.)")
+                return _refused(
+                    tool.name,
+                    facts,
+                    f"Not approved: {headless}. The `{tool.name}` call did not run.",
+                )
+            return _annotate(
+                await _run_inner(tool, args, ctx), facts, f"(Ran without asking: {headless}.)"
+            )
         request = ApprovalRequest(
             tool_name=tool.name,
             call_id=ctx.call_id,
@@ -124,7 +136,11 @@ def with_approval(
                 f"Not approved: the user declined this `{tool.name}` call, so it did not run. "
                 "Do not retry it another way; ask the user how to proceed.",
             )
-        return _annotate(await _run_inner(tool, args, ctx), facts | {"approved": True, "reason": "approved"}, None)
+        return _annotate(
+            await _run_inner(tool, args, ctx),
+            facts | {"approved": True, "reason": "approved"},
+            None,
+        )
 
     return replace(tool, run=run, blocking=False)
 
@@ -163,4 +179,6 @@ def _annotate(result: Any, facts: dict[str, Any], note: str | None) -> Any:
     content = result.content
     if note:
         content = f"{content}\n\n{note}" if content else note
-    return ToolOutput(content, is_error=result.is_error, details={**(result.details or {}), "approval": facts})
+    return ToolOutput(
+        content, is_error=result.is_error, details={**(result.details or {}), "approval": facts}
+    )

@@ -44,19 +44,25 @@ def test_none_and_semicolon_hide_the_last_value(run: Callable[[str], ToolOutput]
     assert "Out" not in run("1 + 1;").content
 
 
-def test_statements_run_in_the_namespace_and_persist(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_statements_run_in_the_namespace_and_persist(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     run("def double(v):\n    return 2 * v")
     assert "Out: 14" in run("double(7)").content
     assert ns["double"](2) == 4
 
 
-def test_code_is_not_compiled_with_this_modules_future_flags(run: Callable[[str], ToolOutput]) -> None:
+def test_code_is_not_compiled_with_this_modules_future_flags(
+    run: Callable[[str], ToolOutput],
+) -> None:
     # `from __future__ import annotations` in python_tool.py must not turn annotations into strings.
     out = run("def f(a: int) -> int: ...\nf.__annotations__['a']")
     assert "Out: <class 'int'>" in out.content
 
 
-def test_exception_becomes_an_error_result_showing_the_users_line(run: Callable[[str], ToolOutput]) -> None:
+def test_exception_becomes_an_error_result_showing_the_users_line(
+    run: Callable[[str], ToolOutput],
+) -> None:
     out = run("print('before')\ndef inner():\n    return 1 / 0\ninner()")
     assert out.is_error
     assert out.content.startswith("before\nTraceback (most recent call last):")
@@ -71,7 +77,9 @@ def test_system_exit_is_an_error_result_not_an_exit(run: Callable[[str], ToolOut
     assert out.is_error and "SystemExit: 3" in out.content
 
 
-def test_syntax_error_is_reported_clearly_and_nothing_runs(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_syntax_error_is_reported_clearly_and_nothing_runs(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     out = run("y = 1\nx = = 2")
     assert out.is_error
     assert "SyntaxError" in out.content and "x = = 2" in out.content and "line 2" in out.content
@@ -84,11 +92,17 @@ def test_no_output_says_so(run: Callable[[str], ToolOutput]) -> None:
     assert run("pass").content == "(no output)"
 
 
-def test_created_variables_are_reported_with_type_and_size(run: Callable[[str], ToolOutput]) -> None:
+def test_created_variables_are_reported_with_type_and_size(
+    run: Callable[[str], ToolOutput],
+) -> None:
     out = run("a = [1, 2, 3]\nname = 'flue'\n_hidden = 1")
     assert "Variables: created `a` (list, len 3), `name` (str, len 4)" in out.content
     assert "_hidden" not in out.content
-    assert out.details is not None and out.details["variables"] == {"created": ["a", "name"], "changed": [], "deleted": []}
+    assert out.details is not None and out.details["variables"] == {
+        "created": ["a", "name"],
+        "changed": [],
+        "deleted": [],
+    }
 
 
 def test_rebinding_and_in_place_append_are_changes(run: Callable[[str], ToolOutput]) -> None:
@@ -99,13 +113,17 @@ def test_rebinding_and_in_place_append_are_changes(run: Callable[[str], ToolOutp
     assert "changed `d` (dict, len 1), `items` (list, len 1), `x` (int)" in out.content
 
 
-def test_in_place_element_replacement_in_a_small_list_is_a_change(run: Callable[[str], ToolOutput]) -> None:
+def test_in_place_element_replacement_in_a_small_list_is_a_change(
+    run: Callable[[str], ToolOutput],
+) -> None:
     run("xs = [object(), object()]")
     out = run("xs[0] = object()")
     assert out.details is not None and out.details["variables"]["changed"] == ["xs"]
 
 
-def test_shape_change_of_an_array_like_is_a_change(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_shape_change_of_an_array_like_is_a_change(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     class Frame:
         """Stands in for a DataFrame: has a `shape`, and its data is never looked at."""
 
@@ -127,10 +145,16 @@ def test_deleted_variables_are_reported(run: Callable[[str], ToolOutput]) -> Non
     assert out.content == "Variables: deleted `tmp`"
 
 
-def test_ipython_plumbing_and_untouched_names_are_not_reported(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_ipython_plumbing_and_untouched_names_are_not_reported(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     ns.update(In=[], Out={}, exit=None, quit=None, get_ipython=None, keep=[1])
     out = run("In.append('x'); Out[1] = 2; exit = 1; keep")
-    assert out.details is not None and out.details["variables"] == {"created": [], "changed": [], "deleted": []}
+    assert out.details is not None and out.details["variables"] == {
+        "created": [],
+        "changed": [],
+        "deleted": [],
+    }
     assert "Variables" not in out.content
 
 
@@ -161,7 +185,9 @@ def test_large_output_is_kept_behind_a_handle_and_can_be_sliced(
     assert "_flue" not in (sliced.details or {})["variables"]["created"]
 
 
-def test_large_value_is_kept_with_the_object_itself(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_large_value_is_kept_with_the_object_itself(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     out = run("list(range(100_000))")
     assert out.details is not None and out.details["handle"] == 1 and out.details["truncated"]
     assert "`_flue.values[1]` (list, len 100000)" in out.content
@@ -204,7 +230,9 @@ def test_input_schema_is_code_only(run: Callable[[str], ToolOutput]) -> None:
     assert bad.is_error and "timeout" in bad.content
 
 
-def test_len_of_arbitrary_objects_is_never_taken(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
+def test_len_of_arbitrary_objects_is_never_taken(
+    run: Callable[[str], ToolOutput], ns: dict[str, Any]
+) -> None:
     class Lazy:
         """Like a Django QuerySet: `len` would run a query."""
 

@@ -1,0 +1,144 @@
+"""The kernel sandbox: the host sandbox in the kernel's working directory, plus the `python` tool.
+
+`kernel()` is what `use_sandbox(flue.kernel())` attaches. Its tool list replaces the six (contract
+1.3) with the six composed from the standard factories followed by `python`, which runs code in
+the kernel's own namespace. The `approval` setting wraps chosen tools (by default `python` and
+`bash`) with `with_approval`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, get_args
+
+from flue_nb.runtime.approval import ApprovalPolicy, Approver, Fallback, with_approval
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.tool import Tool
+from flue_nb.runtime.tools import standard_tools
+
+from .python_tool import Runner, python_tool
+
+__all__ = ["KernelSandbox", "kernel"]
+
+APPROVAL_TOOLS = ("python", "bash")
+"""The tools a single `approval` policy applies to: the ones that run arbitrary code."""
+
+Approval = ApprovalPolicy | Mapping[str, ApprovalPolicy]
+
+
+class KernelSandbox(LocalSandbox):
+    """The host sandbox plus `python` on the kernel's namespace, with approval applied."""
+
+    def __init__(
+        self,
+        cwd: str | os.PathLike[str],
+        *,
+        namespace: dict[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        approval: Approval = "allow",
+        approver: Approver | None = None,
+        fallback: Fallback = "deny",
+        runner: Runner | None = None,
+    ) -> None:
+        """Args:
+        cwd: The working directory for the file and shell tools.
+        namespace: Where `python` runs code; None means IPython's `user_ns`, looked up at first use.
+        env: Variables the author opts into for the shell, on top of the allow-list.
+        approval: One policy for `python` and `bash`, or a policy per tool name.
+        approver: Who answers `ask`; None means a headless run, which follows `fallback`.
+        fallback: What `ask` does with no one to ask.
+        runner: Where `python` code runs (the notebook layer passes the kernel's main thread).
+        """
+        super().__init__(cwd, env=env)
+        self._namespace = namespace
+        self._policies = _policies(approval)
+        if fallback not in get_args(Fallback):
+            raise ConfigError(f"approval fallback must be 'allow' or 'deny', got {fallback!r}")
+        self._approver = approver
+        self._fallback: Fallback = fallback
+        self._runner = runner
+
+    def __repr__(self) -> str:
+        return f"KernelSandbox({self.cwd!r})"
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        """The namespace `python` runs in; IPython's `user_ns` unless one was given."""
+        if self._namespace is None:
+            self._namespace = _ipython_user_ns()
+        return self._namespace
+
+    def tools(self) -> list[Tool]:
+        """The six standard tools, then `python`, each wrapped by its approval policy."""
+        # A function, not the dict: the namespace is resolved when code first runs, not here.
+        tools = [*standard_tools(self), python_tool(lambda: self.namespace, runner=self._runner)]
+        names = {t.name for t in tools}
+        unknown = sorted(set(self._policies) - names)
+        if unknown:
+            raise ConfigError(
+                f"approval names unknown tools {unknown}; the kernel sandbox has {sorted(names)}"
+            )
+        return [
+            with_approval(
+                t,
+                policy=self._policies.get(t.name, "allow"),
+                approver=self._approver,
+                fallback=self._fallback,
+            )
+            for t in tools
+        ]
+
+
+def kernel(
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    namespace: dict[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    approval: Approval = "allow",
+    approver: Approver | None = None,
+    fallback: Fallback = "deny",
+    runner: Runner | None = None,
+) -> KernelSandbox:
+    """The live kernel's workspace: `cwd` (default: the current directory) and its namespace.
+
+    See `KernelSandbox` for the arguments. Without `namespace`, the running IPython's `user_ns`
+    is used, looked up when `python` first runs; outside IPython that is a `ConfigError`.
+    """
+    return KernelSandbox(
+        os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
+        namespace=namespace,
+        env=env,
+        approval=approval,
+        approver=approver,
+        fallback=fallback,
+        runner=runner,
+    )
+
+
+def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
+    """Spread one policy over `APPROVAL_TOOLS`, or check a per-tool mapping."""
+    policies = (
+        dict.fromkeys(APPROVAL_TOOLS, approval) if isinstance(approval, str) else dict(approval)
+    )
+    for name, policy in policies.items():
+        if policy not in get_args(ApprovalPolicy):
+            raise ConfigError(
+                f"approval for `{name}` must be 'allow', 'ask' or 'deny', got {policy!r}"
+            )
+    return policies
+
+
+def _ipython_user_ns() -> dict[str, Any]:
+    # Imported here so the sandbox can be built (and tested) without IPython running.
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise ConfigError(
+            "kernel(): no running IPython to take the namespace from; run inside Jupyter/IPython, "
+            "or pass one explicitly, e.g. `kernel(namespace=globals())`"
+        )
+    user_ns: dict[str, Any] = shell.user_ns
+    return user_ns

@@ -1,0 +1,139 @@
+"""The kernel sandbox: the six tools plus `python`, approval applied, the namespace found lazily."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import IPython
+import pytest
+
+from flue_nb.notebook.kernel_sandbox import KernelSandbox, kernel
+from flue_nb.runtime.approval import ApprovalRequest
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput, execute_tool
+
+
+@pytest.fixture
+def no_ipython(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+
+
+def _tool(sandbox: KernelSandbox, name: str) -> Tool:
+    [found] = [t for t in sandbox.tools() if t.name == name]
+    return found
+
+
+def _call(sandbox: KernelSandbox, name: str, raw: dict[str, Any]) -> ToolOutput:
+    ctx = ToolContext(call_id="c1", sandbox=sandbox)
+    return asyncio.run(execute_tool(_tool(sandbox, name), raw, ctx))
+
+
+class _Approver:
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+
+    async def __call__(self, request: ApprovalRequest) -> bool:
+        self.asked.append(request.summary)
+        return self.answer
+
+
+def test_tool_list_is_the_six_then_python(tmp_path: Path) -> None:
+    sandbox = kernel(tmp_path, namespace={})
+    assert [t.name for t in sandbox.tools()] == [
+        "read",
+        "write",
+        "edit",
+        "bash",
+        "grep",
+        "glob",
+        "python",
+    ]
+
+
+def test_kernel_is_a_local_sandbox_in_the_current_directory_by_default(no_ipython: None) -> None:
+    sandbox = kernel()
+    assert isinstance(sandbox, LocalSandbox)
+    assert sandbox.cwd == os.getcwd()
+
+
+def test_python_runs_in_the_given_namespace(tmp_path: Path) -> None:
+    ns: dict[str, Any] = {"df": [1, 2]}
+    out = _call(kernel(tmp_path, namespace=ns), "python", {"code": "df.append(3)\nlen(df)"})
+    assert "Out: 3" in out.content and "changed `df`" in out.content
+    assert ns["df"] == [1, 2, 3]
+
+
+def test_file_tools_act_on_the_kernel_cwd(tmp_path: Path) -> None:
+    out = _call(kernel(tmp_path, namespace={}), "write", {"path": "a.txt", "content": "hi"})
+    assert not out.is_error
+    assert (tmp_path / "a.txt").read_text() == "hi"
+
+
+def test_no_ipython_and_no_namespace_is_a_clear_config_error(
+    tmp_path: Path, no_ipython: None
+) -> None:
+    sandbox = kernel(tmp_path)  # building it is fine: the namespace is looked up at first use
+    with pytest.raises(ConfigError, match="no running IPython"):
+        _ = sandbox.namespace
+    with pytest.raises(ConfigError, match="namespace="):
+        _call(sandbox, "python", {"code": "1"})
+
+
+def test_namespace_defaults_to_ipython_user_ns_looked_up_at_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_ipython: None
+) -> None:
+    sandbox = kernel(tmp_path)
+    tools = sandbox.tools()
+    user_ns: dict[str, Any] = {"answer": 42}
+    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(user_ns=user_ns))
+    [python] = [t for t in tools if t.name == "python"]
+    out = asyncio.run(execute_tool(python, {"code": "answer + 1"}, ToolContext(call_id="c1")))
+    assert "Out: 43" in out.content
+    assert sandbox.namespace is user_ns
+
+
+def test_approval_deny_applies_to_python_and_bash_only(tmp_path: Path) -> None:
+    ns: dict[str, Any] = {}
+    sandbox = kernel(tmp_path, namespace=ns, approval="deny")
+    py = _call(sandbox, "python", {"code": "x = 1"})
+    sh = _call(sandbox, "bash", {"command": "touch made.txt"})
+    assert py.is_error and "policy denies" in py.content and "x" not in ns
+    assert sh.is_error and "policy denies" in sh.content and not (tmp_path / "made.txt").exists()
+    assert not _call(sandbox, "write", {"path": "ok.txt", "content": "fine"}).is_error
+
+
+def test_approval_ask_puts_python_to_the_approver(tmp_path: Path) -> None:
+    approver = _Approver(True)
+    sandbox = kernel(tmp_path, namespace={}, approval="ask", approver=approver)
+    out = _call(sandbox, "python", {"code": "6 * 7"})
+    assert "Out: 42" in out.content and approver.asked == ["python: 6 * 7"]
+
+
+def test_approval_ask_headless_falls_back_to_deny_and_says_so(tmp_path: Path) -> None:
+    out = _call(kernel(tmp_path, namespace={}, approval="ask"), "python", {"code": "1"})
+    assert out.is_error and "headless" in out.content and "fallback policy is deny" in out.content
+
+
+def test_approval_per_tool_mapping(tmp_path: Path) -> None:
+    approver = _Approver(False)
+    sandbox = kernel(
+        tmp_path, namespace={}, approval={"python": "ask", "write": "deny"}, approver=approver
+    )
+    assert _call(sandbox, "python", {"code": "1"}).is_error and approver.asked == ["python: 1"]
+    assert _call(sandbox, "write", {"path": "a.txt", "content": ""}).is_error
+    assert not _call(sandbox, "bash", {"command": "true"}).is_error
+
+
+def test_bad_approval_settings_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'allow', 'ask' or 'deny'"):
+        kernel(tmp_path, namespace={}, approval="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="fallback"):
+        kernel(tmp_path, namespace={}, fallback="ask")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown tools"):
+        kernel(tmp_path, namespace={}, approval={"pyhton": "deny"}).tools()
