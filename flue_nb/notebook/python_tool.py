@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput
-from flue_nb.runtime.tools._truncate import truncate_tail
+from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
 
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
 
@@ -50,6 +50,7 @@ _CONTAINERS = (list, dict, set, bytearray, deque)
 # Element identities are compared only for containers this small, so a snapshot stays cheap.
 _SHALLOW_LIMIT = 1000
 _MAX_NAMES = 20
+_PREVIEW_CHARS = 2000
 _cell_numbers = itertools.count(1)
 
 _DESCRIPTION = """\
@@ -184,7 +185,14 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
         number = _holder(ns).keep(body_text, value, has_value=has_value)
         details["handle"] = number
         shown_value = _describe(value) if has_value else None
-        parts.append(_handle_note(number, body_text, cut.first_line, cut.total_lines, shown_value))
+        parts.append(_handle_note(number, body_text, cut, shown_value))
+        if not cut.shown_lines:
+            # The last line alone is over the cut (a long repr): its head is the useful preview.
+            last_line = body_text.rstrip("\n").rsplit("\n", 1)[-1]
+            parts.append(
+                f"Preview (first {_PREVIEW_CHARS:,} characters of the last line):\n"
+                f"{last_line[:_PREVIEW_CHARS]}…"
+            )
     line = _variables_line(changes, after)
     if line:
         parts.append(line)
@@ -233,15 +241,17 @@ def _holder(ns: dict[str, Any]) -> FlueResults:
     return holder
 
 
-def _handle_note(
-    number: int, text: str, first_line: int, total_lines: int, value_kind: str | None
-) -> str:
+def _handle_note(number: int, text: str, cut: Truncation, value_kind: str | None) -> str:
     # surrogatepass: output may hold lone surrogates; count them rather than fail.
     size = len(text.encode("utf-8", "surrogatepass"))
-    text_handle = f"`{HANDLE_NAME}.results[{number}]`"
+    lines = f"{cut.total_lines:,} line{'s' if cut.total_lines != 1 else ''}"
+    if cut.shown_lines:
+        shown = f"showing lines {cut.first_line:,}-{cut.total_lines:,}"
+    else:
+        shown = "its last line alone is over the cut, so only a preview is shown"
     note = (
-        f"[Output too large ({size:,} bytes, {total_lines:,} lines): showing the tail from line "
-        f"{first_line:,}. The full text is kept in the kernel as {text_handle} (str)"
+        f"[Output too large ({size:,} bytes, {lines}): {shown}. The full text is kept in the "
+        f"kernel as `{HANDLE_NAME}.results[{number}]` (str)"
     )
     if value_kind is not None:
         note += f" and the value as `{HANDLE_NAME}.values[{number}]` ({value_kind})"

@@ -193,6 +193,7 @@ def test_large_value_is_kept_with_the_object_itself(
     assert "`_flue.values[1]` (list, len 100000)" in out.content
     assert ns["_flue"].values[1] == list(range(100_000))
     assert ns["_flue"].results[1].startswith("Out: [0, 1, 2")
+    assert "Preview" in out.content and "Out: [0, 1, 2, 3" in out.content
     assert "Out: 99999" in run("_flue.values[1][-1]").content
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
 from pydantic import BaseModel
@@ -135,3 +137,9 @@ def test_summary_shows_code_first_line_and_how_many_more() -> None:
         == "python: import os (+1 more lines)"
     )
     assert summarize_call("write", {"path": "a.txt"}) == 'write: {"path": "a.txt"}'
+
+
+def test_importing_approval_does_not_load_ipython() -> None:
+    code = "import sys, flue_nb.runtime.approval; print('IPython' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
