@@ -1,1 +1,107 @@
-"""flue_nb: a tool-using agent inside your live Jupyter kernel, durable in SQLite."""
+"""flue_nb: a tool-using agent inside your live Jupyter kernel, durable in SQLite.
+
+Names load lazily so `import flue_nb` (and `%load_ext flue_nb`) stays light: the SDK, tiktoken
+and the widget are imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "AgentDef": "flue_nb.runtime.agent",
+    "CompactionConfig": "flue_nb.runtime.compaction",
+    "ConfigError": "flue_nb.runtime.errors",
+    "ContextOverflowError": "flue_nb.runtime.errors",
+    "DelegationDepthExceededError": "flue_nb.runtime.errors",
+    "Event": "flue_nb.runtime.events",
+    "FlueError": "flue_nb.runtime.errors",
+    "HookError": "flue_nb.runtime.errors",
+    "LimitExceeded": "flue_nb.runtime.errors",
+    "ModelNotConfiguredError": "flue_nb.runtime.errors",
+    "NoSandboxError": "flue_nb.runtime.errors",
+    "ProviderError": "flue_nb.runtime.errors",
+    "ProviderHTTPError": "flue_nb.runtime.errors",
+    "Receipt": "flue_nb.runtime.session",
+    "RunError": "flue_nb.runtime.errors",
+    "SandboxError": "flue_nb.runtime.errors",
+    "SandboxTimeoutError": "flue_nb.runtime.errors",
+    "Session": "flue_nb.runtime.session",
+    "SessionBusyError": "flue_nb.runtime.errors",
+    "StoreError": "flue_nb.runtime.errors",
+    "SubmissionAbortedError": "flue_nb.runtime.errors",
+    "SubmissionRetryExhaustedError": "flue_nb.runtime.errors",
+    "SubmissionTimeoutError": "flue_nb.runtime.errors",
+    "Tool": "flue_nb.runtime.tool",
+    "ToolContext": "flue_nb.runtime.tool",
+    "ToolInputValidationError": "flue_nb.runtime.errors",
+    "ToolNameConflictError": "flue_nb.runtime.errors",
+    "ToolOutput": "flue_nb.runtime.tool",
+    "ToolRetry": "flue_nb.runtime.errors",
+    "agent": "flue_nb.runtime.agent",
+    "define_subagent": "flue_nb.runtime.agent",
+    "define_tool": "flue_nb.runtime.tool",
+    "init": "flue_nb.runtime.session",
+    "kernel": "flue_nb.notebook.kernel_sandbox",
+    "local": "flue_nb.runtime.local",
+    "tool": "flue_nb.runtime.tool",
+    "use_instruction": "flue_nb.runtime.hooks",
+    "use_model": "flue_nb.runtime.hooks",
+    "use_persistent_state": "flue_nb.runtime.hooks",
+    "use_sandbox": "flue_nb.runtime.hooks",
+    "use_skill": "flue_nb.runtime.hooks",
+    "use_subagent": "flue_nb.runtime.hooks",
+    "use_tool": "flue_nb.runtime.hooks",
+}
+
+__all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flue_nb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext flue_nb`: register the `%flue` magics (imported only now)."""
+    from .notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """`%unload_ext flue_nb`."""
+    from .notebook.magics import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .notebook.kernel_sandbox import kernel
+    from .runtime.agent import AgentDef, agent, define_subagent
+    from .runtime.compaction import CompactionConfig
+    from .runtime.errors import *  # noqa: F403
+    from .runtime.events import Event
+    from .runtime.hooks import (
+        use_instruction,
+        use_model,
+        use_persistent_state,
+        use_sandbox,
+        use_skill,
+        use_subagent,
+        use_tool,
+    )
+    from .runtime.local import local
+    from .runtime.session import Receipt, Session, init
+    from .runtime.tool import Tool, ToolContext, ToolOutput, define_tool, tool

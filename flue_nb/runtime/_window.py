@@ -1,0 +1,80 @@
+"""The store side of the context window: recording a run, and rebuilding the window from records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .compaction import compacted_context
+from .messages import Message, message_from_dict, message_to_dict
+from .store import Store
+from .transcript import Transcript
+
+__all__ = ["StoreRecorder", "load_window"]
+
+
+class StoreRecorder:
+    """Appends a run's messages, state writes and steps to the store, one transaction a call."""
+
+    def __init__(self, store: Store, conversation_id: str, submission_id: str | None, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.cid = conversation_id
+        self.sid = submission_id
+        self.clock = clock
+
+    def append(
+        self, messages: Sequence[Message], *, state: dict[str, Any] | None = None, extra: Sequence[tuple[str, dict[str, Any]]] = ()
+    ) -> list[int | None]:
+        """Persist messages, state writes and extra records atomically; return the message seqs."""
+        items: list[tuple[Any, dict[str, Any]]] = [("message", message_to_dict(m)) for m in messages]
+        items += [("state", {"name": k, "value": v}) for k, v in (state or {}).items()]
+        items += list(extra)
+        if not items:
+            return []
+        records = self.store.append(self.cid, self.sid, items, now=self.clock())
+        return [r.seq for r in records[: len(messages)]]
+
+    def partial(self, data: dict[str, Any] | None) -> None:
+        """Snapshot the streaming response, or forget it."""
+        if self.sid is None:
+            return
+        if data is None:
+            self.store.clear_partial(self.sid)
+        else:
+            self.store.put_partial(self.sid, data)
+
+    def step(self, call_id: str, name: str, value: Any) -> None:
+        """Record one durable step's value."""
+        self.store.append(self.cid, self.sid, [("step", {"call_id": call_id, "name": name, "value": value})], now=self.clock())
+
+    def steps(self, call_id: str) -> dict[str, Any]:
+        """The recorded steps of one tool call."""
+        return {
+            r.data["name"]: r.data["value"]
+            for r in self.store.records(self.cid, kinds=["step"])
+            if r.data.get("call_id") == call_id
+        }
+
+
+def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[str, Any]]:
+    """Rebuild the current window (frozen prompt, roster, messages) and the persistent state."""
+    t = Transcript()
+    records = store.records(conversation_id, kinds=["message", "system", "compaction", "event"])
+    last_compaction = None
+    for r in records:
+        if r.kind == "compaction":
+            last_compaction = r
+        elif r.kind == "system":
+            t.system = r.data["text"]
+            t.roster = r.data.get("roster")
+        elif r.kind == "event" and "roster" in r.data:
+            t.roster = r.data["roster"]
+    msgs = [r for r in records if r.kind == "message"]
+    if last_compaction is None:
+        t.reset([message_from_dict(r.data) for r in msgs], [r.seq for r in msgs], [r.submission_id for r in msgs])
+    else:
+        first = last_compaction.data["first_kept_seq"]
+        kept = [r for r in msgs if r.seq >= first]
+        context = compacted_context(last_compaction.data["summary"], [message_from_dict(r.data) for r in kept])
+        t.reset(context, [None, *(r.seq for r in kept)], [None, *(r.submission_id for r in kept)])
+    return t, store.state(conversation_id)

@@ -1,0 +1,393 @@
+"""One conversation's durable worker: admission, the queue, joins, attempts, recovery, settlement.
+
+Everything here is driven by what the store proves (contract 10, 11): a fresh start, the next
+attempt after a transient failure and recovery after a crash are the same code — load the
+window, close what was left half-done, and continue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .agent import AgentDef
+from .errors import (
+    ConfigError,
+    FlueError,
+    RunError,
+    StoreError,
+    SubmissionAbortedError,
+    SubmissionRetryExhaustedError,
+    SubmissionTimeoutError,
+)
+from .events import EventBus
+from .loop import AgentRun, RunSettings
+from .messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
+from .store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
+from .transcript import Transcript
+from ._window import StoreRecorder, load_window
+
+__all__ = ["Conversation"]
+
+log = logging.getLogger("flue_nb")
+
+S = SubmissionState
+UNKNOWN_OUTCOME = (
+    "Interrupted: the run stopped while this tool call was in progress; its outcome is unknown. "
+    "Check the state before retrying it."
+)
+INTERRUPTED_STREAM = (
+    "Your previous response was interrupted before it finished (the process running it stopped). "
+    "The part that arrived is above. Continue from where it stopped."
+)
+
+
+class Conversation:
+    """The in-process owner of one conversation in one store. Lives on the coordinator loop."""
+
+    def __init__(
+        self,
+        store: Store,
+        conversation_id: str,
+        agent: AgentDef,
+        *,
+        settings: RunSettings,
+        owner: str,
+        lease_ttl: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.id = conversation_id
+        self.agent = agent
+        self.settings = settings
+        self.owner = owner
+        self.lease_ttl = lease_ttl
+        self.bus = EventBus(conversation_id, clock=settings.clock)
+        self.transcript: Transcript | None = None
+        self.state: dict[str, Any] = {}
+        self.current: Submission | None = None
+        self.current_run: AgentRun | None = None
+        self._run_task: asyncio.Task[Any] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._settled: dict[str, asyncio.Event] = {}
+        self._tools_cache: dict[int, Any] = {}
+        self._unknown_calls: dict[str, list[dict[str, str]]] = {}
+        self._busy_manual = False
+        self.sandbox: Any = None
+        store.ensure_conversation(conversation_id, now=settings.clock())
+
+    # --- admission (any thread) ---------------------------------------------------------------
+
+    def admit(self, text: str) -> Submission:
+        """Commit a queued submission before any model work (10.1). Thread-safe."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("a message must be a non-empty string")
+        sid = f"sub_{uuid.uuid4().hex[:16]}"
+        return self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock())
+
+    def emitter(self, sid: str | None) -> Callable[..., Any]:
+        """An event callback stamped with a submission id."""
+        bus = self.bus
+
+        def emit(type: str, **data: Any) -> Any:
+            return bus.emit(type, submission_id=sid, turn_id=data.pop("turn_id", None), task_id=data.pop("task_id", None), **data)  # type: ignore[arg-type]
+
+        return emit
+
+    # --- the worker (coordinator loop) --------------------------------------------------------
+
+    def kick(self, admitted: Submission | None = None) -> None:
+        """Start the worker if idle; note a newly admitted submission."""
+        if admitted is not None:
+            self.bus.emit("submission_queued", submission_id=admitted.id, text=admitted.text, accepted_at=admitted.accepted_at)
+            if self.current is not None and self.current.id != admitted.id:
+                # A response is live: this message will join it at the next turn boundary (10.3).
+                self.store.update_submission(admitted.id, expect=[S.QUEUED], state=S.JOINING)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._work())
+
+    def settled_event(self, sid: str) -> asyncio.Event:
+        """An event set when `sid` settles (in this process)."""
+        ev = self._settled.get(sid)
+        if ev is None:
+            ev = self._settled[sid] = asyncio.Event()
+        return ev
+
+    @property
+    def busy(self) -> bool:
+        """True while a submission or a manual compaction is running."""
+        return self.current is not None or self._busy_manual
+
+    async def _own(self) -> bool:
+        """Hold the conversation's lease, waiting while another owner has it and work remains."""
+        while True:
+            if self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+                if self._heartbeat is None or self._heartbeat.done():
+                    self._heartbeat = asyncio.ensure_future(self._beat())
+                return True
+            if not self._runnable():
+                return False
+            await asyncio.sleep(min(1.0, self.lease_ttl / 10))
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            if not self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+                log.warning("flue_nb: lost the lease on conversation %r", self.id)
+                return
+
+    def _runnable(self) -> list[Submission]:
+        return [s for s in self.store.submissions(self.id, unsettled=True) if s.state != S.JOINED]
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                runnable = self._runnable()
+                if not runnable:
+                    break
+                if not await self._own():
+                    break
+                runnable = self._runnable()
+                if not runnable:
+                    break
+                await self._run_submission(runnable[0])
+            await self._idle()
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
+                self._heartbeat = None
+            if not self.busy:
+                self.store.release_lease(self.id, self.owner)
+            self._wake_all()
+
+    async def _idle(self) -> None:
+        """Threshold compaction when the loop goes idle (13.3), then the `idle` event."""
+        run = self.current_run
+        if run is not None and run.rendered is not None and run.rendered.compaction is not False:
+            from .compaction import CompactionConfig, should_compact
+
+            cfg = run.rendered.compaction
+            config = cfg if isinstance(cfg, CompactionConfig) else None
+            if run.model is not None and should_compact(run.used_tokens(), run.model.info, config):
+                self._busy_manual = True
+                try:
+                    await run.compact("threshold")
+                except FlueError as exc:
+                    self.bus.emit("log", message=f"idle compaction failed: {exc.message}")
+                finally:
+                    self._busy_manual = False
+        self.bus.emit("idle")
+
+    def _wake_all(self) -> None:
+        for sub in self.store.submissions(self.id):
+            if sub.state == S.SETTLED and sub.id in self._settled:
+                self._settled[sub.id].set()
+
+    # --- one submission -----------------------------------------------------------------------
+
+    def _load(self) -> Transcript:
+        if self.transcript is None:
+            self.transcript, self.state = load_window(self.store, self.id)
+        return self.transcript
+
+    def _settle(self, sub: Submission, outcome: Outcome, *, result: str | None = None, error: FlueError | dict[str, Any] | None = None) -> None:
+        err = error.to_dict() if isinstance(error, FlueError) else error
+        if self.store.settle(sub.id, outcome, result=result, error=err, now=self.settings.clock()):
+            # Messages that were waiting to join but never got a turn boundary run on their own.
+            for other in self.store.submissions(self.id, unsettled=True):
+                if other.state == S.JOINING:
+                    self.store.update_submission(other.id, expect=[S.JOINING], state=S.QUEUED)
+        final = self.store.submission(sub.id)
+        self.bus.emit("submission_settled", submission_id=sub.id, outcome=final.outcome.value if final and final.outcome else outcome.value,
+                      result=result, error=err)
+        self.settled_event(sub.id).set()
+        for joined in self.store.submissions(self.id):
+            if joined.joined_into == sub.id:
+                self.settled_event(joined.id).set()
+
+    async def _run_submission(self, sub: Submission) -> None:
+        sid = sub.id
+        emit = self.emitter(sid)
+        if sub.state == S.RUNNING:
+            emit("submission_recovery", attempts=sub.attempts)
+        last_error: FlueError | None = None
+        while True:
+            sub = self.store.submission(sid)  # type: ignore[assignment]
+            if sub is None or sub.state == S.SETTLED:
+                return
+            now = self.settings.clock()
+            if sub.abort_requested:
+                self._load()
+                self._close_dangling(sid, "Aborted by the user before this tool call finished.")
+                return self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted"))
+            remaining = self.agent.timeout - (now - sub.started_at) if sub.started_at is not None else self.agent.timeout
+            if remaining <= 0:
+                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
+            if sub.attempts >= self.agent.max_attempts:
+                cause = f": {last_error.message}" if last_error else ""
+                return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {self.agent.max_attempts} attempts{cause}", last_error)
+            self.store.update_submission(
+                sid, state=S.RUNNING, attempts=sub.attempts + 1, started_at=sub.started_at or now,
+                lease_owner=self.owner, lease_expires=now + self.lease_ttl,
+            )
+            self.current = sub
+            emit("submission_running", attempt=sub.attempts + 1)
+            emit("agent_start", agent=self.agent.name)
+            try:
+                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub), remaining))
+                text = await asyncio.shield(self._run_task)
+            except asyncio.CancelledError:
+                if self._run_task is not None and not self._run_task.done():
+                    self._run_task.cancel()
+                    await asyncio.gather(self._run_task, return_exceptions=True)
+                fresh = self.store.submission(sid)
+                if fresh is not None and fresh.abort_requested:
+                    self._keep_aborted_stream()
+                    self._close_dangling(sid, "Aborted by the user before this tool call finished.")
+                    self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted by the user"))
+                    return
+                raise
+            except asyncio.TimeoutError:
+                self._keep_aborted_stream()
+                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
+            except (ConfigError, StoreError) as exc:
+                self._close_dangling(sid, "The run failed before this tool call finished.")
+                return self._settle(sub, Outcome.FAILED, error=exc)
+            except RunError as exc:
+                last_error = exc
+                emit("log", message=f"attempt {sub.attempts + 1} failed: {exc.message}", error=exc.to_dict())
+                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(sub.attempts, 5)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug in flue_nb still settles the submission
+                log.exception("flue_nb: internal error in conversation %r", self.id)
+                self._close_dangling(sid, "The run failed before this tool call finished.")
+                return self._settle(sub, Outcome.FAILED, error={"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+            finally:
+                self.current = None
+                self._run_task = None
+                emit("agent_end", agent=self.agent.name)
+            return self._settle(sub, Outcome.COMPLETED, result=text)
+
+    def _fail_with(self, sub: Submission, cls: type[RunError], message: str, cause: FlueError | None = None) -> None:
+        self._load()
+        unknown = self._unknown_calls.pop(sub.id, []) + self._close_dangling(sub.id, UNKNOWN_OUTCOME)
+        details: dict[str, Any] = {"unknown_tool_calls": unknown}
+        if cause is not None:
+            details["last_error"] = cause.to_dict()
+        if unknown:
+            message += "; tool calls left with unknown outcomes: " + ", ".join(f"{c['name']} ({c['id']})" for c in unknown)
+        self._settle(sub, Outcome.FAILED, error=cls(message, **details))
+
+    def _keep_aborted_stream(self) -> None:
+        run, t = self.current_run, self.transcript
+        if run is None or t is None:
+            return
+        msg = run.aborted_message()
+        if msg is not None:
+            StoreRecorder(self.store, self.id, run.submission_id, self.settings.clock).append([msg])
+            t.add(msg, None, run.submission_id)
+            run.streaming = []
+
+    def _close_dangling(self, sid: str, text: str) -> list[dict[str, str]]:
+        """Give every unanswered tool call an error result so the history stays well-formed."""
+        t = self.transcript
+        if t is None:
+            return []
+        calls = t.unresolved_calls()
+        if not calls:
+            return []
+        results: list[Message] = [ToolResultMessage(c.id, c.name, text, is_error=True) for c in calls]
+        seqs = StoreRecorder(self.store, self.id, sid, self.settings.clock).append(results)
+        for m, seq in zip(results, seqs):
+            t.add(m, seq, sid)
+        return [{"id": c.id, "name": c.name} for c in calls]
+
+    async def _attempt(self, sub: Submission) -> str:
+        t = self._load()
+        recorder = StoreRecorder(self.store, self.id, sub.id, self.settings.clock)
+        if sub.id not in t.sids and not self._user_recorded(sub.id):
+            self._close_dangling(sub.id, UNKNOWN_OUTCOME)
+            msg = UserMessage(sub.text, sub.id)
+            (seq,) = recorder.append([msg])
+            t.add(msg, seq, sub.id)
+        partial = self.store.partial(sub.id)
+        if partial is not None:
+            parts: list[Any] = []
+            if partial.get("thinking"):
+                parts.append(ThinkingPart(partial["thinking"]))
+            if partial.get("text"):
+                parts.append(TextPart(partial["text"]))
+            if parts:
+                kept = [AssistantMessage(parts, aborted=True, stop_reason="interrupted"), SignalMessage("interrupted", INTERRUPTED_STREAM)]
+                for m, seq in zip(kept, recorder.append(kept)):
+                    t.add(m, seq, sub.id)
+            self.store.clear_partial(sub.id)
+        last = t.messages[-1] if t.messages else None
+        if isinstance(last, AssistantMessage) and not last.tool_calls and not last.aborted and t.sids[-1] == sub.id:
+            return last.text  # the response completed before the crash: settle it (11.2)
+        unresolved = [{"id": c.id, "name": c.name} for c in t.unresolved_calls()]
+        if unresolved:
+            self._unknown_calls[sub.id] = unresolved
+        run = AgentRun(
+            self.agent, transcript=t, emit=self.emitter(sub.id), settings=self.settings, recorder=recorder,
+            state=self.state, joins=lambda: self._join(sub), tools_cache=self._tools_cache, submission_id=sub.id,
+        )
+        self.current_run = run
+        answer = await run.run()
+        self.sandbox = run.sandbox
+        return answer.text
+
+    def _user_recorded(self, sid: str) -> bool:
+        return any(
+            r.data.get("kind") == "user"
+            for r in self.store.records(self.id, kinds=["message"], submission_id=sid)
+        )
+
+    def _join(self, current: Submission) -> list[tuple[UserMessage, int | None, str]]:
+        """Absorb waiting messages into the live response at a turn boundary (10.3)."""
+        waiting = [
+            s for s in self.store.submissions(self.id, unsettled=True)
+            if s.state in (S.QUEUED, S.JOINING) and s.seq > current.seq and not s.abort_requested
+        ]
+        if not waiting:
+            return []
+        msgs = [UserMessage(s.text, s.id) for s in waiting]
+        records = self.store.append(
+            self.id, current.id, [("message", message_to_dict(m)) for m in msgs], now=self.settings.clock(),
+            updates=[SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id}) for s in waiting],
+        )
+        return [(m, r.seq, s.id) for m, r, s in zip(msgs, records, waiting)]
+
+    # --- abort and manual compaction ----------------------------------------------------------
+
+    def abort(self) -> list[str]:
+        """Record a durable abort intent on every unsettled submission and stop the live one (11.5)."""
+        ids = self.store.request_abort(self.id)
+        if self._run_task is not None and not self._run_task.done():
+            self._run_task.cancel()
+        elif ids:
+            self.kick()
+        return ids
+
+    async def compact(self) -> None:
+        """Compact now (contract 13.5), even with threshold compaction off."""
+        from .errors import SessionBusyError
+
+        if self.busy:
+            raise SessionBusyError("a run is in progress; compact when it has finished (or abort it first)")
+        holder = self.store.lease(self.id)
+        if holder is not None and holder[0] != self.owner and holder[1] > self.settings.clock():
+            raise SessionBusyError(f"another process ({holder[0]}) owns this conversation; try again when it is idle")
+        self._busy_manual = True
+        try:
+            t = self._load()
+            run = AgentRun(self.agent, transcript=t, emit=self.emitter(None), settings=self.settings,
+                           recorder=StoreRecorder(self.store, self.id, None, self.settings.clock), state=self.state,
+                           tools_cache=self._tools_cache)
+            await run.render()
+            await run.compact("manual")
+        finally:
+            self._busy_manual = False

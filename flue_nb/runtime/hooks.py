@@ -1,0 +1,196 @@
+"""Hooks and rendering: an agent function calls `use_*` hooks; a render collects them.
+
+The agent function is rendered before every model call, each time in a fresh frame, so a
+conditional hook (a tool mounted only when a file exists, a sandbox attached only sometimes)
+is re-read at every turn boundary (contract 9.3).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .agent import AgentDef, SubagentDef
+from .errors import ConfigError, HookError, ToolNameConflictError
+from .tool import Tool
+
+__all__ = [
+    "Rendered",
+    "render",
+    "use_instruction",
+    "use_model",
+    "use_persistent_state",
+    "use_sandbox",
+    "use_skill",
+    "use_subagent",
+    "use_tool",
+]
+
+_MISSING = object()
+
+
+@dataclass(slots=True)
+class Rendered:
+    """What one render of an agent function declared."""
+
+    agent: AgentDef
+    model: Any = None
+    compaction: Any = True
+    """True (default config), False (threshold compaction off) or a CompactionConfig."""
+    sandbox: Any = None
+    """A Sandbox instance or a zero-argument factory returning one; None = no sandbox."""
+    tools: list[Tool] = field(default_factory=list)
+    skills: list[Any] = field(default_factory=list)
+    subagents: list[SubagentDef] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    approval: Any = None
+    retry: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Frame:
+    rendered: Rendered
+    is_subagent: bool
+    state: dict[str, Any]
+    set_state: Callable[[str, Any], None]
+    model_calls: int = 0
+    sandbox_calls: int = 0
+
+
+_frame: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("flue_render_frame", default=None)
+
+
+def _current(hook: str) -> _Frame:
+    frame = _frame.get()
+    if frame is None:
+        raise HookError(
+            f"`{hook}()` was called outside an agent render. Call hooks only inside a function "
+            "decorated with `@agent`, and let the runtime call it (flue.init(agent).prompt(...))."
+        )
+    return frame
+
+
+def render(
+    agent: AgentDef,
+    *,
+    is_subagent: bool = False,
+    state: dict[str, Any] | None = None,
+    set_state: Callable[[str, Any], None] | None = None,
+) -> Rendered:
+    """Run the agent function in a fresh frame and return what its hooks declared."""
+    frame = _Frame(
+        Rendered(agent),
+        is_subagent,
+        state if state is not None else {},
+        set_state or (lambda name, value: None),
+    )
+    token = _frame.set(frame)
+    try:
+        result = agent.fn()
+    finally:
+        _frame.reset(token)
+    if frame.model_calls == 0 and not is_subagent:
+        raise HookError(
+            f"agent {agent.name!r} did not call `use_model(...)`: every agent needs exactly one "
+            'model, e.g. use_model("anthropic/claude-sonnet-4-6") or use_model(ScriptedModel([...])).'
+        )
+    if result is not None:
+        if not isinstance(result, str):
+            raise ConfigError(
+                f"agent {agent.name!r} returned {type(result).__name__}; return the instructions "
+                "as a string (or nothing)"
+            )
+        frame.rendered.instructions.insert(0, result)
+    return frame.rendered
+
+
+def use_model(model: Any, *, compaction: Any = True) -> None:
+    """Choose the model: a spec like "anthropic/claude-sonnet-4-6" or a Model object."""
+    frame = _current("use_model")
+    frame.model_calls += 1
+    if frame.model_calls > 1:
+        raise HookError("`use_model()` was called twice in one render; call it exactly once")
+    if model is None or model == "":
+        raise HookError("`use_model()` needs a model spec or a Model object, got nothing")
+    from .compaction import CompactionConfig
+
+    if not (compaction is True or compaction is False or isinstance(compaction, CompactionConfig)):
+        raise ConfigError(
+            f"`compaction` must be True, False or a CompactionConfig, got {compaction!r}"
+        )
+    frame.rendered.model = model
+    frame.rendered.compaction = compaction
+
+
+def use_sandbox(sandbox: Any) -> None:
+    """Attach a sandbox (an instance, or a zero-argument factory built once per submission)."""
+    frame = _current("use_sandbox")
+    if frame.is_subagent:
+        raise HookError(
+            "`use_sandbox()` was called in a subagent; subagents share their parent's sandbox "
+            "(give the task a `cwd` to scope it)"
+        )
+    frame.sandbox_calls += 1
+    if frame.sandbox_calls > 1:
+        raise HookError("`use_sandbox()` was called twice in one render; an agent has at most one sandbox")
+    if sandbox is None:
+        raise HookError("`use_sandbox(None)`: to run without a sandbox, don't call use_sandbox")
+    frame.rendered.sandbox = sandbox
+
+
+def use_tool(tool: Tool) -> None:
+    """Mount a tool made with `@flue.tool` or `flue.define_tool`."""
+    frame = _current("use_tool")
+    if not isinstance(tool, Tool):
+        raise ConfigError(
+            f"`use_tool()` needs a tool made with @flue.tool or flue.define_tool, got {tool!r}"
+        )
+    if any(t.name == tool.name for t in frame.rendered.tools):
+        raise ToolNameConflictError(f"two tools are named {tool.name!r}; tool names must be unique")
+    frame.rendered.tools.append(tool)
+
+
+def use_skill(skill: Any) -> None:
+    """Import a skill: a directory holding SKILL.md (or a loaded Skill)."""
+    frame = _current("use_skill")
+    from .skills import Skill, load_skill
+
+    loaded = skill if isinstance(skill, Skill) else load_skill(Path(skill), source="imported")
+    if any(s.name == loaded.name for s in frame.rendered.skills):
+        raise HookError(f"two skills are named {loaded.name!r}; skill names must be unique")
+    frame.rendered.skills.append(loaded)
+
+
+def use_subagent(subagent: SubagentDef) -> None:
+    """Declare a subagent the model may delegate to with `task`."""
+    frame = _current("use_subagent")
+    if not isinstance(subagent, SubagentDef):
+        raise ConfigError(f"`use_subagent()` needs define_subagent(...), got {subagent!r}")
+    if any(s.name == subagent.name for s in frame.rendered.subagents):
+        raise HookError(f"two subagents are named {subagent.name!r}; names must be unique")
+    frame.rendered.subagents.append(subagent)
+
+
+def use_instruction(text: str) -> None:
+    """Add instruction text to the system prompt (after the returned instructions)."""
+    frame = _current("use_instruction")
+    if not isinstance(text, str):
+        raise ConfigError(f"`use_instruction()` needs a string, got {type(text).__name__}")
+    frame.rendered.instructions.append(text)
+
+
+def use_persistent_state(name: str, default: Any = None) -> tuple[Any, Callable[[Any], None]]:
+    """Return (value, setter) for durable state; a write commits with its tool batch (11.6)."""
+    frame = _current("use_persistent_state")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("`use_persistent_state()` needs a non-empty name")
+    value = frame.state.get(name, _MISSING)
+    setter_target = frame.set_state
+
+    def set_value(new: Any) -> None:
+        setter_target(name, new)
+
+    return (default if value is _MISSING else value), set_value

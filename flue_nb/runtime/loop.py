@@ -1,0 +1,426 @@
+"""The turn loop: render → compose → stream the model → run tool calls concurrently → repeat.
+
+`AgentRun` is one response of one agent: the top-level run of a submission (durable, with joins)
+or a subagent's run (ephemeral). What differs is injected: the recorder, the joins source and
+the event callback. The loop ends at an answer without tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .agent import AgentDef, SubagentDef
+from .errors import ContextOverflowError, DelegationDepthExceededError, ProviderError
+from .framework_tools import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
+from .hooks import Rendered, render
+from .messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from .model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
+from .prompt import compose_system, describe_environment, diff_roster, make_roster
+from .sandbox import Sandbox
+from .skills import Skill, discover_workspace_skills
+from .tool import Step, Tool, ToolContext, ToolOutput, execute_tool
+from .transcript import MemoryRecorder, Recorder, Transcript
+
+__all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
+
+MAX_DEPTH = 4
+MAX_TRANSIENT_RETRIES = 3
+PARTIAL_EVERY = 0.25
+"""Seconds between durable snapshots of a streaming response (what a crash can keep)."""
+
+Emit = Callable[..., Any]
+JoinSource = Callable[[], "list[tuple[UserMessage, int | None, str]]"]
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """Seams and knobs shared by a run and its subagents."""
+
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.time
+    rng: random.Random = field(default_factory=random.Random)
+    resolve_model: Callable[[Any], Model] | None = None
+    counter: Any = None
+    """A `TokenCounter` shared by the conversation's runs (made on first use)."""
+
+    def tokens(self) -> Any:
+        """The shared token counter."""
+        if self.counter is None:
+            from .tokens import TokenCounter
+
+            self.counter = TokenCounter()
+        return self.counter
+
+
+def _is_sandbox(obj: Any) -> bool:
+    return isinstance(obj, Sandbox)
+
+
+class _ScopedSandbox:
+    """The parent's sandbox seen from a subdirectory (a task's `cwd`)."""
+
+    def __init__(self, inner: Any, cwd: str) -> None:
+        self._inner = inner
+        self._cwd = cwd
+
+    @property
+    def cwd(self) -> str:
+        return self._cwd
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def exec(self, command: Any, *, cwd: str | None = None, **kw: Any) -> Any:
+        return await self._inner.exec(command, cwd=cwd or self._cwd, **kw)
+
+    def tools(self) -> Any:
+        # A sandbox's own tool list is bound to the sandbox itself; scoped runs use the six.
+        return None
+
+
+class AgentRun:
+    """One response of one agent, from its first model call to an answer without tool calls."""
+
+    def __init__(
+        self,
+        agent: AgentDef,
+        *,
+        transcript: Transcript,
+        emit: Emit,
+        settings: RunSettings,
+        recorder: Recorder | None = None,
+        state: dict[str, Any] | None = None,
+        depth: int = 0,
+        parent_sandbox: Any = None,
+        model_override: Any = None,
+        joins: JoinSource | None = None,
+        tools_cache: dict[int, list[Tool]] | None = None,
+        submission_id: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.transcript = transcript
+        self.emit = emit
+        self.settings = settings
+        self.recorder: Recorder = recorder or MemoryRecorder()
+        self.state = state if state is not None else {}
+        self.pending_state: dict[str, Any] = {}
+        self.depth = depth
+        self.is_subagent = depth > 0
+        self.model_override = model_override
+        self.joins = joins
+        self.submission_id = submission_id
+        self.sandbox: Any = parent_sandbox
+        self._sandbox_tools = tools_cache if tools_cache is not None else {}
+        self._workspace_skills: list[Skill] | None = None
+        self.rendered: Rendered | None = None
+        self.model: Model | None = None
+        self.tools: list[Tool] = []
+        self.turn = 0
+        self.streaming: list[Any] = []
+        """Parts of the response being streamed (what an abort keeps)."""
+
+    # --- rendering and the environment -------------------------------------------------------
+
+    def _set_state(self, name: str, value: Any) -> None:
+        self.state[name] = value
+        self.pending_state[name] = value
+
+    def _resolve(self, spec: Any) -> Model:
+        if self.settings.resolve_model is not None:
+            return self.settings.resolve_model(spec)
+        from .providers import resolve_model
+
+        return resolve_model(spec)
+
+    def _build_sandbox(self, spec: Any) -> Any:
+        sandbox = spec if _is_sandbox(spec) else spec()
+        if not _is_sandbox(sandbox):
+            from .errors import ConfigError
+
+            raise ConfigError(f"use_sandbox() got {spec!r}, which is neither a sandbox nor a factory returning one")
+        return sandbox
+
+    def _tools_of(self, sandbox: Any) -> list[Tool]:
+        key = id(sandbox)
+        cached = self._sandbox_tools.get(key)
+        if cached is None:
+            own = sandbox.tools()
+            if own is None:
+                from .tools import standard_tools
+
+                own = standard_tools(sandbox)
+            cached = self._sandbox_tools[key] = list(own)
+        return cached
+
+    async def render(self) -> None:
+        """Re-render the agent and bring tools, sandbox, prompt and signals up to date (9.3)."""
+        rendered = render(self.agent, is_subagent=self.is_subagent, state=self.state, set_state=self._set_state)
+        self.rendered = rendered
+        spec = rendered.model if rendered.model is not None else self.model_override
+        self.model = self._resolve(spec)
+        if not self.is_subagent:
+            if rendered.sandbox is None:
+                if self.sandbox is not None:
+                    self._workspace_skills = None
+                self.sandbox = None
+            elif self.sandbox is None:
+                # Built once per submission start (9.4); a different factory waits for the next one.
+                self.sandbox = self._build_sandbox(rendered.sandbox)
+                self._workspace_skills = None
+        if self.sandbox is not None and self._workspace_skills is None:
+            self._workspace_skills = await discover_workspace_skills(self.sandbox)
+        skills = [*rendered.skills, *(self._workspace_skills or [])] if self.sandbox is not None else list(rendered.skills)
+        framework = [task_tool(rendered.subagents, self._run_task)]
+        if skills:
+            framework.append(activate_skill_tool(skills))
+        if any(s.resources and s.source == "imported" for s in skills):
+            framework.append(read_skill_resource_tool(skills))
+        sandbox_tools = self._tools_of(self.sandbox) if self.sandbox is not None else []
+        self.tools = assemble_tools(sandbox_tools, framework, rendered.tools)
+        cwd = self.sandbox.cwd if self.sandbox is not None else None
+        roster = make_roster(self.tools, skills, rendered.subagents, cwd)
+        if self.transcript.system is None:
+            env = await describe_environment(self.sandbox) if self.sandbox is not None else None
+            self.transcript.system = compose_system(rendered.instructions, env, skills, rendered.subagents)
+            self.transcript.roster = roster
+            self.recorder.append([], extra=[("system", {"text": self.transcript.system, "roster": roster})])
+            return
+        signals = diff_roster(self.transcript.roster, roster)
+        self.transcript.roster = roster
+        if signals:
+            self._add(signals, extra=[("event", {"roster": roster})])
+            for s in signals:
+                self.emit("signal", signal_type=s.signal_type, text=s.text)
+
+    def _add(self, messages: list[Message], *, state: dict[str, Any] | None = None, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
+        seqs = self.recorder.append(messages, state=state, extra=extra or [])
+        for m, seq in zip(messages, seqs):
+            self.transcript.add(m, seq, self.submission_id)
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> AssistantMessage:
+        """Run turns until the model answers without tool calls; return that answer."""
+        await self.render()
+        await self._resume_unresolved()
+        overflow_retried = False
+        while True:
+            await self._before_model_call()
+            try:
+                response = await self._call_model()
+            except ContextOverflowError:
+                if overflow_retried:
+                    raise
+                overflow_retried = True
+                await self.compact("overflow")
+                continue
+            overflow_retried = False
+            self._add([response])
+            self.emit("turn", turn=self.turn, stop_reason=response.stop_reason,
+                      usage=None if response.usage is None else response.usage.total)
+            calls = response.tool_calls
+            if not calls:
+                if self.pending_state:
+                    self._add([], state=self._flush_state())
+                return response
+            results = await self._run_tools(calls)
+            self._add(results, state=self._flush_state())
+            # The turn boundary: re-render (9.3), then let waiting messages join (10.3).
+            await self.render()
+            self._take_joins()
+
+    def _flush_state(self) -> dict[str, Any]:
+        pending, self.pending_state = self.pending_state, {}
+        return pending
+
+    def _take_joins(self) -> None:
+        if self.joins is None:
+            return
+        for msg, seq, sid in self.joins():
+            self.transcript.add(msg, seq, sid)
+            self.emit("log", message="joined", joined_submission_id=sid, text=msg.text)
+
+    async def _before_model_call(self) -> None:
+        from .compaction import CompactionConfig, should_compact
+
+        assert self.rendered is not None and self.model is not None
+        cfg = self.rendered.compaction
+        if cfg is False:
+            return
+        config = cfg if isinstance(cfg, CompactionConfig) else None
+        used = self.used_tokens()
+        if should_compact(used, self.model.info, config):
+            await self.compact("threshold")
+
+    def used_tokens(self) -> int:
+        """Tokens the window occupies now (contract 13.3)."""
+        return self.settings.tokens().used_tokens(self.transcript.messages, system=self.transcript.system or "")
+
+    async def compact(self, reason: str) -> None:
+        """Fold older messages into a summary (contract 13)."""
+        from ._compact_run import compact_window
+
+        await compact_window(self, reason)
+
+    def _request(self) -> ModelRequest:
+        assert self.model is not None
+        return ModelRequest(self.transcript.system or "", self.transcript.messages, [t.spec() for t in self.tools])
+
+    async def _call_model(self, request: ModelRequest | None = None) -> AssistantMessage:
+        """Stream one response, retrying transient provider errors with backoff (11.3)."""
+        failures = 0
+        while True:
+            try:
+                return await self._stream(request or self._request())
+            except ProviderError as exc:
+                if not exc.transient or failures >= MAX_TRANSIENT_RETRIES:
+                    raise
+                failures += 1
+                delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
+                self.emit("log", message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
+                          error=exc.to_dict(), retry=failures, delay=delay)
+                await self.settings.sleep(delay)
+
+    async def _stream(self, request: ModelRequest) -> AssistantMessage:
+        assert self.model is not None
+        self.turn += 1
+        turn_id = f"t{self.turn}"
+        self.emit("turn_start", turn=self.turn, turn_id=turn_id)
+        self.emit("message_start", role="assistant", turn_id=turn_id)
+        self.streaming = []
+        text: list[str] = []
+        thinking: list[str] = []
+        last_snapshot = self.settings.clock()
+        done: AssistantMessage | None = None
+        try:
+            async for ev in self.model.stream(request):
+                if isinstance(ev, TextDelta):
+                    text.append(ev.text)
+                    self.emit("text_delta", delta=ev.text, turn_id=turn_id)
+                elif isinstance(ev, ThinkingDelta):
+                    thinking.append(ev.thinking)
+                    self.emit("thinking_delta", delta=ev.thinking, turn_id=turn_id)
+                elif isinstance(ev, ToolCallDelta):
+                    self.emit("log", message="tool_call_streaming", call_id=ev.id, name=ev.name, turn_id=turn_id)
+                elif isinstance(ev, ResponseDone):
+                    done = ev.message
+                self.streaming = [ThinkingPart("".join(thinking))] if thinking else []
+                if text:
+                    self.streaming.append(TextPart("".join(text)))
+                now = self.settings.clock()
+                if now - last_snapshot >= PARTIAL_EVERY and self.streaming:
+                    last_snapshot = now
+                    self.recorder.partial({"text": "".join(text), "thinking": "".join(thinking)})
+        finally:
+            if text or thinking:
+                self.recorder.partial(None)
+        if done is None:
+            raise ProviderError("the model's stream ended without a complete response", kind="connection")
+        self.streaming = []
+        self.emit("message_end", role="assistant", turn_id=turn_id, text=done.text,
+                  tool_calls=[{"id": c.id, "name": c.name, "input": c.input} for c in done.tool_calls],
+                  usage=None if done.usage is None else done.usage.total)
+        return done
+
+    def aborted_message(self) -> AssistantMessage | None:
+        """What had streamed when the run was cut off, as an aborted message (or None)."""
+        if not self.streaming:
+            return None
+        return AssistantMessage(list(self.streaming), aborted=True, stop_reason="aborted")
+
+    # --- tools --------------------------------------------------------------------------------
+
+    async def _resume_unresolved(self) -> None:
+        """After a crash: keep recorded results, re-run durable tools, mark the rest unknown (11.2)."""
+        calls = self.transcript.unresolved_calls()
+        if not calls:
+            return
+        by_name = {t.name: t for t in self.tools}
+        results = []
+        for call in calls:
+            tool = by_name.get(call.name)
+            if tool is not None and tool.durable:
+                results.append(await self._run_one(call, by_name))
+            else:
+                results.append(ToolResultMessage(
+                    call.id, call.name,
+                    "Interrupted: the run stopped while this tool call was in progress; its outcome is "
+                    "unknown. Check the state before retrying it.",
+                    is_error=True,
+                ))
+        self._add(results, state=self._flush_state())
+
+    async def _run_tools(self, calls: list[Any]) -> list[ToolResultMessage]:
+        by_name = {t.name: t for t in self.tools}
+        tasks = [asyncio.ensure_future(self._run_one(c, by_name)) for c in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _run_one(self, call: Any, by_name: dict[str, Tool]) -> ToolResultMessage:
+        started = time.perf_counter()
+        self.emit("tool_start", call_id=call.id, name=call.name, input=call.input)
+        tool = by_name.get(call.name)
+        if tool is None:
+            names = ", ".join(f"`{n}`" for n in by_name)
+            out = ToolOutput(f"Unknown tool `{call.name}`. Available tools: {names}.", is_error=True)
+        else:
+            step = None
+            if tool.durable:
+                step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
+            ctx = ToolContext(call.id, self.sandbox, step, {"depth": self.depth, "run": self})
+            out = await execute_tool(tool, call.input, ctx)
+        self.emit("tool", call_id=call.id, name=call.name, is_error=out.is_error, content=out.content,
+                  details=out.details, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        return ToolResultMessage(call.id, call.name, out.content, out.is_error)
+
+    # --- delegation ---------------------------------------------------------------------------
+
+    async def _run_task(self, args: TaskInput, ctx: ToolContext) -> str:
+        assert self.rendered is not None
+        depth = self.depth + 1
+        if depth > MAX_DEPTH:
+            raise DelegationDepthExceededError(
+                f"delegation_depth_exceeded: a task chain may be at most {MAX_DEPTH} deep; do this "
+                "part yourself instead of delegating it"
+            )
+        sub: SubagentDef = next(s for s in self.rendered.subagents if s.name == args.agent)
+        sandbox = self.sandbox
+        if sandbox is not None and args.cwd:
+            sandbox = _ScopedSandbox(sandbox, os.path.normpath(os.path.join(sandbox.cwd, args.cwd)))
+        task_id = f"{ctx.call_id}"
+        parent_emit = self.emit
+
+        def emit(type: str, **data: Any) -> Any:
+            data.setdefault("task_id", task_id)
+            return parent_emit(type, **data)
+
+        parent_emit("task_start", task_id=task_id, agent=sub.name, description=args.description, depth=depth)
+        child = AgentRun(
+            sub.agent,
+            transcript=Transcript(),
+            emit=emit,
+            settings=self.settings,
+            depth=depth,
+            parent_sandbox=sandbox,
+            model_override=sub.model if sub.model is not None else self.model,
+            tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
+        )
+        child.transcript.add(UserMessage(args.prompt))
+        try:
+            answer = await child.run()
+        except BaseException as exc:
+            parent_emit("task", task_id=task_id, agent=sub.name, is_error=True, error=str(exc))
+            raise
+        parent_emit("task", task_id=task_id, agent=sub.name, is_error=False, text=answer.text)
+        return answer.text or "(the subagent finished without a text answer)"
