@@ -1,1 +1,42 @@
-"""The six standard sandbox tools, each from a factory any sandbox adapter can reuse."""
+"""The six standard sandbox tools, each from a factory any sandbox adapter can reuse.
+
+`standard_tools(sandbox)` is what an agent gets with a sandbox that brings no tools of its own
+(contract 1.1). An adapter that adds tools (the kernel's `python`) composes its list from the
+same factories, sharing one `PathLocks` between `write` and `edit` (4.4).
+"""
+
+from __future__ import annotations
+
+from ..sandbox import Sandbox
+from ..tool import Tool
+from ._locks import PathLocks
+from .bash import bash_tool
+from .edit import edit_tool
+from .glob import glob_tool
+from .grep import grep_tool
+from .read import read_tool
+from .write import write_tool
+
+__all__ = [
+    "PathLocks",
+    "bash_tool",
+    "edit_tool",
+    "glob_tool",
+    "grep_tool",
+    "read_tool",
+    "standard_tools",
+    "write_tool",
+]
+
+
+def standard_tools(sandbox: Sandbox) -> list[Tool]:
+    """`read`, `write`, `edit`, `bash`, `grep`, `glob` on `sandbox`, in that order."""
+    locks = PathLocks()
+    return [
+        read_tool(sandbox),
+        write_tool(sandbox, locks),
+        edit_tool(sandbox, locks),
+        bash_tool(sandbox),
+        grep_tool(sandbox),
+        glob_tool(sandbox),
+    ]

@@ -1,0 +1,192 @@
+"""The `read` tool: a window of a text file, paged with `offset`/`limit` (contract 2).
+
+The file is streamed, so reading 50 KB of a 1 GB file holds about one chunk in memory. Lines are
+shown as they are, without numbers (2.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..sandbox import Sandbox
+from ..tool import Tool, ToolContext, ToolOutput
+from ._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
+
+__all__ = ["PathArg", "ReadInput", "read_tool"]
+
+_CHUNK = 1 << 20  # big chunks: skipping to a far offset is a newline count per chunk
+_SNIFF = 8192  # a NUL byte in the first 8 KB means binary, as git and grep decide
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL byte")
+    return value
+
+
+PathArg = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
+"""A path argument: non-empty, no NUL byte (the OS cannot take one)."""
+
+
+class ReadInput(BaseModel):
+    """Input of `read`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: PathArg = Field(description="File to read, absolute or relative to the working directory.")
+    offset: int | None = Field(
+        None, ge=1, description="1-indexed line number to start from. Default: the first line."
+    )
+    limit: int | None = Field(None, ge=1, description="Maximum number of lines to return.")
+
+
+DESCRIPTION = f"""Read a text file. Returns its lines as they are (no line numbers added).
+Output is cut to {MAX_LINES} lines or 50 KB, whichever comes first; a cut ends with a note saying \
+which lines were shown and the `offset` to continue from. Use `offset` (1-indexed line number) \
+and `limit` (line count) to page through long files. Binary files are refused."""
+
+
+@dataclass
+class _Window:
+    lines: list[bytes] = field(default_factory=list)
+    size: int = 0
+    """Bytes of the lines joined with newlines."""
+    next_line: int | None = None
+    """First line not shown because the 2000-line/50 KB budget ran out."""
+    long_line: int | None = None
+    """A line over 50 KB shown as its first 50 KB (contract 2.4)."""
+    total_lines: int = 0
+    """Lines in the file; exact only when the whole file was read."""
+    binary: bool = False
+
+
+async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> _Window:
+    """Collect lines `start`.. within the limits; stop reading as soon as the answer is known."""
+    win = _Window()
+    line_no = 1  # the line being read
+    head = bytearray()  # its first bytes, capped: a giant line must not fill memory
+    length = 0
+    sniffed = False
+    skipped_partial = False  # the skipped text ended inside a line (it counts, 2.3)
+
+    def take() -> bool:
+        """Place the line just read; True when no more input is needed."""
+        if limit is not None and len(win.lines) >= limit:
+            return True  # cut by `limit` only: no marker (2.2)
+        extra = length + (1 if win.lines else 0)
+        if len(win.lines) >= MAX_LINES or win.size + extra > MAX_BYTES:
+            if not win.lines:  # a single line over 50 KB (2.4)
+                win.lines.append(utf8_prefix(bytes(head), MAX_BYTES))
+                win.long_line = line_no
+                return False  # read on: is there a line after it?
+            win.next_line = line_no
+            return True
+        if win.long_line is not None:
+            win.next_line = line_no
+            return True
+        win.lines.append(bytes(head))
+        win.size += extra
+        return False
+
+    async for chunk in chunks:
+        if not sniffed:
+            sniffed = True
+            if b"\x00" in chunk[:_SNIFF]:
+                win.binary = True
+                return win
+        pos, n = 0, len(chunk)
+        if line_no < start:
+            # Skip whole lines fast: count newlines instead of walking them.
+            need = start - line_no
+            count = chunk.count(b"\n")
+            if count < need:
+                line_no += count
+                skipped_partial = not chunk.endswith(b"\n")
+                continue
+            skipped_partial = False
+            for _ in range(need):
+                pos = chunk.index(b"\n", pos) + 1
+            line_no = start
+        while pos < n:
+            nl = chunk.find(b"\n", pos)
+            end = n if nl < 0 else nl
+            if len(head) <= MAX_BYTES:
+                head += chunk[pos : min(end, pos + MAX_BYTES + 1 - len(head))]
+            length += end - pos
+            if nl < 0:
+                break
+            if take():
+                win.total_lines = line_no
+                return win
+            line_no += 1
+            head.clear()
+            length = 0
+            pos = nl + 1
+    if length:  # a last line without a newline
+        if take():
+            win.total_lines = line_no
+            return win
+        line_no += 1
+    elif skipped_partial:  # the same, before `start`: it only counts
+        line_no += 1
+    win.total_lines = line_no - 1
+    return win
+
+
+def read_tool(sandbox: Sandbox) -> Tool:
+    """The `read` tool on `sandbox`."""
+
+    async def run(args: ReadInput, ctx: ToolContext) -> ToolOutput:
+        try:
+            st = await sandbox.stat(args.path)
+        except FileNotFoundError:
+            return ToolOutput(f"File not found: `{args.path}`.", is_error=True)
+        if st.kind == "dir":
+            return ToolOutput(
+                f"`{args.path}` is a directory, not a file. Use `glob` or `bash` (ls) to list it.",
+                is_error=True,
+            )
+        start = args.offset or 1
+        async with aclosing(sandbox.read_chunks(args.path, _CHUNK)) as chunks:  # type: ignore[type-var]
+            win = await _scan(chunks, start, args.limit)
+        if win.binary:
+            return ToolOutput(
+                f"`{args.path}` looks like a binary file (it contains NUL bytes); `read` shows text only. "
+                "Use `bash` (e.g. `file`, `xxd | head`) to inspect it.",
+                is_error=True,
+            )
+        if not win.lines:
+            if start == 1:
+                return ToolOutput(f"(`{args.path}` is empty.)")
+            return ToolOutput(
+                f"offset={start} is past the end of `{args.path}`: the file has "
+                f"{win.total_lines} line{'s' if win.total_lines != 1 else ''}.",
+                is_error=True,
+            )
+        text = b"\n".join(win.lines).decode("utf-8", "replace")
+        last = start + len(win.lines) - 1
+        if win.long_line is not None:
+            note = (
+                f"[Line {win.long_line} is longer than 50 KB: showing its first 50 KB. The rest of "
+                "this line cannot be reached with offset/limit; use `bash` (e.g. `cut -c` or "
+                "`head -c`) to see it."
+            )
+            if win.next_line is not None:
+                note += f" Use offset={win.next_line} to continue.]"
+            else:
+                note += "]"
+            return ToolOutput(f"{text}\n\n{note}")
+        if win.next_line is not None:
+            why = f"{MAX_LINES}-line" if len(win.lines) >= MAX_LINES else "50 KB"
+            return ToolOutput(
+                f"{text}\n\n[Showing lines {start}-{last} ({why} limit). "
+                f"Use offset={win.next_line} to continue.]"
+            )
+        return ToolOutput(text)
+
+    return Tool("read", DESCRIPTION, ReadInput, run)  # type: ignore[arg-type]

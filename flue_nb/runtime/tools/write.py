@@ -1,0 +1,41 @@
+"""The `write` tool: replace a whole file, creating parent directories (contract 3.1)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sandbox import Sandbox
+from ..tool import Tool, ToolContext, ToolOutput
+from ._locks import PathLocks
+from .read import PathArg
+
+__all__ = ["WriteInput", "write_tool"]
+
+
+class WriteInput(BaseModel):
+    """Input of `write`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: PathArg = Field(description="File to write, absolute or relative to the working directory.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+DESCRIPTION = """Write a file with the given content, replacing it entirely if it exists and \
+creating missing parent directories. To change part of an existing file, prefer `edit`."""
+
+
+def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
+    """The `write` tool on `sandbox`; takes the per-path lock shared with `edit`."""
+
+    async def run(args: WriteInput, ctx: ToolContext) -> ToolOutput:
+        data = args.content.encode("utf-8", "surrogatepass")
+        # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4).
+        async with locks.hold(args.path, cwd=sandbox.cwd):
+            try:
+                await sandbox.write_file(args.path, data)
+            except IsADirectoryError:
+                return ToolOutput(f"`{args.path}` is a directory; give a file path.", is_error=True)
+        return ToolOutput(f"Wrote {len(data)} bytes to `{args.path}`.")
+
+    return Tool("write", DESCRIPTION, WriteInput, run)  # type: ignore[arg-type]
