@@ -21,14 +21,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-import pytest
 
 __all__ = [
     "AnthropicServer",
     "ErrorReply",
     "RecordedRequest",
     "StreamReply",
-    "anthropic_server",
     "error",
     "stream",
     "text",
@@ -48,12 +46,17 @@ def thinking(value: str, *, signature: str | None = "sig-1", chunks: int = 2) ->
     return {"type": "thinking", "thinking": value, "signature": signature, "chunks": chunks}
 
 
-def tool_use(call_id: str, name: str, input: dict[str, Any], *, chunks: int = 3) -> dict[str, Any]:
-    """A tool_use block whose JSON input is split across `chunks` input_json_delta events."""
-    return {"type": "tool_use", "id": call_id, "name": name, "input": input, "chunks": chunks}
+def tool_use(
+    call_id: str, name: str, input: dict[str, Any], *, chunks: int = 3, raw_json: str | None = None
+) -> dict[str, Any]:
+    """A tool_use block; its JSON input (or `raw_json` verbatim) comes in `chunks` deltas."""
+    raw = json.dumps(input) if raw_json is None else raw_json
+    return {"type": "tool_use", "id": call_id, "name": name, "raw": raw, "chunks": chunks}
 
 
-def usage(*, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> dict[str, int]:
+def usage(
+    *, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0
+) -> dict[str, int]:
     """Token counts; message_start reports them with output 1, message_delta the final output."""
     return {
         "input_tokens": input,
@@ -88,16 +91,36 @@ class StreamReply:
         """The SSE events, in order, as (event name, data)."""
         first = {**self.usage, "output_tokens": 1}
         out: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": {
-                "id": "msg_test", "type": "message", "role": "assistant", "model": self.model,
-                "content": [], "stop_reason": None, "stop_sequence": None, "usage": first}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_test",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": self.model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": first,
+                    },
+                },
+            ),
             ("ping", {"type": "ping"}),
         ]
         for i, block in enumerate(self.blocks):
             out.extend(_block_events(i, block))
-        out.append(("message_delta", {"type": "message_delta",
+        out.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
                     "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": self.usage["output_tokens"]}}))
+                    "usage": {"output_tokens": self.usage["output_tokens"]},
+                },
+            )
+        )
         out.append(("message_stop", {"type": "message_stop"}))
         return out
 
@@ -112,14 +135,18 @@ class ErrorReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def stream(*blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any) -> StreamReply:
+def stream(
+    *blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any
+) -> StreamReply:
     """A streamed reply made of `blocks` (see `text`, `thinking`, `tool_use`)."""
     return StreamReply(list(blocks), usage or _DEFAULT_USAGE, **kwargs)
 
 
 def error(status: int, error_type: str, message: str = "error", **headers: str) -> ErrorReply:
-    """An HTTP error reply; keyword arguments become headers (`retry_after="0"` → `retry-after`)."""
-    return ErrorReply(status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()})
+    """An HTTP error reply; keyword arguments become headers (`retry_after=` → `retry-after`)."""
+    return ErrorReply(
+        status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()}
+    )
 
 
 def _split(s: str, n: int) -> list[str]:
@@ -139,7 +166,7 @@ def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
     else:
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": c} for c in _split(json.dumps(block["input"]), n)]
+        deltas = [{"type": "input_json_delta", "partial_json": c} for c in _split(block["raw"], n)]
     yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": start}
     for d in deltas:
         yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}
@@ -165,7 +192,8 @@ class AnthropicServer:
         self._replies: queue.Queue[StreamReply | ErrorReply] = queue.Queue()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # A short poll interval keeps `stop()` (every test's teardown) fast.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -208,14 +236,16 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.1 so the client keeps connections alive and chunked bodies are possible.
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
             pass  # keep test output clean
 
-        def do_POST(self) -> None:  # noqa: N802 - stdlib's name
+        def do_POST(self) -> None:  # the stdlib dispatches on this name
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
-            server.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
+            server.requests.append(
+                RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}"))
+            )
             reply = server.next_reply()
             if isinstance(reply, ErrorReply):
                 self._send_error(reply)
@@ -223,7 +253,9 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 self._send_stream(reply)
 
         def _send_error(self, reply: ErrorReply) -> None:
-            body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
+            body = json.dumps(
+                {"type": "error", "error": {"type": reply.error_type, "message": reply.message}}
+            )
             data = body.encode()
             self.send_response(reply.status)
             self.send_header("content-type", "application/json")
@@ -251,7 +283,10 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             for n, (name, data) in enumerate(events):
                 if reply.error_after is not None and n == reply.error_after:
-                    err = {"type": "error", "error": {"type": reply.error_type, "message": "mid-stream failure"}}
+                    err = {
+                        "type": "error",
+                        "error": {"type": reply.error_type, "message": "mid-stream failure"},
+                    }
                     self._write(f"event: error\ndata: {json.dumps(err)}\n\n".encode(), chunked)
                     break
                 if reply.cut_after is not None and n == reply.cut_after:
@@ -271,10 +306,3 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[AnthropicServer]:
-    """A running `AnthropicServer`, stopped after the test."""
-    with AnthropicServer() as server:
-        yield server

@@ -55,5 +55,7 @@ def model_info(model_id: str) -> ModelInfo:
         if _matches(key, prefix):
             return ModelInfo(id=model_id, context_window=window, max_output_tokens=max_out)
     return ModelInfo(
-        id=model_id, context_window=DEFAULT_CONTEXT_WINDOW, max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS
+        id=model_id,
+        context_window=DEFAULT_CONTEXT_WINDOW,
+        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
     )

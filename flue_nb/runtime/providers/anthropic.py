@@ -18,36 +18,12 @@ from typing import Any
 import anthropic
 import httpx2
 
-from ..errors import (
-    ContextOverflowError,
-    ModelNotConfiguredError,
-    ProviderError,
-    ProviderErrorKind,
-    ProviderHTTPError,
-)
-from ..messages import (
-    AssistantMessage,
-    AssistantPart,
-    Message,
-    SignalMessage,
-    SummaryMessage,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
-from ..model import (
-    ModelInfo,
-    ModelRequest,
-    ResponseDone,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolSpec,
-)
+from ..errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
+from ..errors import ProviderHTTPError
+from ..messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
+from ..messages import TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
+from ..model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
+from ..model import ToolCallDelta, ToolSpec
 from ._models import model_info
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
@@ -125,7 +101,9 @@ class AnthropicModel:
             "messages": to_wire_messages(request.messages),
         }
         if request.system:
-            params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": _EPHEMERAL}
+            ]
         if request.tools:
             params["tools"] = to_wire_tools(request.tools)
         if self._thinking is not None:
@@ -241,7 +219,9 @@ class _Assembler:
         for index in list(self.json_buffers):
             self._stop_block(index)
         parts = [self.parts[i] for i in sorted(self.parts)]
-        return AssistantMessage(parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model)
+        return AssistantMessage(
+            parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model
+        )
 
 
 def _or(value: int | None, fallback: int) -> int:
@@ -265,7 +245,8 @@ def _parse_tool_input(raw: str) -> dict[str, Any]:
 def to_wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     """The `tools` array; the last tool carries the cache breakpoint for the tools prefix."""
     out: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
     ]
     if out:
         out[-1]["cache_control"] = _EPHEMERAL
@@ -294,9 +275,8 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
             # An assistant message with nothing sendable is skipped, so the user items on
             # either side of it still merge into one turn.
         elif isinstance(m, ToolResultMessage):
-            results.append(
-                {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content, "is_error": m.is_error}
-            )
+            result = {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content}
+            results.append({**result, "is_error": m.is_error})
         else:
             text = _user_text(m)
             # The API rejects empty or whitespace-only text blocks.
@@ -323,7 +303,9 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
         if isinstance(p, ThinkingPart):
             # Thinking without a signature (e.g. cut off mid-stream) would be rejected.
             if p.signature:
-                blocks.append({"type": "thinking", "thinking": p.thinking, "signature": p.signature})
+                blocks.append(
+                    {"type": "thinking", "thinking": p.thinking, "signature": p.signature}
+                )
         elif isinstance(p, TextPart):
             if p.text:
                 blocks.append({"type": "text", "text": p.text})
@@ -338,29 +320,21 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
 # Anthropic gives no stable code for "the prompt does not fit", only these messages; matching
 # text is the documented way to tell an overflow (compact and retry) from any other 400.
 _OVERFLOW = re.compile(
-    r"prompt is too long|exceed(s|ed)? (the )?context (limit|window)|context length|too many (input )?tokens",
+    r"prompt is too long|exceed(s|ed)? (the )?context (limit|window)|context length"
+    r"|too many (input )?tokens",
     re.IGNORECASE,
 )
 
 _KIND_BY_STATUS: dict[int, ProviderErrorKind] = {
-    401: "auth",
-    403: "auth",
-    408: "timeout",
-    429: "rate_limit",
-    529: "overloaded",
-}
+    401: "auth", 403: "auth", 408: "timeout", 429: "rate_limit", 529: "overloaded",
+}  # fmt: skip
 
+# For an `event: error` inside a 200 stream (only the body says what failed), and for statuses
+# the table above does not decide.
 _KIND_BY_ERROR_TYPE: dict[str, ProviderErrorKind] = {
-    "overloaded_error": "overloaded",
-    "rate_limit_error": "rate_limit",
-    "api_error": "server",
-    "timeout_error": "timeout",
-    "authentication_error": "auth",
-    "permission_error": "auth",
-    "invalid_request_error": "bad_request",
-    "not_found_error": "bad_request",
-    "request_too_large": "bad_request",
-}
+    "overloaded_error": "overloaded", "rate_limit_error": "rate_limit", "api_error": "server",
+    "timeout_error": "timeout", "authentication_error": "auth", "permission_error": "auth",
+}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -377,10 +351,14 @@ def _translate_errors(model_id: str) -> Iterator[None]:
     except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
         # httpx2 errors arrive unwrapped when the body breaks off after the response started.
         raise ProviderError(
-            f"Lost the connection to Anthropic for `{model_id}`: {exc}", kind="connection", model=model_id
+            f"Lost the connection to Anthropic for `{model_id}`: {exc}",
+            kind="connection",
+            model=model_id,
         ) from exc
     except anthropic.APIError as exc:
-        raise ProviderError(f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id) from exc
+        raise ProviderError(
+            f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id
+        ) from exc
 
 
 def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError:
@@ -394,24 +372,23 @@ def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError
         details["request_id"] = exc.request_id
     overflow = status in (400, 413, 200) and _OVERFLOW.search(text) is not None
     if overflow:
-        return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=status, **details)
-    if status < 400:
-        # An `event: error` inside a 200 stream: only the body says what went wrong.
-        kind = _KIND_BY_ERROR_TYPE.get(error_type, "other")
-        return ProviderError(
-            f"Anthropic stream for `{model_id}` failed mid-response ({error_type or 'unknown error'}): {text}",
-            kind=kind,
-            mid_stream=True,
-            **details,
+        return ContextOverflowError(
+            f"The prompt is too long for `{model_id}`: {text}", status=status, **details
         )
+    if status < 400:
+        kind = _KIND_BY_ERROR_TYPE.get(error_type, "other")
+        what = error_type or "unknown error"
+        message = f"Anthropic stream for `{model_id}` failed mid-response ({what}): {text}"
+        return ProviderError(message, kind=kind, mid_stream=True, **details)
     kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else None)
-    kind = kind or _KIND_BY_ERROR_TYPE.get(error_type) or ("bad_request" if status < 500 else "other")
+    kind = kind or _KIND_BY_ERROR_TYPE.get(error_type) or "bad_request"
     if kind == "auth":
         what = "rejected the credentials" if status == 401 else "denied access"
         message = (
-            f"Anthropic {what} (HTTP {status}: {text}). Check `ANTHROPIC_API_KEY` (or the `api_key` "
-            f"given to `AnthropicModel`) and that the key may use `{model_id}`."
+            f"Anthropic {what} (HTTP {status}: {text}). Check `ANTHROPIC_API_KEY` (or the "
+            f"`api_key` given to `AnthropicModel`) and that the key may use `{model_id}`."
         )
     else:
-        message = f"Anthropic returned HTTP {status} for `{model_id}` ({error_type or 'no error type'}): {text}"
+        what = error_type or "no error type"
+        message = f"Anthropic returned HTTP {status} for `{model_id}` ({what}): {text}"
     return ProviderHTTPError(message, status=status, kind=kind, **details)

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,10 +42,9 @@ from flue_nb.runtime.model import (
 )
 from flue_nb.runtime.providers import resolve_model
 from flue_nb.runtime.providers._models import model_info
-from flue_nb.runtime.providers.anthropic import AnthropicModel, to_wire_messages
-from tests.anthropic_server import (  # noqa: F401 - the fixture is used by name
+from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
+from tests.anthropic_server import (
     AnthropicServer,
-    anthropic_server,
     error,
     stream,
     text,
@@ -53,18 +53,36 @@ from tests.anthropic_server import (  # noqa: F401 - the fixture is used by name
     usage,
 )
 
-READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
-BASH = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
+READ = ToolSpec(
+    "read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+)
+BASH = ToolSpec(
+    "bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}}
+)
+
+
+@pytest.fixture
+def server() -> Iterator[AnthropicServer]:
+    """A running loopback Messages API, stopped after the test."""
+    with AnthropicServer() as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)
 def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own key or proxy must never leak into these tests.
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
-def model_for(server: AnthropicServer, model_id: str = "claude-sonnet-4-6", **kwargs: Any) -> AnthropicModel:
+def model_for(
+    server: AnthropicServer, model_id: str = "claude-sonnet-4-6", **kwargs: Any
+) -> AnthropicModel:
     return AnthropicModel(model_id, api_key="test", base_url=server.url, **kwargs)
 
 
@@ -96,9 +114,9 @@ def done(events: list[StreamEvent]) -> AssistantMessage:
 # --- streaming ---------------------------------------------------------------------------------
 
 
-def test_streams_text_deltas_then_one_done(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(text("Hello there, world", chunks=3), model="claude-sonnet-4-6-20250929"))
-    events, exc = run(model_for(anthropic_server), ask())
+def test_streams_text_deltas_then_one_done(server: AnthropicServer) -> None:
+    server.enqueue(stream(text("Hello there, world", chunks=3), model="claude-sonnet-4-6-20250929"))
+    events, exc = run(model_for(server), ask())
     assert exc is None
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert len(deltas) == 3 and "".join(deltas) == "Hello there, world"
@@ -108,12 +126,16 @@ def test_streams_text_deltas_then_one_done(anthropic_server: AnthropicServer) ->
     assert msg.model == "claude-sonnet-4-6-20250929"
 
 
-def test_tool_input_is_assembled_from_json_deltas(anthropic_server: AnthropicServer) -> None:
+def test_tool_input_is_assembled_from_json_deltas(server: AnthropicServer) -> None:
     args = {"command": "ls -la /tmp", "nested": {"n": [1, 2, 3]}, "unicode": "é ✓"}
-    anthropic_server.enqueue(
-        stream(text("Let me look."), tool_use("toolu_1", "bash", args, chunks=5), stop_reason="tool_use")
+    server.enqueue(
+        stream(
+            text("Let me look."),
+            tool_use("toolu_1", "bash", args, chunks=5),
+            stop_reason="tool_use",
+        )
     )
-    events, exc = run(model_for(anthropic_server), ask(tools=[BASH]))
+    events, exc = run(model_for(server), ask(tools=[BASH]))
     assert exc is None
     assert [e for e in events if isinstance(e, ToolCallDelta)] == [ToolCallDelta("toolu_1", "bash")]
     msg = done(events)
@@ -122,39 +144,84 @@ def test_tool_input_is_assembled_from_json_deltas(anthropic_server: AnthropicSer
     assert isinstance(msg.parts[0], TextPart)
 
 
-def test_tool_call_without_input_gets_empty_dict(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(tool_use("toolu_1", "read", {}, chunks=1), stop_reason="tool_use"))
-    events, exc = run(model_for(anthropic_server), ask(tools=[READ]))
+def test_tool_call_without_input_gets_empty_dict(server: AnthropicServer) -> None:
+    server.enqueue(stream(tool_use("toolu_1", "read", {}, chunks=1), stop_reason="tool_use"))
+    events, exc = run(model_for(server), ask(tools=[READ]))
     assert exc is None
     assert done(events).tool_calls == [ToolCall("toolu_1", "read", {})]
 
 
-def test_thinking_and_signature_round_trip(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(
-        stream(thinking("I should read it.", signature="sig-abc"), tool_use("toolu_1", "read", {"path": "a"})),
+def test_unparsable_tool_input_is_kept_raw_for_validation(
+    server: AnthropicServer,
+) -> None:
+    server.enqueue(
+        stream(
+            tool_use("toolu_1", "bash", {}, raw_json='{"command": "ls'), stop_reason="max_tokens"
+        )
+    )
+    events, exc = run(model_for(server), ask(tools=[BASH]))
+    assert exc is None
+    assert done(events).tool_calls[0].input == {INVALID_INPUT_KEY: '{"command": "ls'}
+
+
+def test_consumer_stopping_early_closes_the_stream(server: AnthropicServer) -> None:
+    server.enqueue(stream(text("a long answer", chunks=5)), stream(text("next")))
+    model = model_for(server)
+
+    async def first_delta() -> StreamEvent:
+        agen = model.stream(ask())
+        try:
+            return await agen.__anext__()
+        finally:
+            await agen.aclose()
+
+    assert isinstance(asyncio.run(first_delta()), TextDelta)
+    _, exc = run(model, ask())  # the same model still works afterwards
+    assert exc is None
+
+
+def test_thinking_and_signature_round_trip(server: AnthropicServer) -> None:
+    server.enqueue(
+        stream(
+            thinking("I should read it.", signature="sig-abc"),
+            tool_use("toolu_1", "read", {"path": "a"}),
+        ),
         stream(text("done")),
     )
-    model = model_for(anthropic_server, thinking={"type": "enabled", "budget_tokens": 2000})
+    model = model_for(server, thinking={"type": "enabled", "budget_tokens": 2000})
     events, exc = run(model, ask(tools=[READ]))
     assert exc is None
-    assert "".join(e.thinking for e in events if isinstance(e, ThinkingDelta)) == "I should read it."
+    assert (
+        "".join(e.thinking for e in events if isinstance(e, ThinkingDelta)) == "I should read it."
+    )
     first = done(events)
     assert first.parts[0] == ThinkingPart("I should read it.", "sig-abc")
 
     history = [UserMessage("hi"), first, ToolResultMessage("toolu_1", "read", "contents")]
     _, exc = run(model, ModelRequest(system="s", messages=history, tools=[READ]))
     assert exc is None
-    first_body, second_body = (r.body for r in anthropic_server.requests)
+    first_body, second_body = (r.body for r in server.requests)
     assert first_body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
     sent = second_body["messages"][1]
     assert sent["role"] == "assistant"
-    assert sent["content"][0] == {"type": "thinking", "thinking": "I should read it.", "signature": "sig-abc"}
-    assert sent["content"][1] == {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}
+    assert sent["content"][0] == {
+        "type": "thinking",
+        "thinking": "I should read it.",
+        "signature": "sig-abc",
+    }
+    assert sent["content"][1] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "read",
+        "input": {"path": "a"},
+    }
 
 
-def test_usage_includes_cache_read_and_write(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(text("ok"), usage=usage(input=12, output=34, cache_read=500, cache_write=70)))
-    events, _ = run(model_for(anthropic_server), ask())
+def test_usage_includes_cache_read_and_write(server: AnthropicServer) -> None:
+    server.enqueue(
+        stream(text("ok"), usage=usage(input=12, output=34, cache_read=500, cache_write=70))
+    )
+    events, _ = run(model_for(server), ask())
     # message_start says output 1; message_delta's cumulative count must win.
     assert done(events).usage == Usage(12, 34, 500, 70)
 
@@ -162,17 +229,21 @@ def test_usage_includes_cache_read_and_write(anthropic_server: AnthropicServer) 
 # --- the request on the wire ---------------------------------------------------------------------
 
 
-def test_request_carries_cache_control_on_system_and_last_tool(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(text("ok")))
-    run(model_for(anthropic_server), ask(tools=[READ, BASH]))
-    (req,) = anthropic_server.requests
+def test_request_carries_cache_control_on_system_and_last_tool(
+    server: AnthropicServer,
+) -> None:
+    server.enqueue(stream(text("ok")))
+    run(model_for(server), ask(tools=[READ, BASH]))
+    (req,) = server.requests
     assert req.path == "/v1/messages"
     assert req.headers["authorization"] == "Bearer test"
     body = req.body
     assert body["stream"] is True
     assert body["model"] == "claude-sonnet-4-6"
     assert body["max_tokens"] == model_info("claude-sonnet-4-6").max_output_tokens
-    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert "cache_control" not in body["tools"][0]
     assert body["tools"][1] == {
         "name": "bash",
@@ -182,12 +253,12 @@ def test_request_carries_cache_control_on_system_and_last_tool(anthropic_server:
     }
 
 
-def test_max_tokens_prefers_request_then_constructor(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(text("a")), stream(text("b")))
-    model = model_for(anthropic_server, max_tokens=1234)
+def test_max_tokens_prefers_request_then_constructor(server: AnthropicServer) -> None:
+    server.enqueue(stream(text("a")), stream(text("b")))
+    model = model_for(server, max_tokens=1234)
     run(model, ask())
     run(model, ask(max_tokens=99))
-    assert [r.body["max_tokens"] for r in anthropic_server.requests] == [1234, 99]
+    assert [r.body["max_tokens"] for r in server.requests] == [1234, 99]
 
 
 def test_user_items_merge_with_tool_results_first() -> None:
@@ -198,33 +269,45 @@ def test_user_items_merge_with_tool_results_first() -> None:
             AssistantMessage([ThinkingPart("unsigned"), TextPart(""), call]),
             SignalMessage("resources", "tool `grep` mounted"),
             ToolResultMessage("toolu_1", "read", "boom", is_error=True),
-            AssistantMessage([ThinkingPart("cut off"), TextPart("")], aborted=True),  # nothing to send
+            AssistantMessage(
+                [ThinkingPart("cut off"), TextPart("")], aborted=True
+            ),  # nothing to send
             SummaryMessage("earlier work"),
             UserMessage("   "),
         ]
     )
     assert [m["role"] for m in wire] == ["user", "assistant", "user"]
-    assert wire[1]["content"] == [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "x"}}]
+    assert wire[1]["content"] == [
+        {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "x"}}
+    ]
     merged = wire[2]["content"]
-    assert merged[0] == {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True}
-    assert merged[1] == {"type": "text", "text": '<signal type="resources">\ntool `grep` mounted\n</signal>'}
+    assert merged[0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": "boom",
+        "is_error": True,
+    }
+    assert merged[1] == {
+        "type": "text",
+        "text": '<signal type="resources">\ntool `grep` mounted\n</signal>',
+    }
     assert merged[2]["text"] == SummaryMessage("earlier work").render()
     assert len(merged) == 3
     # The newest block is the rolling cache breakpoint.
     assert merged[2]["cache_control"] == {"type": "ephemeral"}
 
 
-def test_mapped_messages_reach_the_server(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(stream(text("ok")))
+def test_mapped_messages_reach_the_server(server: AnthropicServer) -> None:
+    server.enqueue(stream(text("ok")))
     history = [
         UserMessage("read x"),
         AssistantMessage([ToolCall("toolu_1", "read", {"path": "x"})]),
         SignalMessage("info", "note"),
         ToolResultMessage("toolu_1", "read", "data"),
     ]
-    _, exc = run(model_for(anthropic_server), ModelRequest(system="s", messages=history))
+    _, exc = run(model_for(server), ModelRequest(system="s", messages=history))
     assert exc is None
-    last = anthropic_server.requests[0].body["messages"][-1]
+    last = server.requests[0].body["messages"][-1]
     assert [b["type"] for b in last["content"]] == ["tool_result", "text"]
     assert last["content"][0]["is_error"] is False
 
@@ -234,33 +317,41 @@ def test_mapped_messages_reach_the_server(anthropic_server: AnthropicServer) -> 
 
 @pytest.mark.parametrize(
     ("status", "error_type", "kind"),
-    [(429, "rate_limit_error", "rate_limit"), (529, "overloaded_error", "overloaded"),
-     (500, "api_error", "server"), (503, "api_error", "server")],
+    [
+        (429, "rate_limit_error", "rate_limit"),
+        (529, "overloaded_error", "overloaded"),
+        (500, "api_error", "server"),
+        (503, "api_error", "server"),
+    ],
 )
 def test_transient_http_errors_are_classified_and_not_retried_by_the_sdk(
-    anthropic_server: AnthropicServer, status: int, error_type: str, kind: str
+    server: AnthropicServer, status: int, error_type: str, kind: str
 ) -> None:
     # `x-should-retry: true` makes the SDK retry whenever it is allowed to; it must not be.
-    anthropic_server.enqueue(error(status, error_type, "busy", retry_after="0", x_should_retry="true"))
-    anthropic_server.enqueue(stream(text("should never be served")))
-    events, exc = run(model_for(anthropic_server), ask())
+    server.enqueue(error(status, error_type, "busy", retry_after="0", x_should_retry="true"))
+    server.enqueue(stream(text("should never be served")))
+    events, exc = run(model_for(server), ask())
     assert events == []
     assert isinstance(exc, ProviderHTTPError)
     assert (exc.kind, exc.status, exc.transient) == (kind, status, True)
     assert exc.details["error_type"] == error_type
     assert exc.__cause__ is not None
-    assert len(anthropic_server.requests) == 1
+    assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize(
     ("error_type", "kind"),
-    [("overloaded_error", "overloaded"), ("rate_limit_error", "rate_limit"), ("api_error", "server")],
+    [
+        ("overloaded_error", "overloaded"),
+        ("rate_limit_error", "rate_limit"),
+        ("api_error", "server"),
+    ],
 )
 def test_error_event_mid_stream_is_classified_by_body_type(
-    anthropic_server: AnthropicServer, error_type: str, kind: str
+    server: AnthropicServer, error_type: str, kind: str
 ) -> None:
-    anthropic_server.enqueue(stream(text("partial answer"), error_after=4, error_type=error_type))
-    events, exc = run(model_for(anthropic_server), ask())
+    server.enqueue(stream(text("partial answer"), error_after=4, error_type=error_type))
+    events, exc = run(model_for(server), ask())
     assert isinstance(exc, ProviderError)
     assert (exc.kind, exc.transient) == (kind, True)
     assert exc.details["error_type"] == error_type
@@ -269,40 +360,51 @@ def test_error_event_mid_stream_is_classified_by_body_type(
 
 
 @pytest.mark.parametrize("cut_mode", ["eof", "chunk"])
-def test_stream_cut_off_half_way_is_a_connection_error(anthropic_server: AnthropicServer, cut_mode: str) -> None:
-    anthropic_server.enqueue(
-        stream(text("half of it"), tool_use("toolu_1", "bash", {"command": "rm -rf build"}), cut_after=8,
-               cut_mode=cut_mode)
+def test_stream_cut_off_half_way_is_a_connection_error(
+    server: AnthropicServer, cut_mode: str
+) -> None:
+    server.enqueue(
+        stream(
+            text("half of it"),
+            tool_use("toolu_1", "bash", {"command": "rm -rf build"}),
+            cut_after=8,
+            cut_mode=cut_mode,
+        )
     )
-    events, exc = run(model_for(anthropic_server), ask())
+    events, exc = run(model_for(server), ask())
     assert isinstance(exc, ProviderError)
     assert exc.kind == "connection" and exc.transient
     assert not any(isinstance(e, ResponseDone) for e in events)
+    assert any(isinstance(e, TextDelta) for e in events)  # it was cut, not refused
+    # A broken chunk is a transport error; a clean early close shows as a missing message_stop.
+    assert (exc.__cause__ is not None) == (cut_mode == "chunk")
 
 
-def test_prompt_too_long_is_context_overflow(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
-    _, exc = run(model_for(anthropic_server), ask())
+def test_prompt_too_long_is_context_overflow(server: AnthropicServer) -> None:
+    server.enqueue(
+        error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+    )
+    _, exc = run(model_for(server), ask())
     assert isinstance(exc, ContextOverflowError)
     assert exc.kind == "context_overflow" and not exc.transient
     assert "210000" in exc.message
 
 
-def test_other_400_is_a_bad_request(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(error(400, "invalid_request_error", "tools.0.name: String should match pattern"))
-    _, exc = run(model_for(anthropic_server), ask())
+def test_other_400_is_a_bad_request(server: AnthropicServer) -> None:
+    server.enqueue(error(400, "invalid_request_error", "tools.0.name: String should match pattern"))
+    _, exc = run(model_for(server), ask())
     assert isinstance(exc, ProviderHTTPError) and not isinstance(exc, ContextOverflowError)
     assert (exc.kind, exc.status, exc.transient) == ("bad_request", 400, False)
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_auth_failures_say_which_key_to_check(anthropic_server: AnthropicServer, status: int) -> None:
-    anthropic_server.enqueue(error(status, "authentication_error", "invalid x-api-key"))
-    _, exc = run(model_for(anthropic_server), ask())
+def test_auth_failures_say_which_key_to_check(server: AnthropicServer, status: int) -> None:
+    server.enqueue(error(status, "authentication_error", "invalid x-api-key"))
+    _, exc = run(model_for(server), ask())
     assert isinstance(exc, ProviderHTTPError)
     assert (exc.kind, exc.status, exc.transient) == ("auth", status, False)
     assert "ANTHROPIC_API_KEY" in exc.message
-    assert len(anthropic_server.requests) == 1
+    assert len(server.requests) == 1
 
 
 def test_refused_connection_is_a_connection_error() -> None:
@@ -315,11 +417,13 @@ def test_refused_connection_is_a_connection_error() -> None:
     assert exc.kind == "connection"
 
 
-def test_slow_server_is_a_timeout(anthropic_server: AnthropicServer) -> None:
+def test_slow_server_is_a_timeout(server: AnthropicServer) -> None:
     import anthropic
 
-    anthropic_server.enqueue(stream(text("late"), delay=1.0))
-    client = anthropic.AsyncAnthropic(api_key="test", base_url=anthropic_server.url, timeout=0.2, max_retries=0)
+    server.enqueue(stream(text("late"), delay=1.0))
+    client = anthropic.AsyncAnthropic(
+        api_key="test", base_url=server.url, timeout=0.2, max_retries=0
+    )
     _, exc = run(AnthropicModel("claude-sonnet-4-6", client=client), ask())
     assert isinstance(exc, ProviderError)
     assert exc.kind == "timeout"
@@ -328,35 +432,40 @@ def test_slow_server_is_a_timeout(anthropic_server: AnthropicServer) -> None:
 # --- configuration -------------------------------------------------------------------------------
 
 
-def test_no_key_raises_model_not_configured_on_first_stream(anthropic_server: AnthropicServer) -> None:
-    model = AnthropicModel("claude-sonnet-4-6", base_url=anthropic_server.url)  # building it is fine
+def test_no_key_raises_model_not_configured_on_first_stream(
+    server: AnthropicServer,
+) -> None:
+    model = AnthropicModel("claude-sonnet-4-6", base_url=server.url)  # building it is fine
     _, exc = run(model, ask())
     assert isinstance(exc, ModelNotConfiguredError)
     assert exc.type == "model_not_configured"
     assert "ANTHROPIC_API_KEY" in exc.message and "ScriptedModel" in exc.message
-    assert anthropic_server.requests == []
+    assert server.requests == []
 
 
 def test_environment_supplies_key_and_base_url(
-    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.url)
-    anthropic_server.enqueue(stream(text("ok")), stream(text("ok")))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    server.enqueue(stream(text("ok")), stream(text("ok")))
     _, exc = run(AnthropicModel("claude-haiku-4-5"), ask())
     assert exc is None
     _, exc = run(AnthropicModel("claude-haiku-4-5", api_key="explicit"), ask())
     assert exc is None
-    assert [r.headers["authorization"] for r in anthropic_server.requests] == ["Bearer from-env", "Bearer explicit"]
+    assert [r.headers["authorization"] for r in server.requests] == [
+        "Bearer from-env",
+        "Bearer explicit",
+    ]
 
 
 def test_explicit_base_url_wins_over_environment(
-    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # discard port: would fail
-    anthropic_server.enqueue(stream(text("ok")))
-    _, exc = run(model_for(anthropic_server), ask())
-    assert exc is None and len(anthropic_server.requests) == 1
+    server.enqueue(stream(text("ok")))
+    _, exc = run(model_for(server), ask())
+    assert exc is None and len(server.requests) == 1
 
 
 def test_model_info_matches_families_and_dated_ids() -> None:
@@ -395,7 +504,8 @@ def test_resolve_model_rejects_options_for_a_ready_model() -> None:
 def test_importing_providers_does_not_import_anthropic() -> None:
     code = (
         "import sys, json, flue_nb.runtime.providers\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'httpx2'))))"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('anthropic', 'httpx2')]\n"
+        "print(json.dumps(sorted(heavy)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
