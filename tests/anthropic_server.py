@@ -247,10 +247,14 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}"))
             )
             reply = server.next_reply()
-            if isinstance(reply, ErrorReply):
-                self._send_error(reply)
-            else:
-                self._send_stream(reply)
+            try:
+                if isinstance(reply, ErrorReply):
+                    self._send_error(reply)
+                else:
+                    self._send_stream(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                # The client hung up (a test stopped reading or cancelled): not a server failure.
+                self.close_connection = True
 
         def _send_error(self, reply: ErrorReply) -> None:
             body = json.dumps(

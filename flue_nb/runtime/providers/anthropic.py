@@ -140,6 +140,11 @@ class AnthropicModel:
         yield ResponseDone(assembler.message())
 
 
+_USAGE_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+    ("cache_read_tokens", "cache_read_input_tokens"),
+    ("cache_write_tokens", "cache_creation_input_tokens"))  # fmt: skip
+
+
 class _Assembler:
     """Folds raw stream events into deltas for the caller and the final `AssistantMessage`."""
 
@@ -174,11 +179,9 @@ class _Assembler:
         # message_delta carries cumulative counts; fields it leaves None keep message_start's.
         if usage is None:
             return
-        u = self.usage
-        u.input_tokens = _or(usage.input_tokens, u.input_tokens)
-        u.output_tokens = _or(usage.output_tokens, u.output_tokens)
-        u.cache_read_tokens = _or(usage.cache_read_input_tokens, u.cache_read_tokens)
-        u.cache_write_tokens = _or(usage.cache_creation_input_tokens, u.cache_write_tokens)
+        for ours, theirs in _USAGE_FIELDS:
+            if (value := getattr(usage, theirs, None)) is not None:
+                setattr(self.usage, ours, value)
 
     def _start_block(self, index: int, block: Any) -> Iterator[StreamEvent]:
         if block.type == "text":
@@ -216,16 +219,10 @@ class _Assembler:
 
     def message(self) -> AssistantMessage:
         """The assembled response."""
-        for index in list(self.json_buffers):
-            self._stop_block(index)
         parts = [self.parts[i] for i in sorted(self.parts)]
         return AssistantMessage(
             parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model
         )
-
-
-def _or(value: int | None, fallback: int) -> int:
-    return fallback if value is None else value
 
 
 def _parse_tool_input(raw: str) -> dict[str, Any]:
@@ -238,8 +235,7 @@ def _parse_tool_input(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {INVALID_INPUT_KEY: raw}
 
 
-# ---------------------------------------------------------------------------------------------
-# flue_nb messages -> wire format
+# --- flue_nb messages -> wire format ----------------------------------------------------------
 
 
 def to_wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -314,8 +310,7 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-# ---------------------------------------------------------------------------------------------
-# SDK errors -> ProviderError
+# --- SDK errors -> ProviderError --------------------------------------------------------------
 
 # Anthropic gives no stable code for "the prompt does not fit", only these messages; matching
 # text is the documented way to tell an overflow (compact and retry) from any other 400.
@@ -350,11 +345,8 @@ def _translate_errors(model_id: str) -> Iterator[None]:
         ) from exc
     except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
         # httpx2 errors arrive unwrapped when the body breaks off after the response started.
-        raise ProviderError(
-            f"Lost the connection to Anthropic for `{model_id}`: {exc}",
-            kind="connection",
-            model=model_id,
-        ) from exc
+        what = f"Lost the connection to Anthropic for `{model_id}`: {exc}"
+        raise ProviderError(what, kind="connection", model=model_id) from exc
     except anthropic.APIError as exc:
         raise ProviderError(
             f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id
@@ -370,11 +362,11 @@ def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
     if exc.request_id:
         details["request_id"] = exc.request_id
-    overflow = status in (400, 413, 200) and _OVERFLOW.search(text) is not None
-    if overflow:
-        return ContextOverflowError(
-            f"The prompt is too long for `{model_id}`: {text}", status=status, **details
-        )
+    if (retry_after := _retry_after(exc.response.headers)) is not None:
+        details["retry_after"] = retry_after  # a hint for the runtime's backoff (contract 11.3)
+    if status in (400, 413, 200) and _OVERFLOW.search(text):
+        message = f"The prompt is too long for `{model_id}`: {text}"
+        return ContextOverflowError(message, status=status, **details)
     if status < 400:
         kind = _KIND_BY_ERROR_TYPE.get(error_type, "other")
         what = error_type or "unknown error"
@@ -392,3 +384,13 @@ def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError
         what = error_type or "no error type"
         message = f"Anthropic returned HTTP {status} for `{model_id}` ({what}): {text}"
     return ProviderHTTPError(message, status=status, kind=kind, **details)
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    # Anthropic sends `retry-after-ms` (precise) and `retry-after` in seconds; dates are ignored.
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers[name]) * scale)
+        except (KeyError, ValueError):
+            continue
+    return None

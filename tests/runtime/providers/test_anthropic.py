@@ -335,6 +335,7 @@ def test_transient_http_errors_are_classified_and_not_retried_by_the_sdk(
     assert isinstance(exc, ProviderHTTPError)
     assert (exc.kind, exc.status, exc.transient) == (kind, status, True)
     assert exc.details["error_type"] == error_type
+    assert exc.details["retry_after"] == 0.0
     assert exc.__cause__ is not None
     assert len(server.requests) == 1
 
@@ -427,6 +428,25 @@ def test_slow_server_is_a_timeout(server: AnthropicServer) -> None:
     _, exc = run(AnthropicModel("claude-sonnet-4-6", client=client), ask())
     assert isinstance(exc, ProviderError)
     assert exc.kind == "timeout"
+
+
+def test_cancellation_propagates_and_is_not_a_provider_error(server: AnthropicServer) -> None:
+    server.enqueue(stream(text("late"), delay=1.0))
+    model = model_for(server)
+
+    async def cancel_mid_request() -> None:
+        task = asyncio.ensure_future(run_async(model))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancel_mid_request())
+
+
+async def run_async(model: Model) -> None:
+    async for _ in model.stream(ask()):
+        pass
 
 
 # --- configuration -------------------------------------------------------------------------------
