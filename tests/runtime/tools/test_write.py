@@ -1,0 +1,64 @@
+"""`write` (contract 3.1): whole file, parents created, silent overwrite, byte count, lock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.tools import PathLocks, edit_tool, write_tool
+
+
+class SlowWrites(LocalSandbox):
+    """Writes take a while, so an unserialised reader would see the file before the write."""
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await asyncio.sleep(0.05)
+        await super().write_file(path, data)
+
+
+def test_write_3_1_creates_missing_parent_directories(tmp_path: Path, tools, call) -> None:
+    out = call(tools["write"], {"path": "a/b/c.txt", "content": "hi\n"})
+    assert not out.is_error
+    assert (tmp_path / "a/b/c.txt").read_text() == "hi\n"
+
+
+def test_write_3_1_confirms_with_the_byte_count(tmp_path: Path, tools, call) -> None:
+    out = call(tools["write"], {"path": "u.txt", "content": "héllo"})
+    assert "6 bytes" in out.content  # UTF-8 bytes, not characters
+    assert (tmp_path / "u.txt").read_bytes() == "héllo".encode()
+
+
+def test_write_3_1_overwrites_silently(tmp_path: Path, tools, call) -> None:
+    (tmp_path / "f.txt").write_text("old content that is longer")
+    out = call(tools["write"], {"path": "f.txt", "content": "new"})
+    assert not out.is_error and (tmp_path / "f.txt").read_text() == "new"
+
+
+def test_write_3_1_absolute_path(tmp_path: Path, tools, call) -> None:
+    target = tmp_path / "abs.txt"
+    call(tools["write"], {"path": str(target), "content": "x"})
+    assert target.read_text() == "x"
+
+
+def test_write_3_1_takes_the_per_path_lock(tmp_path: Path, run, acall) -> None:
+    sandbox = SlowWrites(tmp_path)
+    locks = PathLocks()
+    write, edit = write_tool(sandbox, locks), edit_tool(sandbox, locks)
+
+    async def batch():
+        return await asyncio.gather(
+            acall(write, {"path": "f.txt", "content": "one two"}),
+            acall(edit, {"path": "./f.txt", "old_text": "two", "new_text": "three"}),
+        )
+
+    w, e = run(batch())
+    assert not w.is_error and not e.is_error, e.content
+    assert (tmp_path / "f.txt").read_text() == "one three"
+    assert len(locks) == 0
+
+
+def test_write_to_a_directory_is_an_error_result(tmp_path: Path, tools, call) -> None:
+    (tmp_path / "d").mkdir()
+    out = call(tools["write"], {"path": "d", "content": "x"})
+    assert out.is_error and "directory" in out.content
