@@ -63,7 +63,7 @@ def _is_sandbox(obj: Any) -> bool:
 
 
 class _ScopedSandbox:
-    """The parent's sandbox seen from a subdirectory (a task's `cwd`)."""
+    """The parent's sandbox seen from a subdirectory (a task's `cwd`): relative paths resolve there."""
 
     def __init__(self, inner: Any, cwd: str) -> None:
         self._inner = inner
@@ -73,11 +73,29 @@ class _ScopedSandbox:
     def cwd(self) -> str:
         return self._cwd
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def _abs(self, path: str) -> str:
+        return os.path.join(self._cwd, path)
 
     async def exec(self, command: Any, *, cwd: str | None = None, **kw: Any) -> Any:
-        return await self._inner.exec(command, cwd=cwd or self._cwd, **kw)
+        return await self._inner.exec(command, cwd=self._abs(cwd) if cwd else self._cwd, **kw)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._inner.read_file(self._abs(path))
+
+    def read_chunks(self, path: str, chunk_size: int = 65536) -> Any:
+        return self._inner.read_chunks(self._abs(path), chunk_size)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._inner.write_file(self._abs(path), data)
+
+    async def stat(self, path: str) -> Any:
+        return await self._inner.stat(self._abs(path))
+
+    async def list_dir(self, path: str) -> Any:
+        return await self._inner.list_dir(self._abs(path))
+
+    async def realpath(self, path: str) -> str:
+        return await self._inner.realpath(self._abs(path))
 
     def tools(self) -> Any:
         # A sandbox's own tool list is bound to the sandbox itself; scoped runs use the six.

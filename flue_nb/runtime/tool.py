@@ -77,6 +77,17 @@ class ToolContext:
     """Set for durable tools (`durable=True`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def require_sandbox(self) -> Sandbox:
+        """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""
+        if self.sandbox is None:
+            from .errors import NoSandboxError
+
+            raise NoSandboxError(
+                "this agent has no sandbox: attach one in the agent function with "
+                "use_sandbox(flue.local(...)) or use_sandbox(flue.kernel())"
+            )
+        return self.sandbox
+
 
 RunFn = Callable[[BaseModel, ToolContext], "Awaitable[ToolOutput | str] | ToolOutput | str"]
 
