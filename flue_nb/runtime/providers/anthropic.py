@@ -372,8 +372,9 @@ def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError
         what = error_type or "unknown error"
         message = f"Anthropic stream for `{model_id}` failed mid-response ({what}): {text}"
         return ProviderError(message, kind=kind, mid_stream=True, **details)
-    kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else None)
-    kind = kind or _KIND_BY_ERROR_TYPE.get(error_type) or "bad_request"
+    # The status decides first: every other 5xx is a server fault, whatever its body says.
+    by_body = _KIND_BY_ERROR_TYPE.get(error_type) or "bad_request"
+    kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else by_body)
     if kind == "auth":
         what = "rejected the credentials" if status == 401 else "denied access"
         message = (

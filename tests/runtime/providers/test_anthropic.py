@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from flue_nb.runtime.errors import (
 )
 from flue_nb.runtime.messages import (
     AssistantMessage,
+    Message,
     SignalMessage,
     SummaryMessage,
     TextPart,
@@ -170,6 +171,7 @@ def test_consumer_stopping_early_closes_the_stream(server: AnthropicServer) -> N
 
     async def first_delta() -> StreamEvent:
         agen = model.stream(ask())
+        assert isinstance(agen, AsyncGenerator)
         try:
             return await agen.__anext__()
         finally:
@@ -197,7 +199,7 @@ def test_thinking_and_signature_round_trip(server: AnthropicServer) -> None:
     first = done(events)
     assert first.parts[0] == ThinkingPart("I should read it.", "sig-abc")
 
-    history = [UserMessage("hi"), first, ToolResultMessage("toolu_1", "read", "contents")]
+    history: list[Message] = [UserMessage("hi"), first, ToolResultMessage("toolu_1", "read", "x")]
     _, exc = run(model, ModelRequest(system="s", messages=history, tools=[READ]))
     assert exc is None
     first_body, second_body = (r.body for r in server.requests)
@@ -299,7 +301,7 @@ def test_user_items_merge_with_tool_results_first() -> None:
 
 def test_mapped_messages_reach_the_server(server: AnthropicServer) -> None:
     server.enqueue(stream(text("ok")))
-    history = [
+    history: list[Message] = [
         UserMessage("read x"),
         AssistantMessage([ToolCall("toolu_1", "read", {"path": "x"})]),
         SignalMessage("info", "note"),
