@@ -6,6 +6,8 @@ group, so a timeout kills all it started (5.3) and cancelling the call kills it 
 
 from __future__ import annotations
 
+import errno
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..sandbox import Sandbox
@@ -44,7 +46,17 @@ def bash_tool(sandbox: Sandbox) -> Tool:
     """The `bash` tool on `sandbox`."""
 
     async def run(args: BashInput, ctx: ToolContext) -> ToolOutput:
-        res = await sandbox.exec(args.command, timeout=args.timeout, max_output=_KEEP, keep="tail")
+        try:
+            res = await sandbox.exec(args.command, timeout=args.timeout, max_output=_KEEP, keep="tail")
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            return ToolOutput(
+                f"`command` is too long to run ({len(args.command):,} characters; the system limit "
+                "for one argument is 128 KB). Write long scripts to a file with `write`, then run "
+                "that file.",
+                is_error=True,
+            )
         text = res.output.decode("utf-8", "replace")
         if res.truncated:
             # The sandbox cut the head at a byte offset: the first line kept is partial.

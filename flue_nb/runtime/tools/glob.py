@@ -6,11 +6,13 @@ nothing. Regular files only. The pattern and path reach `find` as argv elements.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..sandbox import Sandbox
 from ..tool import Tool, ToolContext, ToolOutput
-from .read import PathArg
+from .read import PathArg, no_nul
 
 __all__ = ["GlobInput", "glob_tool"]
 
@@ -27,7 +29,11 @@ class GlobInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: PathArg = Field(description="File-name pattern such as `*.py` or `test_*.py` (names only, no `/`).")
+    pattern: Annotated[str, AfterValidator(no_nul)] = Field(
+        min_length=1,
+        max_length=1024,
+        description="File-name pattern such as `*.py` or `test_*.py` (names only, no `/`).",
+    )
     path: PathArg = Field(".", description="Directory to search under, relative to the working directory.")
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..sandbox import Sandbox
 from ..tool import Tool, ToolContext, ToolOutput
-from .read import PathArg
+from .read import PathArg, no_nul
 
 __all__ = ["GrepInput", "grep_tool", "has_rg"]
 
@@ -30,10 +32,14 @@ class GrepInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: str = Field(min_length=1, description="Regular expression to search for (or plain text with `literal`).")
+    pattern: Annotated[str, AfterValidator(no_nul)] = Field(
+        min_length=1,
+        max_length=16384,  # argv has a 128 KB per-argument limit; real patterns are far shorter
+        description="Regular expression to search for (or plain text with `literal`).",
+    )
     path: PathArg = Field(".", description="File or directory to search, relative to the working directory.")
-    include: str | None = Field(
-        None, min_length=1, description="Only search files whose name matches this glob, e.g. `*.py`."
+    include: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        None, min_length=1, max_length=1024, description="Only search files whose name matches this glob, e.g. `*.py`."
     )
     literal: bool = Field(False, description="Treat `pattern` as plain text, not a regular expression.")
 
@@ -112,8 +118,6 @@ def grep_tool(sandbox: Sandbox) -> Tool:
     fallback = _Probe()
 
     async def run(args: GrepInput, ctx: ToolContext) -> ToolOutput:
-        if "\x00" in args.pattern or (args.include and "\x00" in args.include):
-            return ToolOutput("`pattern` and `include` must not contain a NUL byte.", is_error=True)
         try:
             await sandbox.stat(args.path)
         except FileNotFoundError:

@@ -17,20 +17,21 @@ from ..sandbox import Sandbox
 from ..tool import Tool, ToolContext, ToolOutput
 from ._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
 
-__all__ = ["PathArg", "ReadInput", "read_tool"]
+__all__ = ["PathArg", "ReadInput", "no_nul", "read_tool"]
 
 _CHUNK = 1 << 20  # big chunks: skipping to a far offset is a newline count per chunk
 _SNIFF = 8192  # a NUL byte in the first 8 KB means binary, as git and grep decide
 
 
-def _no_nul(value: str) -> str:
+def no_nul(value: str) -> str:
+    """Reject a string with a NUL byte: no path or argv element can hold one."""
     if "\x00" in value:
         raise ValueError("must not contain a NUL byte")
     return value
 
 
-PathArg = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
-"""A path argument: non-empty, no NUL byte (the OS cannot take one)."""
+PathArg = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(no_nul)]
+"""A path argument: non-empty, no NUL byte, at most PATH_MAX (the OS takes no other)."""
 
 
 class ReadInput(BaseModel):
