@@ -17,6 +17,7 @@ from .agent import AgentDef
 from .errors import (
     ConfigError,
     FlueError,
+    ProviderError,
     RunError,
     StoreError,
     SubmissionAbortedError,
@@ -86,7 +87,13 @@ class Conversation:
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("a message must be a non-empty string")
         sid = f"sub_{uuid.uuid4().hex[:16]}"
-        return self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock())
+        sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock())
+        if self.current is not None:
+            # A response is live: this message will join it at the next turn boundary (10.3). If
+            # the response ends first, it goes back to `queued` and runs on its own.
+            if self.store.update_submission(sid, expect=[S.QUEUED], state=S.JOINING):
+                sub.state = S.JOINING
+        return sub
 
     def emitter(self, sid: str | None) -> Callable[..., Any]:
         """An event callback stamped with a submission id."""
@@ -102,10 +109,8 @@ class Conversation:
     def kick(self, admitted: Submission | None = None) -> None:
         """Start the worker if idle; note a newly admitted submission."""
         if admitted is not None:
-            self.bus.emit("submission_queued", submission_id=admitted.id, text=admitted.text, accepted_at=admitted.accepted_at)
-            if self.current is not None and self.current.id != admitted.id:
-                # A response is live: this message will join it at the next turn boundary (10.3).
-                self.store.update_submission(admitted.id, expect=[S.QUEUED], state=S.JOINING)
+            self.bus.emit("submission_queued", submission_id=admitted.id, text=admitted.text,
+                          accepted_at=admitted.accepted_at, state=admitted.state.value)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._work())
 
@@ -256,6 +261,15 @@ class Conversation:
             except (ConfigError, StoreError) as exc:
                 self._close_dangling(sid, "The run failed before this tool call finished.")
                 return self._settle(sub, Outcome.FAILED, error=exc)
+            except ProviderError as exc:
+                if not exc.transient:
+                    # Auth, bad request, an overflow that compaction could not cure: retrying won't help.
+                    self._close_dangling(sid, "The run failed before this tool call finished.")
+                    return self._settle(sub, Outcome.FAILED, error=exc)
+                last_error = exc
+                emit("log", message=f"attempt {sub.attempts + 1} failed: {exc.message}", error=exc.to_dict())
+                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(sub.attempts, 5)))
+                continue
             except RunError as exc:
                 last_error = exc
                 emit("log", message=f"attempt {sub.attempts + 1} failed: {exc.message}", error=exc.to_dict())
