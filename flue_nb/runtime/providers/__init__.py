@@ -6,12 +6,18 @@ Anthropic provider module is imported only when a spec names it.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from typing import Any
 
 from ..errors import ConfigError
 from ..model import Model
 
-__all__ = ["resolve_model"]
+__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "check_model_request", "resolve_model"]
+
+ALLOW_MODEL_REQUESTS_ENV = "FLUE_ALLOW_MODEL_REQUESTS"
+"""Set to `0` (the test suite does) and providers refuse any host but loopback, so no test can
+reach a paid API; unset or any other value allows requests."""
 
 _ACCEPTED = "`'anthropic/<model-id>'` (e.g. `'anthropic/claude-sonnet-4-6'`) or a `Model` instance"
 
@@ -41,3 +47,27 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
             )
         return spec
     raise ConfigError(f"Cannot use {spec!r} as a model; expected {_ACCEPTED}.", spec=repr(spec))
+
+
+def check_model_request(host: str, *, provider: str) -> None:
+    """Raise `ConfigError` when model requests are turned off and `host` is not loopback."""
+    if os.environ.get(ALLOW_MODEL_REQUESTS_ENV, "").strip().lower() not in ("0", "false", "no"):
+        return
+    if _is_loopback(host):
+        return
+    raise ConfigError(
+        f"Model requests are turned off (`{ALLOW_MODEL_REQUESTS_ENV}=0`) and {provider} host "
+        f"{host!r} is not loopback. Use `flue_nb.models.ScriptedModel` or a loopback server in "
+        f"tests, or unset `{ALLOW_MODEL_REQUESTS_ENV}` to allow real requests.",
+        host=host,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -24,6 +24,7 @@ from ..messages import AssistantMessage, AssistantPart, Message, SignalMessage, 
 from ..messages import TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
 from ..model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
 from ..model import ToolCallDelta, ToolSpec
+from . import check_model_request
 from ._models import model_info
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
@@ -31,9 +32,8 @@ __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_t
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 INVALID_INPUT_KEY = "__invalid_json__"
-"""Key holding a tool call's raw input when the streamed JSON does not parse (e.g. cut by
-`max_tokens`): the call still reaches tool validation, which tells the model what went wrong,
-instead of failing the whole response."""
+"""Holds a tool call's raw input when its JSON does not parse (e.g. cut by `max_tokens`), so
+tool validation tells the model what went wrong instead of the whole response failing."""
 
 _NO_KEY_MESSAGE = (
     "No Anthropic API key: set the `ANTHROPIC_API_KEY` environment variable (or pass "
@@ -118,6 +118,7 @@ class AnthropicModel:
         client = self._client or self._new_client()
         assembler = _Assembler(self.model_id)
         try:
+            check_model_request(client.base_url.host, provider="Anthropic")
             with _translate_errors(self.model_id):
                 sdk_stream = await client.messages.create(**params, stream=True)
                 try:

@@ -41,7 +41,7 @@ from flue_nb.runtime.model import (
     ToolCallDelta,
     ToolSpec,
 )
-from flue_nb.runtime.providers import resolve_model
+from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV, check_model_request, resolve_model
 from flue_nb.runtime.providers._models import model_info
 from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
 from tests.anthropic_server import (
@@ -72,13 +72,9 @@ def server() -> Iterator[AnthropicServer]:
 @pytest.fixture(autouse=True)
 def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own key or proxy must never leak into these tests.
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_PROFILE",
-    ):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")  # loopback only, whatever conftest says
 
 
 def model_for(
@@ -488,6 +484,29 @@ def test_explicit_base_url_wins_over_environment(
     server.enqueue(stream(text("ok")))
     _, exc = run(model_for(server), ask())
     assert exc is None and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("base_url", [None, "https://api.anthropic.com", "http://10.0.0.1:8080"])
+def test_requests_off_refuses_non_loopback_hosts_before_sending(base_url: str | None) -> None:
+    model = AnthropicModel("claude-haiku-4-5", api_key="k", base_url=base_url)
+    _, exc = run(model, ask())
+    assert isinstance(exc, ConfigError) and not isinstance(exc, ProviderError)
+    assert ALLOW_MODEL_REQUESTS_ENV in exc.message
+
+
+def test_requests_off_also_guards_an_injected_client() -> None:
+    import anthropic
+
+    client = anthropic.AsyncAnthropic(api_key="k", base_url="https://api.anthropic.com")
+    _, exc = run(AnthropicModel("claude-haiku-4-5", client=client), ask())
+    assert isinstance(exc, ConfigError)
+
+
+def test_loopback_hosts_are_always_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"):
+        check_model_request(host, provider="Anthropic")
+    monkeypatch.delenv(ALLOW_MODEL_REQUESTS_ENV)
+    check_model_request("api.anthropic.com", provider="Anthropic")  # on by default
 
 
 def test_model_info_matches_families_and_dated_ids() -> None:
