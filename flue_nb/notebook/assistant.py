@@ -1,0 +1,95 @@
+"""The default notebook agent behind `%flue`: an assistant working in the live kernel.
+
+Its sandbox is `flue.kernel()` (the kernel's working directory and namespace), with the `python`
+tool's code run on the kernel's main thread while a cell waits. Its model comes from the magics'
+settings; `resolve_spec` turns a setting into what `use_model` takes and says, in one paragraph,
+how to configure one when there is none.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flue_nb.runtime.agent import AgentDef, agent
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.hooks import use_model, use_sandbox
+
+from .kernel_sandbox import kernel
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "NO_MODEL_HELP", "NoModelError", "make_assistant", "resolve_spec"]
+
+DEFAULT_ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-6"
+"""Used when nothing names a model but `ANTHROPIC_API_KEY` is set."""
+
+INSTRUCTIONS = """\
+You are a helpful assistant working inside the user's live Jupyter notebook. The `python` tool \
+runs code in the kernel's own namespace: the user's variables are there, and what you define \
+stays for them. Look at data with `python` rather than guessing, keep outputs small, and use \
+the file and shell tools for the working directory. Answer concisely; say what you changed."""
+
+NO_MODEL_HELP = (
+    "flue: no model is configured, so there is no one to answer. Set one in any of these ways: "
+    "export FLUE_MODEL=anthropic/claude-sonnet-4-6 (or set ANTHROPIC_API_KEY to use that model by "
+    "default) before starting Jupyter; run `%config FlueMagics.model = \"anthropic/claude-sonnet-4-6\"` "
+    "(or put `c.FlueMagics.model = ...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or "
+    "work offline with an agent of your own that calls use_model(ScriptedModel([...])) or "
+    "use_model(FunctionModel(fn)) from flue_nb.models, and select it with `%flue use NAME` or `-a NAME`. "
+    "A model setting may also name a Model object in the notebook's namespace (e.g. `-m my_model`)."
+)
+
+
+class NoModelError(ConfigError):
+    """No model setting and no `ANTHROPIC_API_KEY`: `%flue` has nothing to talk to."""
+
+    type = "model_not_configured"
+
+
+def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
+    """The model for the assistant: a spec string, or a Model object named in the namespace.
+
+    Precedence is the caller's (cell option, then config, then `FLUE_MODEL`); with nothing set,
+    `ANTHROPIC_API_KEY` selects `DEFAULT_ANTHROPIC_MODEL`, else `NoModelError` is raised.
+    """
+    setting = (setting or "").strip()
+    if not setting:
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            return DEFAULT_ANTHROPIC_MODEL
+        raise NoModelError(NO_MODEL_HELP)
+    if "/" not in setting and setting.isidentifier() and setting in namespace:
+        from flue_nb.runtime.model import Model
+
+        obj = namespace[setting]
+        if not isinstance(obj, Model):
+            raise ConfigError(f"`{setting}` in the namespace is a {type(obj).__name__}, not a model")
+        return obj
+    return setting
+
+
+_cache: dict[tuple[Any, ...], AgentDef] = {}
+
+
+def make_assistant(model: Any, *, approval: str = "allow", cwd: str | None = None) -> AgentDef:
+    """The notebook assistant for a model; the same settings give the same agent object.
+
+    Reusing one `AgentDef` matters: a conversation whose agent changes is reopened, and its
+    sandbox (built once here) keeps the tools' per-path locks and the `python` cell counter.
+    """
+    key = (id(model) if not isinstance(model, str) else model, approval, cwd or os.getcwd())
+    found = _cache.get(key)
+    if found is not None:
+        return found
+    from flue_nb.runtime._coordinator import coordinator
+
+    # User code must run on the kernel's main thread (matplotlib, signals, thread-bound objects);
+    # `run_on_waiter` does that while a cell blocks, and runs inline for `--background` cells.
+    sandbox = kernel(cwd, approval=approval, runner=coordinator().run_on_waiter)  # type: ignore[arg-type]
+
+    @agent(name="assistant")
+    def assistant() -> str:
+        use_model(model)
+        use_sandbox(sandbox)
+        return INSTRUCTIONS
+
+    _cache[key] = assistant
+    return assistant

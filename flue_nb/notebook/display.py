@@ -1,0 +1,262 @@
+"""What a `%flue` cell shows without the widget: a transcript as `text/plain` and `text/markdown`.
+
+`CellView` folds the runtime's events for one submission into streamed text plus one line per
+tool call, signal and compaction. Its text holds nothing that changes between runs (no ids,
+times or durations), so nbval can compare a re-run; those go in the output's metadata instead
+(`metadata["flue"]`: conversation and submission ids, token totals, the tool trace).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flue_nb.runtime.events import Event
+
+__all__ = ["CellView", "Status", "TextView", "summarize_call"]
+
+Status = Literal["queued", "running", "completed", "failed", "aborted"]
+
+# What a tool line shows of a call's input: the argument that says what it does.
+_KEY_ARG = {
+    "bash": "command", "read": "path", "write": "path", "edit": "path", "grep": "pattern",
+    "glob": "pattern", "python": "code", "task": "description",
+}  # fmt: skip
+_ARG_CHARS = 60
+_MARK = {"completed": "✓ completed", "failed": "✗ failed", "aborted": "■ aborted"}
+
+
+def _one_line(text: str, limit: int = _ARG_CHARS) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    more = len(lines) > 1
+    if len(first) > limit:
+        first, more = first[: limit - 1], True
+    return first + ("…" if more else "")
+
+
+def summarize_call(name: str, input: dict[str, Any] | None) -> str:
+    """A short, stable one-line summary of a tool call's input."""
+    input = input or {}
+    key = _KEY_ARG.get(name)
+    value = input.get(key) if key else None
+    if value is None:
+        value = next((v for v in input.values() if isinstance(v, str)), "")
+    return _one_line(value)
+
+
+@dataclass(slots=True)
+class _Tool:
+    call_id: str
+    name: str
+    summary: str
+    ok: bool | None = None
+    """None while running."""
+    error: str = ""
+    duration_ms: float | None = None
+
+
+@dataclass(slots=True)
+class _Line:
+    kind: Literal["text", "tool", "note"]
+    text: str = ""
+    tool: _Tool | None = None
+
+
+@dataclass
+class CellView:
+    """The live transcript of one submission, rendered as plain text and markdown."""
+
+    message: str
+    conversation_id: str
+    agent: str = ""
+    submission_id: str | None = None
+    status: Status = "queued"
+    error: str = ""
+    lines: list[_Line] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _tools: dict[str, _Tool] = field(default_factory=dict, repr=False)
+    _recovering: set[str] = field(default_factory=set, repr=False)
+
+    # --- folding events ---------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        """Add a line of its own (a recovery notice, a lease wait, a hint)."""
+        with self._lock:
+            self.lines.append(_Line("note", text))
+
+    def apply(self, event: Event) -> bool:
+        """Fold one event in; True when what the cell shows changed."""
+        with self._lock:
+            if event.submission_id != self.submission_id:
+                return self._other(event)
+            return self._own(event)
+
+    def _other(self, ev: Event) -> bool:
+        # Another submission of this conversation: show only recovery, which this cell waited on.
+        sid = ev.submission_id or ""
+        if ev.type == "submission_recovery":
+            self._recovering.add(sid)
+            self.lines.append(_Line("note", f"↻ recovering submission {sid} (it was interrupted)"))
+            return True
+        if ev.type == "submission_settled" and sid in self._recovering:
+            self._recovering.discard(sid)
+            self.lines.append(_Line("note", f"↻ recovered submission {sid}: settled {ev.data.get('outcome')}"))
+            return True
+        if ev.type == "log" and ev.data.get("message") == "joined" and ev.data.get("joined_submission_id") == self.submission_id:
+            self.lines.append(_Line("note", "(joined the response that was already running)"))
+            return True
+        return False
+
+    def _own(self, ev: Event) -> bool:
+        d = ev.data
+        if ev.type == "submission_running":
+            self.status = "running"
+            return True
+        if ev.type == "text_delta":
+            if ev.task_id:
+                return False  # a subagent's text shows in its task line, not as the answer
+            if self.lines and self.lines[-1].kind == "text":
+                self.lines[-1].text += d.get("delta", "")
+            else:
+                self.lines.append(_Line("text", d.get("delta", "")))
+            return True
+        if ev.type == "tool_start":
+            tool = _Tool(d.get("call_id", ""), d.get("name", "?"), summarize_call(d.get("name", ""), d.get("input")))
+            self._tools[tool.call_id] = tool
+            self.lines.append(_Line("tool", tool=tool))
+            return True
+        if ev.type == "tool":
+            tool = self._tools.get(d.get("call_id", ""))
+            if tool is None:
+                return False
+            tool.ok = not d.get("is_error", False)
+            tool.error = "" if tool.ok else _one_line(d.get("content", ""), 80)
+            tool.duration_ms = d.get("duration_ms")
+            return True
+        if ev.type == "signal":
+            self.lines.append(_Line("note", f"· signal: {d.get('signal_type')}"))
+            return True
+        if ev.type == "compaction_start":
+            self.lines.append(_Line("note", f"· compacting the context ({d.get('reason')})…"))
+            return True
+        if ev.type == "compaction":
+            if d.get("is_error"):
+                text = f"· compaction failed: {_one_line(d.get('error', ''), 80)}"
+            elif d.get("skipped"):
+                text = "· compaction: nothing old enough to fold"
+            else:
+                text = f"· compacted: {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
+            self.lines.append(_Line("note", text))
+            return True
+        if ev.type == "task_start":
+            self.lines.append(_Line("note", f"· task → {d.get('agent')}: {_one_line(d.get('description', ''))}"))
+            return True
+        if ev.type == "turn" and d.get("usage"):
+            self.tokens["total"] = self.tokens.get("total", 0) + int(d["usage"])
+            return False
+        if ev.type == "log" and d.get("retry"):
+            self.lines.append(_Line("note", f"· {d.get('message')}"))
+            return True
+        if ev.type == "submission_settled":
+            self.status = d.get("outcome", "completed")
+            err = d.get("error") or {}
+            self.error = err.get("message", "") if self.status != "completed" else ""
+            return True
+        return False
+
+    def settle(self, status: Status, error: str = "") -> None:
+        """Record the outcome (when it was learnt other than from the event stream)."""
+        with self._lock:
+            self.status, self.error = status, error
+
+    # --- rendering ---------------------------------------------------------------------------
+
+    def text_plain(self) -> str:
+        """The transcript as plain text (what CI logs and nbconvert show)."""
+        with self._lock:
+            out = [self._line_plain(ln) for ln in self.lines]
+            out.append(self._footer())
+        return "\n".join(s for s in out if s)
+
+    def _line_plain(self, ln: _Line) -> str:
+        if ln.kind == "text":
+            return ln.text.strip("\n")
+        if ln.kind == "note":
+            return ln.text
+        t = ln.tool
+        assert t is not None
+        mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {t.error}")
+        return f"· {t.name}: {t.summary} {mark}".replace(":  ", ": ")
+
+    def _footer(self) -> str:
+        if self.status in ("queued", "running"):
+            return f"[{self.status}…]"
+        mark = _MARK.get(self.status, self.status)
+        return f"[{mark}: {self.error}]" if self.error else f"[{mark}]"
+
+    def markdown(self) -> str:
+        """The transcript as markdown (what JupyterLab, VS Code and GitHub render)."""
+        with self._lock:
+            parts = []
+            for ln in self.lines:
+                if ln.kind == "text":
+                    parts.append(ln.text.strip("\n"))
+                elif ln.kind == "note":
+                    parts.append(f"> {ln.text}")
+                else:
+                    t = ln.tool
+                    assert t is not None
+                    mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {_md_escape(t.error)}")
+                    summary = f" `{t.summary.replace('`', 'ˋ')}`" if t.summary else ""
+                    parts.append(f"> 🔧 **{t.name}**{summary} {mark}")
+            parts.append(f"*{self._footer()}*")
+        return "\n\n".join(p for p in parts if p)
+
+    def metadata(self) -> dict[str, Any]:
+        """Provenance for the cell output: ids, outcome, token totals, the tool trace."""
+        with self._lock:
+            trace = [
+                {"name": t.name, "ok": t.ok, "duration_ms": t.duration_ms, **({"error": t.error} if t.error else {})}
+                for t in self._tools.values()
+            ]
+            return {
+                "conversation_id": self.conversation_id,
+                "submission_id": self.submission_id,
+                "agent": self.agent,
+                "status": self.status,
+                "tokens": dict(self.tokens),
+                "tools": trace,
+                **self.notes,
+            }
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
+        return (
+            {"text/plain": self.text_plain(), "text/markdown": self.markdown()},
+            {"flue": self.metadata()},
+        )
+
+    def __repr__(self) -> str:
+        return self.text_plain()
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("*", "\\*").replace("_", "\\_")
+
+
+class TextView:
+    """A block of text shown as `text/plain` and as markdown (status, history, help)."""
+
+    def __init__(self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        self.plain = plain
+        self.md = markdown if markdown is not None else plain
+        self.meta = metadata or {}
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
+        return {"text/plain": self.plain, "text/markdown": self.md}, ({"flue": self.meta} if self.meta else {})
+
+    def __repr__(self) -> str:
+        return self.plain

@@ -1,0 +1,78 @@
+"""`%flue history` and `%flue status` as text: a conversation rebuilt from what the store holds.
+
+Like the cell transcript, the history text holds no ids or times, so a notebook that shows it
+re-runs to the same output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, ToolResultMessage, UserMessage
+
+from .display import TextView, summarize_call
+
+__all__ = ["history_view", "status_view", "usage_totals"]
+
+
+def history_view(conversation_id: str, messages: list[Message]) -> TextView:
+    """The conversation as text: who said what, one line per tool call with its outcome."""
+    results = {m.call_id: m for m in messages if isinstance(m, ToolResultMessage)}
+    plain: list[str] = []
+    md: list[str] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            plain.append(f"user: {m.text.strip()}")
+            md.append(f"**user:** {m.text.strip()}")
+        elif isinstance(m, AssistantMessage):
+            if m.text.strip():
+                plain.append(f"assistant: {m.text.strip()}")
+                md.append(f"**assistant:** {m.text.strip()}")
+            for call in m.tool_calls:
+                res = results.get(call.id)
+                mark = "…" if res is None else ("✗" if res.is_error else "✓")
+                line = f"  · {call.name}: {summarize_call(call.name, call.input)} {mark}"
+                plain.append(line)
+                md.append(f"> 🔧 **{call.name}** `{summarize_call(call.name, call.input).replace('`', 'ˋ')}` {mark}")
+            if m.aborted:
+                plain.append("  (response cut off)")
+                md.append("> *(response cut off)*")
+        elif isinstance(m, SignalMessage):
+            plain.append(f"  · signal: {m.signal_type}")
+            md.append(f"> signal: {m.signal_type}")
+        elif not isinstance(m, ToolResultMessage):
+            plain.append("  · (summary of earlier messages)")
+            md.append("> *(summary of earlier messages)*")
+    if not plain:
+        plain, md = ["(no messages yet)"], ["*(no messages yet)*"]
+    return TextView("\n".join(plain), "\n\n".join(md), {"conversation_id": conversation_id, "messages": len(messages)})
+
+
+def usage_totals(records: list[Any]) -> dict[str, int]:
+    """Token totals of the assistant messages among store records (provider-reported usage)."""
+    names = ("input", "output", "cache_read", "cache_write")
+    totals = dict.fromkeys(names, 0)
+    for r in records:
+        usage = r.data.get("usage") if r.data.get("kind") == "assistant" else None
+        for name, value in zip(names, usage or ()):
+            totals[name] += int(value or 0)
+    totals["total"] = sum(totals[n] for n in names)
+    return totals
+
+
+def status_view(status: dict[str, Any], *, store: str, model: str, counts: dict[str, int]) -> TextView:
+    """Where the conversation stands, one fact per line."""
+    used, window = status.get("used_tokens"), status.get("context_window")
+    context = f"{used} / {window} tokens" if used is not None and window else "not measured yet (no run in this kernel)"
+    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "none"
+    lines = [
+        f"conversation: {status['conversation_id']}",
+        f"agent: {status['agent']}" + (f" (model {model})" if model else ""),
+        f"store: {store}",
+        f"running: {', '.join(status['running']) or 'nothing'}",
+        f"queued: {len(status['queued'])}",
+        f"owner: {status.get('owner') or 'none (idle)'}",
+        f"context: {context}",
+        f"submissions: {outcomes}",
+    ]
+    return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), dict(status))

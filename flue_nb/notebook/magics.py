@@ -1,0 +1,367 @@
+"""The `%flue` and `%%flue` magics: one line or one cell is one message to the agent.
+
+The runtime runs on its own loop (the coordinator thread); a blocking cell waits on its
+submission's future, and a `--background` cell returns at once while its output keeps updating.
+Consecutive cells continue one conversation per notebook: its default id comes from the notebook
+path (`JPY_SESSION_NAME`), so a restarted kernel reopens it and recovers what was interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
+from traitlets import Enum, Float, Unicode
+
+from .display import CellView, TextView
+
+__all__ = ["FlueCellError", "FlueMagics", "default_conversation_id", "load_ipython_extension", "split_line"]
+
+SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "status", "use")
+_VALUE_OPTIONS = {"-a", "--agent", "-c", "--conversation", "-m", "--model", "--db"}
+_TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
+WIDGET_NOT_READY = (
+    "flue: the chat widget is not built yet (it is coming in a later version); "
+    "showing this conversation as plain text instead."
+)
+
+
+class FlueCellError(Exception):
+    """A cell's submission failed, was aborted, or could not start; shown without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows these lines instead of a traceback; the cell still counts as failed,
+        # so "run all", nbclient and `flue-nb run` stop loudly.
+        return [str(self)]
+
+
+def default_conversation_id(environ: Any = os.environ) -> str:
+    """The notebook's conversation: stable across kernel restarts of the same notebook."""
+    path = environ.get("JPY_SESSION_NAME") or ""
+    if not path:
+        return "notebook"
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path)).removesuffix(".ipynb") or "notebook"
+    return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+
+
+def split_line(line: str) -> tuple[list[str], str]:
+    """Split a magic line into its leading options (argv) and the message after them, verbatim."""
+    argv: list[str] = []
+    expect_value = False
+    rest = ""
+    for m in _TOKEN.finditer(line):
+        tok = m.group(0)
+        if expect_value:
+            argv.append(tok[1:-1] if tok[:1] in "'\"" and tok[-1:] == tok[:1] and len(tok) > 1 else tok)
+            expect_value = False
+        elif tok == "--":
+            rest = line[m.end():]
+            break
+        elif tok.startswith("-") and len(tok) > 1:
+            argv.append(tok)
+            expect_value = tok in _VALUE_OPTIONS
+        else:
+            rest = line[m.start():]
+            break
+    return argv, rest.strip()
+
+
+@magics_class
+class FlueMagics(Magics):
+    """`%flue MESSAGE`, `%%flue [options]` + a message, and `%flue <subcommand>`."""
+
+    model = Unicode(
+        "", help="Model for the default assistant: 'anthropic/<id>', or the name of a Model object "
+        "in the namespace. Empty: $FLUE_MODEL, else the default Claude model if ANTHROPIC_API_KEY is set."
+    ).tag(config=True)
+    db = Unicode("", help="SQLite store path (or ':memory:'); empty means .flue/flue.sqlite in the working directory.").tag(config=True)
+    approval = Enum(["allow", "ask", "deny"], "allow", help="Approval policy for the assistant's `python` and `bash`.").tag(config=True)
+    lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.conversation_id = default_conversation_id()
+        """The conversation consecutive cells continue (`-c` switches it, `--new` starts one)."""
+        self.agent_name: str | None = None
+        """Set by `%flue use NAME`; None means the default assistant."""
+        self._agents: dict[tuple[str, str], Any] = {}
+
+    # --- the magic ----------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("-a", "--agent", metavar="NAME", help="An @agent function in the namespace to talk to (for this cell).")
+    @argument("-c", "--conversation", metavar="ID", help="Switch to conversation ID (later cells continue it).")
+    @argument("--new", action="store_true", help="Start a fresh conversation (later cells continue it).")
+    @argument("-m", "--model", metavar="SPEC", help="Model for the default assistant, for this cell.")
+    @argument("--db", metavar="PATH", help="SQLite store for this cell (default: c.FlueMagics.db, else .flue/flue.sqlite).")
+    @argument("--no-widget", action="store_true", help="Plain text/markdown output (the default until the widget lands).")
+    @argument("--background", action="store_true", help="Return at once; the output keeps updating.")
+    @argument("--interpolate", action="store_true", help="Expand {expr} and $name in the message from the namespace.")
+    @argument("message", nargs="*", help="The message, or a subcommand: chat, status, history, abort, compact, use AGENT, help.")
+    @no_var_expand
+    @line_cell_magic
+    def flue(self, line: str = "", cell: str | None = None) -> Any:
+        """Talk to the agent working in this kernel: `%flue MESSAGE` or a `%%flue` cell."""
+        argv, rest = split_line(line)
+        words = rest.split()
+        if words and words[0] in SUBCOMMANDS:
+            more_argv, arg = split_line(rest[len(words[0]):])
+            args = self._parse(argv + more_argv)
+            if cell is not None and words[0] != "chat":
+                raise UsageError(f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`")
+            return self._subcommand(words[0], arg, args, cell)
+        args = self._parse(argv)
+        if cell is not None:
+            if rest:
+                raise UsageError("`%%flue` takes options on its first line; put the message in the cell body")
+            message = cell
+        else:
+            message = rest
+        if not message.strip():
+            raise UsageError("nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body")
+        return self._send(message, args)
+
+    def _parse(self, argv: list[str]) -> Any:
+        args = self.flue.parser.parse_args(argv)  # bad options raise UsageError (no traceback)
+        if args.model and args.agent:
+            raise UsageError("`-m` sets the default assistant's model; an `--agent` chooses its own with use_model()")
+        return args
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    def _model_setting(self, args: Any) -> str:
+        return args.model or self.model or os.environ.get("FLUE_MODEL", "")
+
+    def _agent(self, args: Any) -> tuple[Any, str]:
+        """The agent for this cell and a label for its model."""
+        from flue_nb.runtime.agent import AgentDef
+
+        name = args.agent or self.agent_name
+        if name:
+            obj = self.shell.user_ns.get(name)
+            if not isinstance(obj, AgentDef):
+                found = "nothing" if obj is None else f"a {type(obj).__name__}"
+                raise UsageError(f"no @agent named `{name}` in the namespace (found {found}); define it with @flue_nb.agent")
+            return obj, ""
+        from .assistant import make_assistant, resolve_spec
+
+        try:
+            spec = resolve_spec(self._model_setting(args), self.shell.user_ns)
+        except Exception as exc:
+            raise FlueCellError(getattr(exc, "message", str(exc))) from None
+        label = spec if isinstance(spec, str) else type(spec).__name__
+        return make_assistant(spec, approval=self.approval), label
+
+    def _conversation(self, args: Any) -> str:
+        if args.new:
+            self.conversation_id = f"{default_conversation_id()}-{uuid.uuid4().hex[:8]}"
+        elif args.conversation:
+            self.conversation_id = args.conversation
+        return self.conversation_id
+
+    def _db(self, args: Any) -> str | None:
+        return args.db or self.db or None
+
+    def _session(self, args: Any, *, agent: Any = None) -> Any:
+        from flue_nb.runtime.session import init
+
+        cid = self._conversation(args)
+        db = self._db(args)
+        if agent is None:
+            agent = self._agent(args)[0]
+        key = (cid, os.path.abspath(db) if db and db != ":memory:" else str(db))
+        previous = self._agents.get(key)
+        if previous is not None and previous[0] is not agent:
+            busy = previous[1].status()
+            if busy["running"] or busy["queued"]:
+                raise UsageError(
+                    f"conversation `{cid}` is busy with agent `{previous[0].name}`; wait for it, or `%flue abort`, "
+                    "before switching agents"
+                )
+        if previous is not None and previous[0] is agent:
+            return previous[1]
+        session = init(agent, conversation=cid, db=db, lease_ttl=self.lease_ttl)
+        self._agents[key] = (agent, session)
+        return session
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def _send(self, message: str, args: Any) -> None:
+        if args.interpolate:
+            message = self._interpolate(message)
+        agent, label = self._agent(args)
+        session = self._session(args, agent=agent)
+        from ._live import LiveOutput, handle_publisher
+        from .history import usage_totals
+
+        view = CellView(message, session.conversation_id, agent=agent.name)
+        view.notes["model"] = label
+        self._note_lease(session, view)
+        handle = display(view, display_id=True)
+        live = LiveOutput(view, handle_publisher(handle))
+        stop = session.observe(live.feed)
+
+        def final() -> None:
+            records = session.store.records(session.conversation_id, kinds=["message"], submission_id=view.submission_id)
+            view.tokens = usage_totals(records)
+            live.finish()
+
+        try:
+            receipt = session.dispatch(message)
+        except BaseException:
+            stop()
+            raise
+        live.bind(receipt.submission_id)
+        if args.background:
+            live.on_settled = lambda: (stop(), final())
+            return None
+        try:
+            session.read(receipt)
+        except KeyboardInterrupt:
+            view.settle("aborted", "interrupted (kernel interrupt)")
+            final()
+            raise FlueCellError(
+                "flue: interrupted: the submission was aborted and the conversation is ready for the next cell."
+            ) from None
+        except Exception as exc:
+            final()
+            raise FlueCellError(self._failure_text(exc, view)) from None
+        finally:
+            stop()
+        final()
+        return None
+
+    def _failure_text(self, exc: Exception, view: CellView) -> str:
+        kind = getattr(exc, "type", "")
+        if kind == "model_not_configured":
+            from .assistant import NO_MODEL_HELP
+
+            return NO_MODEL_HELP
+        outcome = view.status if view.status in ("failed", "aborted") else "failed"
+        return f"flue: the submission {outcome}: {getattr(exc, 'message', str(exc))}"
+
+    def _note_lease(self, session: Any, view: CellView) -> None:
+        import time
+
+        from flue_nb.runtime import session as session_module
+
+        lease = session.store.lease(session.conversation_id)
+        # `_OWNER` identifies this process's runtime; another holder is an earlier kernel.
+        if lease and lease[0] != session_module._OWNER and lease[1] > time.time():
+            view.note(f"(waiting up to {lease[1] - time.time():.0f} s for an earlier kernel's claim on this conversation to lapse)")
+
+    def _interpolate(self, message: str) -> str:
+        from IPython.utils.text import DollarFormatter
+
+        try:
+            return DollarFormatter().vformat(message, [], self.shell.user_ns)
+        except Exception as exc:
+            raise UsageError(f"--interpolate could not expand the message: {type(exc).__name__}: {exc}") from None
+
+    # --- subcommands --------------------------------------------------------------------------
+
+    def _subcommand(self, name: str, arg: str, args: Any, cell: str | None) -> Any:
+        if name == "help":
+            return self._help()
+        if name == "use":
+            return self._use(arg)
+        if arg:
+            raise UsageError(f"`%flue {name}` takes no argument (got {arg!r})")
+        if name == "chat":
+            print(WIDGET_NOT_READY)
+            if cell is not None and cell.strip():
+                return self._send(cell, args)
+            name = "history"
+        session = self._session(args, agent=self._agent_for_view(args))
+        if name == "history":
+            from .history import history_view
+
+            display(history_view(session.conversation_id, session.history()))
+        elif name == "status":
+            self._status(session, args)
+        elif name == "abort":
+            ids = session.abort()
+            print(f"flue: aborted {len(ids)} submission(s)" + (f": {', '.join(ids)}" if ids else " (nothing was running)"))
+        elif name == "compact":
+            self._compact(session)
+        return None
+
+    def _agent_for_view(self, args: Any) -> Any:
+        """The agent to open a conversation with for looking at it (no model needed yet)."""
+        try:
+            return self._agent(args)[0]
+        except FlueCellError:
+            key_db = self._db(args)
+            for (cid, db), (agent, _) in self._agents.items():
+                if cid == self.conversation_id and db == (os.path.abspath(key_db) if key_db and key_db != ":memory:" else str(key_db)):
+                    return agent
+            from flue_nb.runtime.agent import agent as make_agent
+
+            return make_agent(lambda: None, name="assistant")  # never rendered: history and status only read
+
+    def _status(self, session: Any, args: Any) -> None:
+        from .history import status_view
+
+        counts: dict[str, int] = {}
+        for sub in session.submissions():
+            key = sub.outcome.value if sub.outcome is not None else sub.state.value
+            counts[key] = counts.get(key, 0) + 1
+        db = self._db(args)
+        store = db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
+        label = "" if (args.agent or self.agent_name) else (self._model_setting(args) or "")
+        display(status_view(session.status(), store=store, model=label, counts=counts))
+
+    def _compact(self, session: Any) -> None:
+        from flue_nb.runtime.errors import FlueError
+
+        before = session.status().get("used_tokens")
+        try:
+            session.compact()
+        except FlueError as exc:
+            raise FlueCellError(f"flue: could not compact: {exc.message}") from None
+        after = session.status().get("used_tokens")
+        print(f"flue: compacted the context: {before} → {after} tokens" if before is not None else "flue: compacted the context")
+
+    def _use(self, name: str) -> None:
+        if not name or len(name.split()) != 1:
+            raise UsageError("usage: `%flue use AGENT` (an @agent in the namespace), or `%flue use assistant` for the default")
+        if name in ("assistant", "default"):
+            self.agent_name = None
+            print("flue: cells now talk to the default notebook assistant")
+            return
+        from flue_nb.runtime.agent import AgentDef
+
+        if not isinstance(self.shell.user_ns.get(name), AgentDef):
+            raise UsageError(f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first")
+        self.agent_name = name
+        print(f"flue: cells now talk to agent `{name}` (conversation `{self.conversation_id}`)")
+
+    def _help(self) -> None:
+        text = (
+            "%flue MESSAGE  ·  %%flue [options] + message body  ·  %flue SUBCOMMAND\n\n"
+            "Subcommands: chat (widget; plain text for now), status, history, abort, compact, "
+            "use AGENT (or `use assistant`), help.\n"
+            "Settings: c.FlueMagics.model / $FLUE_MODEL, c.FlueMagics.db, c.FlueMagics.approval, "
+            "c.FlueMagics.lease_ttl.\n\n" + self.flue.parser.format_help()
+        )
+        display(TextView(text, f"```\n{text}\n```"))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the `%flue` magics (idempotent)."""
+    if "flue" not in ipython.magics_manager.magics["line"]:
+        ipython.register_magics(FlueMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the `%flue` magics."""
+    for kind in ("line", "cell"):
+        ipython.magics_manager.magics[kind].pop("flue", None)
+    ipython.magics_manager.registry.pop("FlueMagics", None)
