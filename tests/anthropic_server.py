@@ -7,7 +7,7 @@ or a stream cut off half-way. Every request's body and headers are kept in `serv
 
     with AnthropicServer() as server:
         server.enqueue(stream(text("Hello"), usage=usage(input=10, output=2)))
-        AnthropicModel("claude-sonnet-4-5", api_key="test", base_url=server.url)
+        AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
 """
 
 from __future__ import annotations
