@@ -1,0 +1,351 @@
+"""Crash tests (contract 10.4, 11.1, 11.2; quality.md "Crash tests").
+
+A child process (crash_child.py) runs an agent on a file store and is SIGKILLed at a chosen
+point; a new process opens the same store and conversation and reads every submission to its
+outcome. For every kill point, over REPS repetitions: every accepted submission has exactly one
+terminal outcome, no recorded tool result was produced by a second run of the tool, and no
+queued message is lost. The matrix of outcomes is printed at the end of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store import Outcome, Record, SubmissionState
+
+pytestmark = pytest.mark.crash
+
+CHILD = Path(__file__).with_name("crash_child.py")
+CONVERSATION = "crash"
+REPS = 10
+WORKERS = 3
+MARKER_WAIT = 30.0
+"""Bound on how long the parent waits for the child to reach its kill point."""
+
+KILL_POINTS = {
+    "admitted": "after admission, before the model call",
+    "stream": "mid-stream, after a partial snapshot",
+    "tool": "mid-tool (side effect done, no result)",
+    "after_tool": "after the tool result, before the next model call",
+    "settle": "after the final message, before settlement",
+    "admitting": "while admitting messages in a loop",
+}
+FIRST, SECOND = "first message: do the work", "second message: and then this"
+
+
+@dataclass
+class Tally:
+    """One row of the matrix: a kill point over its repetitions."""
+
+    reps: int = 0
+    submissions: int = 0
+    exactly_once: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    tool_runs: int = 0
+    tool_reruns: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        self.reps += other.reps
+        self.submissions += other.submissions
+        self.exactly_once += other.exactly_once
+        self.lost += other.lost
+        self.duplicated += other.duplicated
+        self.tool_runs += other.tool_runs
+        self.tool_reruns += other.tool_reruns
+        self.problems += other.problems
+
+
+MATRIX: dict[str, Tally] = {}
+
+
+def _matrix_lines() -> list[str]:
+    head = f"{'kill point':<52} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} {'dup':>4} {'tool runs':>9} {'re-runs':>7}"
+    lines = ["", "crash matrix (SIGKILL, then a new process recovers)", head, "-" * len(head)]
+    for mode, t in MATRIX.items():
+        label = f"{mode}: {KILL_POINTS[mode]}"
+        lines.append(
+            f"{label:<52} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} {t.lost:>4} {t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
+        )
+    return lines
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crash_matrix(request: pytest.FixtureRequest) -> Any:
+    """Print the whole matrix once the module's tests have run (past output capture)."""
+    yield MATRIX
+    if not MATRIX:
+        return
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    for line in _matrix_lines():
+        if reporter is not None:
+            reporter.write_line(line)
+        else:  # pragma: no cover - pytest always has a terminal reporter unless -p no:terminal
+            print(line)
+
+
+# --- running one repetition -------------------------------------------------------------------
+
+
+def _child(mode: str, d: Path) -> list[str]:
+    return [sys.executable, str(CHILD), mode, "--db", str(d / "store.sqlite"), "--conversation", CONVERSATION, "--dir", str(d)]
+
+
+def _tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.exists() else "(no output)"
+
+
+def _kill_at_marker(mode: str, d: Path) -> dict[str, Any]:
+    """Start the child, wait (bounded) for its marker, SIGKILL it; return the marker."""
+    with open(d / "child.out", "w") as out:
+        proc = subprocess.Popen(_child(mode, d), stdout=out, stderr=subprocess.STDOUT, cwd=d)
+    try:
+        deadline = time.monotonic() + MARKER_WAIT
+        while not (d / "marker").exists():
+            if proc.poll() is not None:
+                raise AssertionError(f"{d.name}: the child exited ({proc.returncode}) before its kill point:\n{_tail(d / 'child.out')}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{d.name}: no marker within {MARKER_WAIT} s:\n{_tail(d / 'child.out')}")
+            time.sleep(0.005)
+        if mode == "admitting":
+            time.sleep(random.uniform(0.0, 0.05))  # land anywhere in the admission loop
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"{d.name}: child ended with {proc.returncode}:\n{_tail(d / 'child.out')}"
+    return json.loads((d / "marker").read_text())
+
+
+def _recover(d: Path) -> None:
+    with open(d / "recover.out", "w") as out:
+        proc = subprocess.run(_child("recover", d), stdout=out, stderr=subprocess.STDOUT, cwd=d, timeout=120)
+    assert proc.returncode == 0, f"{d.name}: the recovering process failed:\n{_tail(d / 'recover.out')}"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _messages(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.kind == "message"]
+
+
+def _tool_calls(records: list[Record]) -> list[tuple[str, Record]]:
+    return [
+        (p["id"], r)
+        for r in _messages(records)
+        if r.data["kind"] == "assistant"
+        for p in r.data["parts"]
+        if p["kind"] == "tool_call"
+    ]
+
+
+def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
+    """What the store must show at the kill point, so the test proves it crashed where it says."""
+    if mode == "admitting":
+        return []
+    first, second = marker["first"], marker["second"]
+    with SQLiteStore(d / "store.sqlite") as store:
+        s1, s2 = store.submission(first), store.submission(second)
+        records = store.records(CONVERSATION)
+        partial = store.partial(first)
+    msgs = [r.data for r in _messages(records) if r.submission_id == first]
+    kinds = [m["kind"] for m in msgs]
+    settled = [r for r in records if r.kind == "settlement"]
+    # (the first submission's messages, the second submission's possible states)
+    expected: dict[str, tuple[list[str], tuple[str, ...]]] = {
+        # Admitted back to back: the second is marked joining if the first was already current.
+        "admitted": ([], ("queued", "joining")),
+        "stream": (["user"], ("joining",)),
+        "tool": (["user", "assistant"], ("joining",)),
+        # The second message joined at the turn boundary: its user message is recorded in the
+        # first submission's stream, in the same transaction that marked it joined.
+        "after_tool": (["user", "assistant", "tool_result", "user"], ("joined",)),
+        "settle": (["user", "assistant", "tool_result", "assistant"], ("joining",)),
+    }
+    want_kinds, want_s2 = expected[mode]
+    problems = []
+    if s1 is None or s1.state != SubmissionState.RUNNING:
+        problems.append(f"{d.name}: at the kill point the first submission is {s1 and s1.state}, not running")
+    if s2 is None or s2.state.value not in want_s2:
+        problems.append(f"{d.name}: at the kill point the second submission is {s2 and s2.state.value}, not {want_s2}")
+    if kinds != want_kinds:
+        problems.append(f"{d.name}: at the kill point the first submission's messages are {kinds}, not {want_kinds}")
+    if settled:
+        problems.append(f"{d.name}: a settlement was recorded before the kill point: {settled}")
+    if mode == "stream" and not (partial and partial.get("text")):
+        problems.append(f"{d.name}: no partial snapshot at the mid-stream kill point")
+    if mode == "stream" and marker.get("elapsed", 0) < 0.3:
+        problems.append(f"{d.name}: killed only {marker.get('elapsed')} s into the stream")
+    return problems
+
+
+def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
+    """Classify every accepted submission and every tool run after recovery."""
+    with SQLiteStore(d / "store.sqlite") as store:
+        subs = store.submissions(CONVERSATION)
+        records = store.records(CONVERSATION)
+    receipts = _lines(d / "receipts")
+    runs = Counter(_lines(d / "tool_runs"))
+    by_id = {s.id: s for s in subs}
+    settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
+    users = Counter(r.data.get("submission_id") for r in _messages(records) if r.data["kind"] == "user")
+    t = Tally(reps=1, submissions=len(set(receipts) | set(by_id)))
+    where = d.name
+
+    for sid in receipts:
+        if sid not in by_id:
+            t.lost += 1
+            t.problems.append(f"{where}: receipt {sid} has no submission in the store")
+    for s in subs:
+        absorber = by_id.get(s.joined_into) if s.joined_into else None
+        own = settlements[s.id]
+        lost = (
+            s.state != SubmissionState.SETTLED
+            or s.outcome is None
+            or users[s.id] == 0
+            or (absorber is None and own == 0)
+            or (absorber is not None and settlements[absorber.id] == 0)
+        )
+        duplicated = own > 1 or users[s.id] > 1 or (absorber is not None and own != 0)
+        if lost:
+            t.lost += 1
+            t.problems.append(
+                f"{where}: {s.id} ({s.text!r}) lost: state={s.state.value} outcome={s.outcome} "
+                f"user messages={users[s.id]} settlement records={own} joined_into={s.joined_into}"
+            )
+        elif duplicated:
+            t.duplicated += 1
+            t.problems.append(f"{where}: {s.id} duplicated: settlement records={own} user messages={users[s.id]} joined_into={s.joined_into}")
+        else:
+            t.exactly_once += 1
+        if s.outcome != Outcome.COMPLETED:
+            t.problems.append(f"{where}: {s.id} settled {s.outcome} (error {s.error}), expected completed")
+        if absorber is not None and (absorber.outcome != s.outcome or absorber.state != SubmissionState.SETTLED):
+            t.problems.append(f"{where}: joined {s.id} settled {s.outcome} but its absorber {absorber.id} is {absorber.state.value}/{absorber.outcome}")
+
+    # Tools: one real run per call at most; a recorded success was produced by exactly one run.
+    calls = dict(_tool_calls(records))
+    results: dict[str, list[dict[str, Any]]] = {}
+    for r in _messages(records):
+        if r.data["kind"] == "tool_result":
+            results.setdefault(r.data["call_id"], []).append(r.data)
+    t.tool_runs = sum(runs.values())
+    t.tool_reruns = sum(n - 1 for n in runs.values() if n > 1)
+    for call_id, n in runs.items():
+        if n > 1:
+            t.problems.append(f"{where}: tool call {call_id} really ran {n} times")
+        if call_id not in calls:
+            t.problems.append(f"{where}: tool call {call_id} ran but no assistant message records it")
+    for call_id in calls:
+        got = results.get(call_id, [])
+        if len(got) != 1:
+            t.problems.append(f"{where}: tool call {call_id} has {len(got)} recorded results, expected 1")
+            continue
+        (result,) = got
+        if result["is_error"]:
+            if "outcome is unknown" not in result["content"]:
+                t.problems.append(f"{where}: tool call {call_id} has an unexpected error result {result['content']!r}")
+        elif runs[call_id] != 1:
+            t.problems.append(f"{where}: tool call {call_id} has a recorded result but ran {runs[call_id]} times")
+    for call_id in results:
+        if call_id not in calls:
+            t.problems.append(f"{where}: a tool result for {call_id} answers no recorded call")
+
+    t.problems += _check_recovered(mode, d, marker, by_id, records, runs, results)
+    return t
+
+
+def _check_recovered(
+    mode: str,
+    d: Path,
+    marker: dict[str, Any],
+    by_id: dict[str, Any],
+    records: list[Record],
+    runs: Counter[str],
+    results: dict[str, list[dict[str, Any]]],
+) -> list[str]:
+    """What recovery from this particular kill point must have done (contract 11.2)."""
+    if mode == "admitting":
+        return []
+    where = d.name
+    first, second = by_id.get(marker["first"]), by_id.get(marker["second"])
+    msgs = [r.data for r in _messages(records) if r.submission_id == marker["first"]]
+    problems = []
+    if first is None or second is None:
+        return [f"{where}: a dispatched submission is missing"]
+    if mode == "stream":
+        kept = [m for m in msgs if m["kind"] == "assistant" and m["aborted"]]
+        texts = ["".join(p.get("text", "") for p in m["parts"] if p["kind"] == "text") for m in kept]
+        if texts != [marker["partial_text"]]:
+            problems.append(f"{where}: the half-streamed response was not kept once as aborted: {texts!r}")
+        if not any(m["kind"] == "signal" and m["signal_type"] == "interrupted" for m in msgs):
+            problems.append(f"{where}: the model was not told its stream was interrupted")
+    if mode == "tool":
+        got = results.get(marker["call_id"], [])
+        if runs[marker["call_id"]] != 1 or len(got) != 1 or not got[0]["is_error"]:
+            problems.append(f"{where}: the interrupted call {marker['call_id']} ran {runs[marker['call_id']]} times, results {got}")
+    if mode == "after_tool" and second.joined_into != first.id:
+        problems.append(f"{where}: the joined message is no longer joined into the first: {second.joined_into}")
+    if mode == "settle":
+        answers = [m for m in msgs if m["kind"] == "assistant"]
+        if len(answers) != 2 or first.result != "Finished the work.":
+            problems.append(f"{where}: the completed response was not settled as recorded: result={first.result!r}, {len(answers)} answers")
+    if mode != "after_tool" and second.joined_into is not None and second.joined_into != first.id:
+        problems.append(f"{where}: the second message joined an unexpected submission {second.joined_into}")
+    return problems
+
+
+def _repetition(mode: str, root: Path, i: int) -> Tally:
+    d = root / f"{mode}-{i}"
+    d.mkdir()
+    marker = _kill_at_marker(mode, d)
+    pre = _check_kill_point(mode, d, marker)
+    _recover(d)
+    t = _analyse(mode, d, marker)
+    t.problems = pre + t.problems
+    return t
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param("admitted", id="after_admission_before_model_call"),
+        pytest.param("stream", id="mid_stream_after_partial_snapshot"),
+        pytest.param("tool", id="mid_tool_after_side_effect"),
+        pytest.param("after_tool", id="after_tool_result_before_next_turn"),
+        pytest.param("settle", id="after_final_message_before_settlement"),
+        pytest.param("admitting", id="while_admitting_messages"),
+    ],
+)
+def test_sigkill_then_recovery_settles_each_submission_exactly_once(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tally = Tally()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for t in pool.map(lambda i: _repetition(mode, tmp_path, i), range(REPS)):
+            tally.add(t)
+    MATRIX[mode] = tally
+    with capsys.disabled():
+        print(f"\n{mode}: {tally.reps} reps, {tally.submissions} submissions: {tally.exactly_once} exactly-once, "
+              f"{tally.lost} lost, {tally.duplicated} duplicated; {tally.tool_runs} tool runs, {tally.tool_reruns} re-runs")
+    assert tally.reps == REPS
+    assert tally.submissions >= 2 * REPS if mode != "admitting" else tally.submissions >= 3 * REPS
+    assert not tally.problems, "\n".join(tally.problems)
+    assert tally.exactly_once == tally.submissions and tally.lost == 0 and tally.duplicated == 0
+    assert tally.tool_reruns == 0
