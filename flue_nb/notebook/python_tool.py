@@ -38,6 +38,7 @@ Namespace = dict[str, Any] | Callable[[], dict[str, Any]]
 """A namespace, or a function returning it at each call (so it can be resolved lazily)."""
 
 HANDLE_NAME = "_flue"
+"""Namespace name of the `FlueResults` that holds large results (`_`: never reported as a change)."""
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # IPython puts these in `user_ns`; they are plumbing, not the user's variables.
 _IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
