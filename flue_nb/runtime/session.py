@@ -190,6 +190,9 @@ def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
     if db is not None and os.fspath(db) == ":memory:":
         return open_store(":memory:", cwd=cwd), False
     path = os.path.abspath(os.path.join(cwd, os.fspath(db))) if db is not None else os.path.join(cwd, ".flue", "flue.sqlite")
+    if db is None:
+        # The default lives in `<cwd>/.flue/`, which a fresh working directory doesn't have yet.
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     with _registry_lock:
         store = _stores.get(path)
         if store is None:
