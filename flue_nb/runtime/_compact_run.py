@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionConfig, compacted_context, file_lists, reserve_tokens, select_cut, format_summary, summary_request
-from .errors import RunError
+from .errors import ContextOverflowError
 from .messages import SummaryMessage
 from .model import ModelRequest
 from .prompt import compose_system, describe_environment
@@ -32,15 +32,17 @@ async def compact_window(run: AgentRun, reason: str) -> bool:
     config = _config(run)
     counter = run.settings.tokens()
     before = run.used_tokens()
-    run.emit("compaction_start", reason=reason, estimated_tokens=before)
-    started = time.perf_counter()
     counts = counter.count_messages(t.messages)
     cut = select_cut(t.messages, counts, config.keep_recent_tokens)
+    if cut == 0 and reason == "threshold":
+        return False  # nothing old enough to fold yet: not a compaction, so no events
+    run.emit("compaction_start", reason=reason, estimated_tokens=before)
+    started = time.perf_counter()
     if cut == 0:
         run.emit("compaction", reason=reason, messages_before=len(t.messages), messages_after=len(t.messages),
                  tokens_before=before, tokens_after=before, duration_ms=0.0, is_error=False, skipped=True)
         if reason == "overflow":
-            raise RunError(
+            raise ContextOverflowError(
                 "the context is too long for the model and nothing older than the most recent "
                 f"{config.keep_recent_tokens} tokens can be folded; lower keep_recent_tokens or start a new conversation"
             )

@@ -152,14 +152,16 @@ class Conversation:
             while True:
                 runnable = self._runnable()
                 if not runnable:
-                    break
+                    await self._idle()
+                    # Something may have been admitted while the idle check ran.
+                    if not self._runnable():
+                        break
+                    continue
                 if not await self._own():
                     break
                 runnable = self._runnable()
-                if not runnable:
-                    break
-                await self._run_submission(runnable[0])
-            await self._idle()
+                if runnable:
+                    await self._run_submission(runnable[0])
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
