@@ -141,7 +141,18 @@ def test_env_5_4_only_the_allow_list_and_opted_in_variables(tmp_path: Path, monk
     monkeypatch.setenv("TERM", "dumb")
     env = LocalSandbox(tmp_path, env={"FOO_TOKEN": "mine"}).environment()
     assert env["FOO_TOKEN"] == "mine" and env["LC_CTYPE"] == "C.UTF-8" and env["TERM"] == "dumb"
-    assert set(env) <= {"PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR", "SHELL", "PWD", "LC_CTYPE", "FOO_TOKEN"}
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "USER",
+        "LANG",
+        "TERM",
+        "TMPDIR",
+        "SHELL",
+        "PWD",
+        "LC_CTYPE",
+        "FOO_TOKEN",
+    }
     assert "leak" not in run(LocalSandbox(tmp_path).exec("env")).output.decode()
 
 
@@ -201,7 +212,10 @@ def test_file_verbs(tmp_path: Path) -> None:
         assert (st.kind, st.size, st.path) == ("file", 5, str(tmp_path / "a/b/c.txt"))
         assert (await sb.stat("a")).kind == "dir"
         await sb.write_file("a/z.txt", b"")
-        assert [(e.name, e.kind) for e in await sb.list_dir("a")] == [("b", "dir"), ("z.txt", "file")]
+        assert [(e.name, e.kind) for e in await sb.list_dir("a")] == [
+            ("b", "dir"),
+            ("z.txt", "file"),
+        ]
         os.symlink(tmp_path / "a/b/c.txt", tmp_path / "link")
         assert await sb.realpath("link") == str(tmp_path / "a/b/c.txt")
         with pytest.raises(FileNotFoundError):

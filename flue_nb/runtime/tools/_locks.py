@@ -25,7 +25,7 @@ class _Entry:
 
 
 class PathLocks:
-    """A lock per path, taken in the order callers ask (asyncio.Lock is FIFO); unused ones dropped."""
+    """A lock per path, granted in request order (asyncio.Lock is FIFO); unused ones are dropped."""
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}

@@ -45,7 +45,9 @@ def _split(text: str) -> list[str]:
     return lines
 
 
-def truncate_head(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> Truncation:
+def truncate_head(
+    text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+) -> Truncation:
     """Keep the first whole lines that fit in `max_lines` lines and `max_bytes` bytes."""
     lines = _split(text)
     kept, size = 0, 0
@@ -59,7 +61,9 @@ def truncate_head(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX
     return Truncation("\n".join(lines[:kept]), True, len(lines), kept, 1)
 
 
-def truncate_tail(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> Truncation:
+def truncate_tail(
+    text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+) -> Truncation:
     """Keep the last whole lines that fit in `max_lines` lines and `max_bytes` bytes."""
     lines = _split(text)
     total = len(lines)
@@ -75,7 +79,7 @@ def truncate_tail(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX
 
 
 def utf8_prefix(data: bytes, max_bytes: int) -> bytes:
-    """The longest prefix of `data` of at most `max_bytes` bytes that ends on a character boundary."""
+    """The longest prefix of `data` within `max_bytes` bytes that ends on a character boundary."""
     if len(data) <= max_bytes:
         return data
     end = max_bytes

@@ -17,10 +17,13 @@ class EditInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(description="File to edit, absolute or relative to the working directory.")
+    path: PathArg = Field(
+        description="File to edit, absolute or relative to the working directory."
+    )
     old_text: str = Field(
         description="Exact text to find, including whitespace and indentation. Without "
-        "`replace_all` it must occur exactly once: include enough surrounding lines to make it unique."
+        "`replace_all` it must occur exactly once: include enough surrounding lines to make "
+        "it unique."
     )
     new_text: str = Field(description="Text to put in its place (taken literally).")
     replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
@@ -40,7 +43,9 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
 
     async def run(args: EditInput, ctx: ToolContext) -> ToolOutput:
         if not args.old_text:
-            return _error("`old_text` is empty; give the exact text to replace (use `write` for a new file).")
+            return _error(
+                "`old_text` is empty; give the exact text to replace (use `write` for a new file)."
+            )
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4):
         # a later edit then reads what the earlier one wrote.
         async with locks.hold(args.path, cwd=sandbox.cwd):
@@ -59,12 +64,17 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 return _error(
                     f"Could not find `old_text` in `{args.path}`. It must match exactly, including "
                     "whitespace and indentation; read the file again and copy the text exactly."
-                    + (" (`old_text` is longer than the whole file.)" if len(args.old_text) > len(text) else "")
+                    + (
+                        " (`old_text` is longer than the whole file.)"
+                        if len(args.old_text) > len(text)
+                        else ""
+                    )
                     + (" Nothing was replaced." if args.replace_all else "")
                 )
             if count > 1 and not args.replace_all:
                 return _error(
-                    f"`old_text` matches {count} places in `{args.path}`; it must match exactly one. "
+                    f"`old_text` matches {count} places in `{args.path}`; it must match exactly "
+                    "one. "
                     "Include more surrounding context to make it unique, or set `replace_all` to "
                     "replace every occurrence."
                 )

@@ -34,7 +34,9 @@ class GlobInput(BaseModel):
         max_length=1024,
         description="File-name pattern such as `*.py` or `test_*.py` (names only, no `/`).",
     )
-    path: PathArg = Field(".", description="Directory to search under, relative to the working directory.")
+    path: PathArg = Field(
+        ".", description="Directory to search under, relative to the working directory."
+    )
 
 
 DESCRIPTION = f"""Find files by name under `path`, recursively, like `find PATH -name PATTERN`. \
@@ -54,19 +56,33 @@ def glob_tool(sandbox: Sandbox) -> Tool:
         if "/" in args.pattern:
             # find -name never matches a name containing "/": say why nothing was found.
             return ToolOutput(
-                f"No files found: the pattern matches file names only, and `{args.pattern}` contains "
+                "No files found: the pattern matches file names only, and "
+                f"`{args.pattern}` contains "
                 "`/`. Put the directory in `path` and the name pattern in `pattern`."
             )
         # A path starting with "-" would be read as a find option.
         start = "./" + args.path if args.path.startswith("-") else args.path
-        argv = ["bash", "-c", _SCRIPT, "find", start, "-type", "f", "-name", args.pattern, "-print0"]
+        argv = [
+            "bash",
+            "-c",
+            _SCRIPT,
+            "find",
+            start,
+            "-type",
+            "f",
+            "-name",
+            args.pattern,
+            "-print0",
+        ]
         res = await sandbox.exec(argv, timeout=_TIMEOUT, max_output=_KEEP, keep="head")
         if res.timed_out:
-            return ToolOutput(f"The search timed out after {_TIMEOUT:g} s. Narrow `path`.", is_error=True)
+            return ToolOutput(
+                f"The search timed out after {_TIMEOUT:g} s. Narrow `path`.", is_error=True
+            )
         names = res.output.decode("utf-8", "replace").split("\x00")
         names.pop()  # after the last NUL: empty, or a name cut short when find was stopped
         if args.path in (".", "./"):
-            names = [n[2:] if n.startswith("./") else n for n in names]
+            names = [n.removeprefix("./") for n in names]
         if not names:
             return ToolOutput("No files found.")
         names.sort()

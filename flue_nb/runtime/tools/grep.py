@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -37,11 +36,18 @@ class GrepInput(BaseModel):
         max_length=16384,  # argv has a 128 KB per-argument limit; real patterns are far shorter
         description="Regular expression to search for (or plain text with `literal`).",
     )
-    path: PathArg = Field(".", description="File or directory to search, relative to the working directory.")
-    include: Annotated[str, AfterValidator(no_nul)] | None = Field(
-        None, min_length=1, max_length=1024, description="Only search files whose name matches this glob, e.g. `*.py`."
+    path: PathArg = Field(
+        ".", description="File or directory to search, relative to the working directory."
     )
-    literal: bool = Field(False, description="Treat `pattern` as plain text, not a regular expression.")
+    include: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="Only search files whose name matches this glob, e.g. `*.py`.",
+    )
+    literal: bool = Field(
+        False, description="Treat `pattern` as plain text, not a regular expression."
+    )
 
 
 DESCRIPTION = f"""Search file contents for a regular expression (recursively under `path`). \
@@ -94,7 +100,14 @@ async def has_rg(sandbox: Sandbox, *, fallback: _Probe | None = None) -> bool:
 
 def _argv(args: GrepInput, rg: bool) -> list[str]:
     if rg:
-        argv = ["rg", "--no-config", "--line-number", "--with-filename", "--no-heading", "--color=never"]
+        argv = [
+            "rg",
+            "--no-config",
+            "--line-number",
+            "--with-filename",
+            "--no-heading",
+            "--color=never",
+        ]
         # Lines past 2 KB come back as a preview: we show 500 characters of them anyway.
         argv += ["--no-messages", "--max-columns=2048", "--max-columns-preview"]
         if args.literal:
@@ -103,7 +116,16 @@ def _argv(args: GrepInput, rg: bool) -> list[str]:
             argv += ["--glob", args.include]
     else:
         # -I skips binary files and -s unreadable ones, as rg does.
-        argv = ["grep", "-r", "-n", "-H", "-I", "-s", "--color=never", "-F" if args.literal else "-E"]
+        argv = [
+            "grep",
+            "-r",
+            "-n",
+            "-H",
+            "-I",
+            "-s",
+            "--color=never",
+            "-F" if args.literal else "-E",
+        ]
         if args.include:
             argv.append(f"--include={args.include}")
     return [*argv, "-e", args.pattern, "--", args.path]
@@ -131,7 +153,9 @@ def grep_tool(sandbox: Sandbox) -> Tool:
                 is_error=True,
             )
         if res.exit_code not in (0, 1) and not res.truncated:
-            return ToolOutput(f"Search failed (exit code {res.exit_code}):\n{text.strip()[:2000]}", is_error=True)
+            return ToolOutput(
+                f"Search failed (exit code {res.exit_code}):\n{text.strip()[:2000]}", is_error=True
+            )
         lines = text.split("\n")
         if res.truncated:
             lines.pop()  # the search was stopped mid-line
@@ -139,7 +163,7 @@ def grep_tool(sandbox: Sandbox) -> Tool:
         if not lines:
             return ToolOutput("No matches found.")
         if args.path in (".", "./"):
-            lines = [ln[2:] if ln.startswith("./") else ln for ln in lines]
+            lines = [ln.removeprefix("./") for ln in lines]
         shown = [_clip(ln) for ln in lines[:MAX_MATCHES]]
         out = "\n".join(shown)
         if len(lines) > MAX_MATCHES:

@@ -7,7 +7,6 @@ shown as they are, without numbers (2.5).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -39,7 +38,9 @@ class ReadInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(description="File to read, absolute or relative to the working directory.")
+    path: PathArg = Field(
+        description="File to read, absolute or relative to the working directory."
+    )
     offset: int | None = Field(
         None, ge=1, description="1-indexed line number to start from. Default: the first line."
     )
@@ -153,12 +154,18 @@ def read_tool(sandbox: Sandbox) -> Tool:
                 is_error=True,
             )
         start = args.offset or 1
-        async with aclosing(sandbox.read_chunks(args.path, _CHUNK)) as chunks:  # type: ignore[type-var]
+        chunks = sandbox.read_chunks(args.path, _CHUNK)
+        try:
             win = await _scan(chunks, start, args.limit)
+        finally:
+            # _scan stops early: close the stream now (an async generator holds the open file).
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if win.binary:
             return ToolOutput(
-                f"`{args.path}` looks like a binary file (it contains NUL bytes); `read` shows text only. "
-                "Use `bash` (e.g. `file`, `xxd | head`) to inspect it.",
+                f"`{args.path}` looks like a binary file (it contains NUL bytes); `read` shows "
+                "text only. Use `bash` (e.g. `file`, `xxd | head`) to inspect it.",
                 is_error=True,
             )
         if not win.lines:

@@ -17,7 +17,9 @@ class WriteInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(description="File to write, absolute or relative to the working directory.")
+    path: PathArg = Field(
+        description="File to write, absolute or relative to the working directory."
+    )
     content: str = Field(description="The complete new content of the file.")
 
 
