@@ -49,6 +49,7 @@ class LiveOutput:
         self.updates = 0
         """How many updates were sent (the throttle's count, for tests and benchmarks)."""
         self.on_settled: Callable[[], None] | None = None
+        """Called on the runtime thread when the submission settles (else the waiting cell finishes)."""
 
     def bind(self, submission_id: str) -> None:
         """Say which submission this cell shows, and fold in what arrived meanwhile."""
@@ -68,10 +69,8 @@ class LiveOutput:
                 return
         changed = self.view.apply(event)
         settled = event.type == "submission_settled" and event.submission_id == self.view.submission_id
-        if settled:
-            self.finish()
-            if self.on_settled is not None:
-                self.on_settled()
+        if settled and self.on_settled is not None:
+            self.on_settled()  # a background cell: nobody waits, so the final update is sent here
         elif changed:
             self._changed()
 

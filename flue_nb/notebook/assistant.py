@@ -34,7 +34,7 @@ NO_MODEL_HELP = (
     "default) before starting Jupyter; run `%config FlueMagics.model = \"anthropic/claude-sonnet-4-6\"` "
     "(or put `c.FlueMagics.model = ...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or "
     "work offline with an agent of your own that calls use_model(ScriptedModel([...])) or "
-    "use_model(FunctionModel(fn)) from flue_nb.models, and select it with `%flue use NAME` or `-a NAME`. "
+    "use_model(FunctionModel(fn)) from flue_nb.models, and select it with `%flue use NAME` or `--agent NAME`. "
     "A model setting may also name a Model object in the notebook's namespace (e.g. `-m my_model`)."
 )
 

@@ -22,7 +22,7 @@ from traitlets import Enum, Float, Unicode
 
 from .display import CellView, TextView
 
-__all__ = ["FlueCellError", "FlueMagics", "default_conversation_id", "load_ipython_extension", "split_line"]
+__all__ = ["FlueCellError", "FlueMagics", "default_conversation_id", "load_ipython_extension", "protect_line_magic", "split_line"]
 
 SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "status", "use")
 _VALUE_OPTIONS = {"-a", "--agent", "-c", "--conversation", "-m", "--model", "--db"}
@@ -111,8 +111,9 @@ class FlueMagics(Magics):
         """Talk to the agent working in this kernel: `%flue MESSAGE` or a `%%flue` cell."""
         argv, rest = split_line(line)
         words = rest.split()
-        if words and words[0] in SUBCOMMANDS:
-            more_argv, arg = split_line(rest[len(words[0]):])
+        more_argv, arg = split_line(rest[len(words[0]):]) if words else ([], "")
+        # A subcommand is the whole line (`use` takes one name); "status of the data?" is a message.
+        if words and words[0] in SUBCOMMANDS and (not arg or (words[0] == "use" and len(arg.split()) == 1)):
             args = self._parse(argv + more_argv)
             if cell is not None and words[0] != "chat":
                 raise UsageError(f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`")
@@ -196,8 +197,13 @@ class FlueMagics(Magics):
     def _send(self, message: str, args: Any) -> None:
         if args.interpolate:
             message = self._interpolate(message)
+        from flue_nb.runtime.errors import FlueError
+
         agent, label = self._agent(args)
-        session = self._session(args, agent=agent)
+        try:
+            session = self._session(args, agent=agent)
+        except FlueError as exc:
+            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         from ._live import LiveOutput, handle_publisher
         from .history import usage_totals
 
@@ -215,8 +221,10 @@ class FlueMagics(Magics):
 
         try:
             receipt = session.dispatch(message)
-        except BaseException:
+        except BaseException as exc:
             stop()
+            if isinstance(exc, FlueError):
+                raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
             raise
         live.bind(receipt.submission_id)
         if args.background:
@@ -354,10 +362,35 @@ class FlueMagics(Magics):
         display(TextView(text, f"```\n{text}\n```"))
 
 
+_LINE = re.compile(r"%flue(?:\s(.*))?")
+
+
+def protect_line_magic(lines: list[str]) -> list[str]:
+    """Turn `%flue MESSAGE` lines into explicit magic calls before IPython reads a trailing `?`.
+
+    IPython treats a line ending in `?` as a help request (`%flue what is in data.csv?` would
+    look up `data.csv`); a question is the commonest message there is. `%flue?` stays help.
+    """
+    out = []
+    for line in lines:
+        body = line.rstrip("\n")
+        stripped = body.lstrip()
+        m = _LINE.fullmatch(stripped)
+        if m is None or re.fullmatch(r"%flue\s*\?{1,2}", stripped.strip()):
+            out.append(line)
+            continue
+        indent = body[: len(body) - len(stripped)]
+        out.append(f"{indent}get_ipython().run_line_magic('flue', {(m.group(1) or '').strip()!r})\n")
+    return out
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register the `%flue` magics (idempotent)."""
     if "flue" not in ipython.magics_manager.magics["line"]:
         ipython.register_magics(FlueMagics)
+    transforms = ipython.input_transformer_manager.line_transforms
+    if protect_line_magic not in transforms:
+        transforms.append(protect_line_magic)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -365,3 +398,6 @@ def unload_ipython_extension(ipython: Any) -> None:
     for kind in ("line", "cell"):
         ipython.magics_manager.magics[kind].pop("flue", None)
     ipython.magics_manager.registry.pop("FlueMagics", None)
+    transforms = ipython.input_transformer_manager.line_transforms
+    if protect_line_magic in transforms:
+        transforms.remove(protect_line_magic)

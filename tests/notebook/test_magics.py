@@ -1,0 +1,168 @@
+"""`%flue` / `%%flue` in a real kernel: options, subcommands, streamed display, provenance."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from flue_nb.notebook.magics import default_conversation_id, split_line
+
+from kernel_helpers import Kernel
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """
+from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
+import flue_nb as flue
+
+def _last_user(req):
+    return [m for m in req.messages if m.kind == "user"][-1].text
+
+echo = FunctionModel(lambda req: reply("echo: " + _last_user(req)))
+
+@flue.agent
+def shouty():
+    flue.use_model(FunctionModel(lambda req: reply(_last_user(req).upper())))
+    return "Shout."
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jupyter")
+    cwd = tmp_path_factory.mktemp("work")
+    k = Kernel(root, cwd)
+    k.ok(SETUP)
+    k.ok("%config FlueMagics.db = 'flue.sqlite'")
+    yield k
+    k.shutdown()
+
+
+def test_line_magic_sends_the_message_and_shows_the_answer(kernel):
+    run = kernel.ok("%flue -c line -m echo hello there")
+    assert "echo: hello there" in run.text()
+    assert "[✓ completed]" in run.text()
+    assert "echo: hello there" in run.text("text/markdown")
+
+
+def test_cell_magic_body_is_the_message_and_cells_continue_one_conversation(kernel):
+    kernel.ok("%%flue -c cells -m echo\nfirst message\nwith two lines")
+    run = kernel.ok("%%flue -m echo\nsecond message")
+    assert "echo: second message" in run.text()
+    seen = kernel.ok("print([m.kind for m in echo.requests[-1].messages])").stdout
+    assert seen.count("user") == 2, seen  # the second request carries the first exchange
+    history = kernel.ok("%flue history").text()
+    assert "user: first message\nwith two lines" in history
+    assert history.index("first message") < history.index("second message")
+
+
+def test_braces_are_not_interpolated_unless_asked(kernel):
+    kernel.ok("n = 41")
+    plain = kernel.ok("%flue -c interp -m echo what is {n+1} and $n?").text()
+    assert "echo: what is {n+1} and $n?" in plain
+    expanded = kernel.ok("%flue -c interp -m echo --interpolate what is {n+1}?").text()
+    assert "echo: what is 42?" in expanded
+
+
+def test_bad_option_is_a_usage_error_without_traceback(kernel):
+    run = kernel.run("%flue --bogus hi")
+    assert "unrecognized arguments: --bogus" in run.all_text()
+    assert "Traceback" not in run.all_text()
+    run = kernel.run("%flue -a shouty -m echo hi")
+    assert "UsageError" in run.all_text() and "Traceback" not in run.all_text()
+
+
+def test_without_a_model_one_paragraph_says_how_to_configure_one(kernel):
+    run = kernel.run("%flue -c nomodel hi")
+    assert run.status == "error"
+    text = run.all_text().strip()
+    assert "Traceback" not in text
+    assert "\n\n" not in text  # one paragraph
+    for hint in ("FLUE_MODEL", "ANTHROPIC_API_KEY", "c.FlueMagics.model", "--agent"):
+        assert hint in text
+
+
+def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
+    kernel.ok(
+        "tm = ScriptedModel([reply('Checking.', tool_call('bash', command='echo hi'), "
+        "tool_call('python', code='zz = 6 * 7')), reply('zz is 42.', usage=(10, 5))])"
+    )
+    run = kernel.ok("%flue -c tools -m tm compute zz")
+    text = run.text()
+    assert "· bash: echo hi ✓" in text and "· python: zz = 6 * 7 ✓" in text
+    assert text.endswith("zz is 42.\n[✓ completed]")
+    assert kernel.ok("print(zz)").stdout.strip() == "42"  # ran in the user's namespace
+    (meta,) = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d["metadata"]]
+    assert meta["conversation_id"] == "tools" and meta["submission_id"].startswith("sub_")
+    assert meta["status"] == "completed" and meta["tokens"]["input"] == 10 and meta["tokens"]["output"] == 5
+    assert [(t["name"], t["ok"]) for t in meta["tools"]] == [("bash", True), ("python", True)]
+    assert all(t["duration_ms"] >= 0 for t in meta["tools"])
+    assert "0x" not in text and "sub_" not in text  # stable text: nbval compares it
+
+
+def test_streamed_output_updates_in_place_but_batched(kernel):
+    kernel.ok("long = ScriptedModel([' '.join(f'w{i}' for i in range(300))], delay=0.005)")
+    started = time.monotonic()
+    run = kernel.ok("%flue -c stream -m long go")
+    elapsed = time.monotonic() - started
+    (did,) = [d for d in run.displays if not d.startswith("_out")]
+    assert " ".join(f"w{i}" for i in range(300)) in run.text()
+    # 300 deltas over ~1.5 s: at most ~10 updates a second plus the final ones, never one per delta.
+    assert 2 <= run.updates[did] <= 10 * elapsed + 5, (run.updates, elapsed)
+
+
+def test_background_returns_at_once_and_keeps_updating(kernel):
+    kernel.ok("bg = ScriptedModel([' '.join(f'b{i}' for i in range(40))], delay=0.03)")
+    started = time.monotonic()
+    run = kernel.ok("%flue -c bg -m bg --background go")
+    assert time.monotonic() - started < 1.0
+    (did,) = [d for d in run.displays if not d.startswith("_out")]
+    assert "b39" not in run.text()
+    later = kernel.ok("import time; time.sleep(2.5)")
+    assert later.updates.get(did, 0) >= 1
+    assert "b39" in later.displays[did]["data"]["text/plain"]
+    assert later.displays[did]["data"]["text/plain"].endswith("[✓ completed]")
+
+
+def test_subcommands_status_use_abort_compact_help_chat(kernel):
+    kernel.ok("%flue -c subs -m echo one")
+    status = kernel.ok("%flue status").text()
+    assert "conversation: subs" in status and "submissions: 1 completed" in status
+    assert "use AGENT" in kernel.ok("%flue help").text()
+    assert "nothing was running" in kernel.ok("%flue abort").stdout
+    assert "flue: compacted the context" in kernel.ok("%flue -m echo compact").stdout
+    used = kernel.ok("%flue use shouty")
+    assert "agent `shouty`" in used.stdout
+    assert "QUIET PLEASE" in kernel.ok("%flue quiet please").text()
+    kernel.ok("%flue use assistant")
+    chat = kernel.ok("%flue chat")
+    assert "not built yet" in chat.stdout and "user: quiet please" in chat.text()
+    assert "UsageError" in kernel.run("%flue use nosuchagent").all_text()
+
+
+def test_conversation_switch_and_new(kernel):
+    kernel.ok("%flue -c alpha -m echo in alpha")
+    kernel.ok("%flue --new -m echo in a new one")
+    fresh = kernel.ok("%flue history").text()
+    assert "in a new one" in fresh and "in alpha" not in fresh
+    back = kernel.ok("%flue -c alpha history").text()
+    assert "in alpha" in back and "in a new one" not in back
+
+
+def test_message_that_starts_like_a_subcommand_is_a_message(kernel):
+    run = kernel.ok("%flue -c words -m echo status of the data?")
+    assert "echo: status of the data?" in run.text()
+
+
+def test_split_line_keeps_the_message_verbatim():
+    assert split_line("-c x --new what's {a} 'b'") == (["-c", "x", "--new"], "what's {a} 'b'")
+    assert split_line("--db 'my db.sqlite' hi") == (["--db", "my db.sqlite"], "hi")
+    assert split_line("-- -5 is negative") == ([], "-5 is negative")
+
+
+def test_default_conversation_id_follows_the_notebook_path():
+    a = default_conversation_id({"JPY_SESSION_NAME": "/home/u/work/My Analysis.ipynb"})
+    assert a.startswith("My-Analysis-") and a == default_conversation_id({"JPY_SESSION_NAME": "/home/u/work/My Analysis.ipynb"})
+    assert a != default_conversation_id({"JPY_SESSION_NAME": "/home/u/other/My Analysis.ipynb"})
+    assert default_conversation_id({}) == "notebook"
