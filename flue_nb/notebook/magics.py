@@ -122,7 +122,7 @@ class FlueMagics(Magics):
         if cell is not None:
             if rest:
                 raise UsageError("`%%flue` takes options on its first line; put the message in the cell body")
-            message = cell
+            message = cell.strip()
         else:
             message = rest
         if not message.strip():
