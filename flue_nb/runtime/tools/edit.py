@@ -50,11 +50,12 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
         # a later edit then reads what the earlier one wrote.
         async with locks.hold(args.path, cwd=sandbox.cwd):
             try:
-                raw = await sandbox.read_file(args.path)
+                st = await sandbox.stat(args.path)
             except FileNotFoundError:
                 return _error(f"File not found: `{args.path}`. Use `write` to create a file.")
-            except IsADirectoryError:
-                return _error(f"`{args.path}` is a directory, not a file.")
+            if st.kind != "file":  # a directory, FIFO or device: reading it fails or blocks
+                return _error(f"`{args.path}` is not a regular file.")
+            raw = await sandbox.read_file(args.path)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:

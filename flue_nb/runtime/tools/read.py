@@ -153,6 +153,8 @@ def read_tool(sandbox: Sandbox) -> Tool:
                 f"`{args.path}` is a directory, not a file. Use `glob` or `bash` (ls) to list it.",
                 is_error=True,
             )
+        if st.kind != "file":  # a FIFO or device would block or never end
+            return ToolOutput(f"`{args.path}` is not a regular file.", is_error=True)
         start = args.offset or 1
         chunks = sandbox.read_chunks(args.path, _CHUNK)
         try:

@@ -35,9 +35,14 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4).
         async with locks.hold(args.path, cwd=sandbox.cwd):
             try:
-                await sandbox.write_file(args.path, data)
-            except IsADirectoryError:
-                return ToolOutput(f"`{args.path}` is a directory; give a file path.", is_error=True)
+                kind = (await sandbox.stat(args.path)).kind
+            except FileNotFoundError:
+                kind = "file"
+            if kind != "file":  # writing a FIFO would block until someone reads it
+                return ToolOutput(
+                    f"`{args.path}` is not a regular file; give a file path.", is_error=True
+                )
+            await sandbox.write_file(args.path, data)
         return ToolOutput(f"Wrote {len(data)} bytes to `{args.path}`.")
 
     return Tool("write", DESCRIPTION, WriteInput, run)  # type: ignore[arg-type]

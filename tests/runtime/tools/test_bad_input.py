@@ -3,11 +3,34 @@ what was wrong, and validation errors name the field."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.tools import standard_tools
+
 TEN_MB = "x" * (10 * 1024 * 1024)
+
+
+def test_tools_1_1_exactly_the_six_in_order_with_strict_documented_schemas(tmp_path: Path) -> None:
+    tools = standard_tools(LocalSandbox(tmp_path))
+    assert [t.name for t in tools] == ["read", "write", "edit", "bash", "grep", "glob"]
+    for t in tools:
+        spec = t.spec()
+        assert len(spec.description) > 80
+        assert spec.input_schema.get("additionalProperties") is False
+        assert all(p.get("description") for p in spec.input_schema["properties"].values())
+    fields = {t.name: list(t.input_model.model_fields) for t in tools}
+    assert fields == {
+        "read": ["path", "offset", "limit"],
+        "write": ["path", "content"],
+        "edit": ["path", "old_text", "new_text", "replace_all"],
+        "bash": ["command", "timeout"],
+        "grep": ["pattern", "path", "include", "literal"],
+        "glob": ["pattern", "path"],
+    }
 
 
 def test_bad_input_1_6_read_of_a_missing_file(tools, call) -> None:
@@ -19,6 +42,18 @@ def test_bad_input_1_6_read_of_a_directory(tmp_path: Path, tools, call) -> None:
     (tmp_path / "d").mkdir()
     out = call(tools["read"], {"path": "d"})
     assert out.is_error and "directory" in out.content
+
+
+@pytest.mark.parametrize("name", ["read", "edit"])
+def test_bad_input_1_6_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, tools, call, name: str
+) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    out = call(
+        tools[name],
+        {"path": "pipe", "old_text": "a", "new_text": "b"} if name == "edit" else {"path": "pipe"},
+    )
+    assert out.is_error and "not a regular file" in out.content
 
 
 def test_bad_input_1_6_read_of_a_binary_file(tmp_path: Path, tools, call) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from flue_nb.runtime.local import LocalSandbox
@@ -61,4 +62,10 @@ def test_write_3_1_takes_the_per_path_lock(tmp_path: Path, run, acall) -> None:
 def test_write_to_a_directory_is_an_error_result(tmp_path: Path, tools, call) -> None:
     (tmp_path / "d").mkdir()
     out = call(tools["write"], {"path": "d", "content": "x"})
-    assert out.is_error and "directory" in out.content
+    assert out.is_error and "not a regular file" in out.content
+
+
+def test_write_to_a_fifo_is_an_error_result_not_a_hang(tmp_path: Path, tools, call) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    out = call(tools["write"], {"path": "pipe", "content": "x"})
+    assert out.is_error and "not a regular file" in out.content
