@@ -2,7 +2,7 @@
 
     python crash_child.py MODE --db PATH --conversation ID --dir DIR
 
-MODE is a kill point (`admitted`, `stream`, `tool`, `after_tool`, `settle`), `admitting`, or
+MODE is a kill point (`admitted`, `stream`, `tool`, `durable`, `after_tool`, `settle`), `admitting`, or
 `recover`. In a kill-point mode the child dispatches a first message, dispatches a second one
 while the first is live (so it queues or joins), and on reaching the kill point writes
 `DIR/marker` and blocks until the parent kills it. `admitting` dispatches messages in a loop.
@@ -11,7 +11,8 @@ finishes, reads every submission to its outcome, and exits 0.
 
 Files in DIR: `marker` (JSON: what was reached), `receipts` (one submission id per line,
 written after `dispatch` returned), `tool_runs` (one call id per line, appended each time the
-`work` tool really runs) and, for `recover`, `outcomes.json`.
+`work` tool really runs), `step_runs` (`call_id:step` each time a durable step really runs)
+and, for `recover`, `outcomes.json`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ class Child:
         os.replace(tmp, self.dir / "marker")
         time.sleep(BLOCK)
 
+    def step_ran(self, call_id: str, step: str) -> str:
+        with open(self.dir / "step_runs", "a") as f:
+            f.write(f"{call_id}:{step}\n")
+        return {"charge": "charged", "ship": "shipped"}[step]
+
     def receipt(self, sid: str) -> None:
         with open(self.dir / "receipts", "a") as f:
             f.write(sid + "\n")
@@ -94,6 +100,23 @@ class Child:
                 child.mark("tool", call_id=ctx.call_id)
             return f"worked on {label}"
 
+        @flue.tool(durable=True)
+        async def durable_work(label: str, ctx: flue.ToolContext) -> str:
+            """Two durable steps with side effects; a re-run replays the recorded ones.
+
+            Args:
+                label: what to work on.
+            """
+            assert ctx.step is not None
+            charged = await ctx.step.do("charge", lambda: child.step_ran(ctx.call_id, "charge"))
+            if child.mode == "durable":
+                child.want_second.set()
+                while not child.second_done.is_set():
+                    await asyncio.sleep(0.01)
+                child.mark("durable", call_id=ctx.call_id)
+            shipped = await ctx.step.do("ship", lambda: child.step_ran(ctx.call_id, "ship"))
+            return f"{label}: {charged} and {shipped}"
+
         if self.mode == "recover":
             model = FunctionModel(self.finishing_model)
         else:
@@ -104,6 +127,7 @@ class Child:
             # Threshold compaction is off: it is not under test here and would load tiktoken.
             flue.use_model(model, compaction=False)
             flue.use_tool(work)
+            flue.use_tool(durable_work)
             return "You are the crash-test agent."
 
         return crash_agent
@@ -113,7 +137,8 @@ class Child:
         self.model_calls += 1
         if self.model_calls == 1:
             text = LONG_TEXT if self.mode == "stream" else "I will do the work."
-            return reply(text, tool_call("work", f"call_{uuid.uuid4().hex[:12]}", label="first"))
+            name = "durable_work" if self.mode == "durable" else "work"
+            return reply(text, tool_call(name, f"call_{uuid.uuid4().hex[:12]}", label="first"))
         if self.mode == "after_tool":
             # The tool result (and the joined second message) are recorded; no model output yet.
             self.mark("after_tool")
@@ -210,7 +235,7 @@ class Child:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["admitted", "stream", "tool", "after_tool", "settle", "admitting", "recover"])
+    parser.add_argument("mode", choices=["admitted", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.crash
 CHILD = Path(__file__).with_name("crash_child.py")
 CONVERSATION = "crash"
 REPS = 10
-WORKERS = 3
+WORKERS = 4
 MARKER_WAIT = 30.0
 """Bound on how long the parent waits for the child to reach its kill point."""
 
@@ -40,6 +40,7 @@ KILL_POINTS = {
     "admitted": "after admission, before the model call",
     "stream": "mid-stream, after a partial snapshot",
     "tool": "mid-tool (side effect done, no result)",
+    "durable": "mid durable tool, between its two steps",
     "after_tool": "after the tool result, before the next model call",
     "settle": "after the final message, before settlement",
     "admitting": "while admitting messages in a loop",
@@ -75,12 +76,12 @@ MATRIX: dict[str, Tally] = {}
 
 
 def _matrix_lines() -> list[str]:
-    head = f"{'kill point':<52} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} {'dup':>4} {'tool runs':>9} {'re-runs':>7}"
+    head = f"{'kill point':<62} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} {'dup':>4} {'tool runs':>9} {'re-runs':>7}"
     lines = ["", "crash matrix (SIGKILL, then a new process recovers)", head, "-" * len(head)]
     for mode, t in MATRIX.items():
         label = f"{mode}: {KILL_POINTS[mode]}"
         lines.append(
-            f"{label:<52} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} {t.lost:>4} {t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
+            f"{label:<62} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} {t.lost:>4} {t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
         )
     return lines
 
@@ -175,6 +176,7 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
         "admitted": ([], ("queued", "joining")),
         "stream": (["user"], ("joining",)),
         "tool": (["user", "assistant"], ("joining",)),
+        "durable": (["user", "assistant"], ("joining",)),
         # The second message joined at the turn boundary: its user message is recorded in the
         # first submission's stream, in the same transaction that marked it joined.
         "after_tool": (["user", "assistant", "tool_result", "user"], ("joined",)),
@@ -192,6 +194,10 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
         problems.append(f"{d.name}: a settlement was recorded before the kill point: {settled}")
     if mode == "stream" and not (partial and partial.get("text")):
         problems.append(f"{d.name}: no partial snapshot at the mid-stream kill point")
+    if mode == "durable":
+        steps = [r.data["name"] for r in records if r.kind == "step" and r.data["call_id"] == marker["call_id"]]
+        if steps != ["charge"]:
+            problems.append(f"{d.name}: at the kill point the durable call has steps {steps}, not ['charge']")
     if mode == "stream" and marker.get("elapsed", 0) < 0.3:
         problems.append(f"{d.name}: killed only {marker.get('elapsed')} s into the stream")
     return problems
@@ -243,11 +249,17 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
 
     # Tools: one real run per call at most; a recorded success was produced by exactly one run.
     calls = dict(_tool_calls(records))
+    names = {call_id: next(p["name"] for p in r.data["parts"] if p.get("id") == call_id) for call_id, r in calls.items()}
+    steps = Counter(_lines(d / "step_runs"))
+    for step, n in steps.items():
+        if n > 1:
+            t.tool_reruns += n - 1
+            t.problems.append(f"{where}: durable step {step} really ran {n} times")
     results: dict[str, list[dict[str, Any]]] = {}
     for r in _messages(records):
         if r.data["kind"] == "tool_result":
             results.setdefault(r.data["call_id"], []).append(r.data)
-    t.tool_runs = sum(runs.values())
+    t.tool_runs = sum(runs.values()) + sum(steps.values())
     t.tool_reruns = sum(n - 1 for n in runs.values() if n > 1)
     for call_id, n in runs.items():
         if n > 1:
@@ -263,6 +275,9 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         if result["is_error"]:
             if "outcome is unknown" not in result["content"]:
                 t.problems.append(f"{where}: tool call {call_id} has an unexpected error result {result['content']!r}")
+        elif names[call_id] == "durable_work":
+            if steps[f"{call_id}:charge"] != 1 or steps[f"{call_id}:ship"] != 1:
+                t.problems.append(f"{where}: durable call {call_id} has a result but its steps ran {dict(steps)}")
         elif runs[call_id] != 1:
             t.problems.append(f"{where}: tool call {call_id} has a recorded result but ran {runs[call_id]} times")
     for call_id in results:
@@ -302,6 +317,10 @@ def _check_recovered(
         got = results.get(marker["call_id"], [])
         if runs[marker["call_id"]] != 1 or len(got) != 1 or not got[0]["is_error"]:
             problems.append(f"{where}: the interrupted call {marker['call_id']} ran {runs[marker['call_id']]} times, results {got}")
+    if mode == "durable":
+        got = results.get(marker["call_id"], [])
+        if len(got) != 1 or got[0]["is_error"] or got[0]["content"] != "first: charged and shipped":
+            problems.append(f"{where}: the durable call was not resumed with its recorded step replayed: {got}")
     if mode == "after_tool" and second.joined_into != first.id:
         problems.append(f"{where}: the joined message is no longer joined into the first: {second.joined_into}")
     if mode == "settle":
@@ -330,6 +349,7 @@ def _repetition(mode: str, root: Path, i: int) -> Tally:
         pytest.param("admitted", id="after_admission_before_model_call"),
         pytest.param("stream", id="mid_stream_after_partial_snapshot"),
         pytest.param("tool", id="mid_tool_after_side_effect"),
+        pytest.param("durable", id="mid_durable_tool_between_steps"),
         pytest.param("after_tool", id="after_tool_result_before_next_turn"),
         pytest.param("settle", id="after_final_message_before_settlement"),
         pytest.param("admitting", id="while_admitting_messages"),
