@@ -18,10 +18,23 @@ from flue_nb.runtime.events import Event
 
 from .display import CellView
 
-__all__ = ["LiveOutput"]
+__all__ = ["BLANK", "LiveOutput", "handle_publisher"]
 
 INTERVAL = 0.1
 """Seconds between two updates of a cell's output (at most ~10 per second)."""
+
+
+class _Blank:
+    """An empty output: what a blocking cell's live display starts and ends as (see magics)."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": ""}
+
+    def __repr__(self) -> str:
+        return ""
+
+
+BLANK = _Blank()
 
 
 class LiveOutput:
@@ -30,7 +43,7 @@ class LiveOutput:
     def __init__(
         self,
         view: CellView,
-        publish: Callable[[CellView], Any],
+        publish: Callable[[Any], Any],
         *,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
@@ -40,6 +53,8 @@ class LiveOutput:
         self.interval = interval
         self._clock = clock
         self._lock = threading.Lock()
+        # Held while sending, so an update racing the final one can never land after it.
+        self._send_lock = threading.Lock()
         self._last = float("-inf")
         self._dirty = False
         self._timer: asyncio.TimerHandle | None = None
@@ -98,28 +113,30 @@ class LiveOutput:
 
     def flush(self) -> None:
         """Send the current view if it changed since the last update."""
-        with self._lock:
-            if not self._dirty or self._closed:
-                return
-            self._dirty = False
-            self._last = self._clock()
-            self.updates += 1
-        self._publish_fn(self.view)
+        with self._send_lock:
+            with self._lock:
+                if not self._dirty or self._closed:
+                    return
+                self._dirty = False
+                self._last = self._clock()
+                self.updates += 1
+            self._publish_fn(self.view)
 
-    def finish(self) -> None:
-        """Send the final update (always) and stop listening."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.updates += 1
-        self._publish_fn(self.view)
+    def finish(self, final: Any = None) -> None:
+        """Send the final update (`final`, else the view) and stop; no update can follow it."""
+        with self._send_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                self.updates += 1
+            self._publish_fn(self.view if final is None else final)
 
 
-def handle_publisher(handle: Any) -> Callable[[CellView], None]:
+def handle_publisher(handle: Any) -> Callable[[Any], None]:
     """Update an IPython display handle from any thread.
 
     An empty context makes ipykernel fall back to the parent header of the cell running now
@@ -127,7 +144,7 @@ def handle_publisher(handle: Any) -> Callable[[CellView], None]:
     nbclient, which drops output addressed to cells that already finished) accept the update.
     """
 
-    def publish(view: CellView) -> None:
-        contextvars.Context().run(handle.update, view)
+    def publish(obj: Any) -> None:
+        contextvars.Context().run(handle.update, obj)
 
     return publish

@@ -77,6 +77,8 @@ class CellView:
     lines: list[_Line] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+    reply: str | None = None
+    """The final answer of a completed submission (`_.reply` after a blocking cell)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _tools: dict[str, _Tool] = field(default_factory=dict, repr=False)
     _recovering: set[str] = field(default_factory=set, repr=False)

@@ -204,20 +204,23 @@ class FlueMagics(Magics):
             session = self._session(args, agent=agent)
         except FlueError as exc:
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
-        from ._live import LiveOutput, handle_publisher
+        from ._live import BLANK, LiveOutput, handle_publisher
         from .history import usage_totals
 
         view = CellView(message, session.conversation_id, agent=agent.name)
         view.notes["model"] = label
         self._note_lease(session, view)
-        handle = display(view, display_id=True)
+        # A blocking cell's live display starts and ends empty, and the final transcript follows
+        # as an output of its own: nbval compares outputs as first sent (it ignores updates), so
+        # this way a stored notebook and its re-run hold the same outputs.
+        handle = display(view if args.background else BLANK, display_id=True)
         live = LiveOutput(view, handle_publisher(handle))
         stop = session.observe(live.feed)
 
-        def final() -> None:
+        def final(result: Any = None) -> None:
             records = session.store.records(session.conversation_id, kinds=["message"], submission_id=view.submission_id)
             view.tokens = usage_totals(records)
-            live.finish()
+            live.finish(result)
 
         try:
             receipt = session.dispatch(message)
@@ -231,7 +234,7 @@ class FlueMagics(Magics):
             live.on_settled = lambda: (stop(), final())
             return None
         try:
-            session.read(receipt)
+            view.reply = session.read(receipt)
         except KeyboardInterrupt:
             view.settle("aborted", "interrupted (kernel interrupt)")
             final()
@@ -243,7 +246,9 @@ class FlueMagics(Magics):
             raise FlueCellError(self._failure_text(exc, view)) from None
         finally:
             stop()
-        final()
+        view.settle("completed")
+        final(BLANK)
+        display(view)
         return None
 
     def _failure_text(self, exc: Exception, view: CellView) -> str:
