@@ -105,11 +105,15 @@ class Tool:
     blocking: bool = False
     """Run a sync `run` in a worker thread so it does not stall the event loop."""
 
+    _spec: ToolSpec | None = field(default=None, repr=False, compare=False)
+
     def spec(self) -> ToolSpec:
-        """The name, description and JSON schema the model sees."""
-        schema = self.input_model.model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(self.name, self.description, schema)
+        """The name, description and JSON schema the model sees (built once: it is costly)."""
+        if self._spec is None:
+            schema = self.input_model.model_json_schema()
+            schema.pop("title", None)
+            self._spec = ToolSpec(self.name, self.description, schema)
+        return self._spec
 
 
 def format_validation_error(tool_name: str, exc: ValidationError) -> str:
