@@ -1,0 +1,233 @@
+"""Two processes on one store file and one conversation: one owner at a time (contract 10, 11.1).
+
+Process A runs a slow submission. While it streams, process B opens the same store and
+conversation and dispatches two messages: they are admitted durably at once, but B does not run
+anything while A holds the conversation's lease; B's `compact()` gets `SessionBusyError`; B's
+`read` waits until its messages settle (A's worker runs them, it holds the lease). Once A is
+idle, a third message from B runs in B. Afterwards the file passes `PRAGMA integrity_check`,
+every submission settled exactly once, no two processes ran submissions at the same time, and the
+records' seqs are unique and increasing.
+
+This module is also the owner program: `python test_two_owners.py a|b --db PATH --dir DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+CONVERSATION = "shared"
+LEASE_TTL = 2.0
+SLOW_TEXT = " ".join(f"slow{i}" for i in range(60))
+"""A's first answer, streamed at 0.05 s a word: about 3 s, long enough for B to arrive."""
+A_MESSAGE = "A: a slow question"
+B_MESSAGES = ("B: first question", "B: second question")
+B_LATE = "B: a question after A went idle"
+
+
+# --- the owner program (runs in a child process) ---------------------------------------------
+
+
+def _owner_main() -> None:
+    import flue_nb as flue
+    from flue_nb.models import FunctionModel, ModelRequest, reply
+    from flue_nb.runtime.messages import UserMessage
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["a", "b"])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--dir", required=True)
+    args = parser.parse_args()
+    role, d = args.role, Path(args.dir)
+
+    def log(*fields: Any) -> None:
+        with open(d / "events.log", "a") as f:
+            f.write(" ".join(str(x) for x in (role, *fields, time.time())) + "\n")
+
+    def answer(request: ModelRequest) -> Any:
+        last = next(m for m in reversed(request.messages) if isinstance(m, UserMessage))
+        return reply(SLOW_TEXT if last.text == A_MESSAGE else f"{role} answers {last.text!r}")
+
+    class LoggedModel:
+        """Logs when each model stream starts and ends in this process."""
+
+        def __init__(self) -> None:
+            self.inner = FunctionModel(answer, delay=0.05)
+
+        @property
+        def info(self) -> Any:
+            return self.inner.info
+
+        async def stream(self, request: ModelRequest) -> Any:
+            log("stream_start", "-")
+            async for event in self.inner.stream(request):
+                yield event
+            log("stream_end", "-")
+
+    model = LoggedModel()
+
+    @flue.agent(name="shared_agent")
+    def shared_agent() -> str:
+        flue.use_model(model, compaction=False)
+        return "You answer questions."
+
+    session = flue.init(shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL)
+    store = session.store
+
+    def observe(event: Any) -> None:
+        if event.type in ("submission_running", "submission_settled"):
+            log(event.type, event.submission_id)
+        if role == "a" and event.type == "text_delta" and not (d / "a_streaming").exists():
+            (d / "a_streaming").write_text(event.submission_id or "")
+
+    session.observe(observe)
+    report: dict[str, Any] = {"owner": store.lease(CONVERSATION)}
+
+    if role == "a":
+        receipt = session.dispatch(A_MESSAGE)
+        report["result"] = session.read(receipt, timeout=60.0)
+        # A's worker also runs what B queued meanwhile (it holds the lease): wait until all
+        # settled and A gave the lease up, then stay alive (idle) while B takes over.
+        deadline = time.monotonic() + 60.0
+        while store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None:
+            if time.monotonic() > deadline:
+                raise SystemExit("owner a: the conversation never went idle")
+            time.sleep(0.02)
+        (d / "a_idle").touch()
+        while not (d / "b_done").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        report["lease_after_b"] = store.lease(CONVERSATION)
+    else:
+        (a_sub,) = store.submissions(CONVERSATION)
+        receipts = [session.dispatch(text) for text in B_MESSAGES]
+        report["admitted"] = [
+            (store.submission(r.submission_id).state.value, r.submission_id) for r in receipts  # type: ignore[union-attr]
+        ]
+        report["a_state_at_admission"] = store.submission(a_sub.id).state.value  # type: ignore[union-attr]
+        report["lease_at_admission"] = store.lease(CONVERSATION)
+        report["b_owner"] = session._conv.owner
+        try:
+            session.compact()
+            report["compact"] = "no error"
+        except flue.FlueError as exc:
+            report["compact"] = [type(exc).__name__, exc.type, exc.message]
+        report["results"] = [session.read(r, timeout=60.0) for r in receipts]
+        # A is alive but idle and has released the lease: now B owns the conversation.
+        deadline = time.monotonic() + 60.0
+        while not (d / "a_idle").exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("owner b: owner a never went idle")
+            time.sleep(0.02)
+        late = session.dispatch(B_LATE)
+        report["late"] = [late.submission_id, session.read(late, timeout=60.0)]
+        (d / "b_done").touch()
+    (d / f"{role}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    _owner_main()
+    sys.exit(0)
+
+
+# --- the test ---------------------------------------------------------------------------------
+
+from flue_nb.runtime.sqlite_store import SQLiteStore  # noqa: E402 - the owner program needs none
+from flue_nb.runtime.store import Outcome, SubmissionState  # noqa: E402
+
+
+def _start(role: str, d: Path) -> subprocess.Popen[bytes]:
+    out = open(d / f"{role}.out", "w")  # noqa: SIM115 - closed when the process is reaped
+    cmd = [sys.executable, __file__, role, "--db", str(d / "store.sqlite"), "--dir", str(d)]
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=d)
+    out.close()
+    return proc
+
+
+def _finish(proc: subprocess.Popen[bytes], role: str, d: Path) -> dict[str, Any]:
+    try:
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"owner {role} failed:\n{(d / f'{role}.out').read_text()[-3000:]}"
+    return json.loads((d / f"{role}.json").read_text())
+
+
+def _windows(d: Path) -> dict[str, list[tuple[float, float]]]:
+    """Per process: the time windows in which it ran a submission or streamed the model."""
+    opened: dict[tuple[str, str], float] = {}
+    windows: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+    for line in (d / "events.log").read_text().splitlines():
+        role, kind, sid, t = line.split()
+        if kind in ("submission_running", "stream_start"):
+            opened.setdefault((role, sid if kind == "submission_running" else "stream"), float(t))
+        else:
+            start = opened.pop((role, sid if kind == "submission_settled" else "stream"))
+            windows[role].append((start, float(t)))
+    assert not opened, f"runs that never ended: {opened}"
+    return windows
+
+
+def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Path) -> None:
+    a = _start("a", tmp_path)
+    deadline = time.monotonic() + 30.0
+    while not (tmp_path / "a_streaming").exists():
+        assert a.poll() is None, f"owner a exited early:\n{(tmp_path / 'a.out').read_text()}"
+        assert time.monotonic() < deadline, "owner a never started streaming"
+        time.sleep(0.01)
+    b_report = _finish(_start("b", tmp_path), "b", tmp_path)
+    a_report = _finish(a, "a", tmp_path)
+
+    # B was admitted while A ran, and did not take the conversation over.
+    assert b_report["a_state_at_admission"] == "running"
+    assert [state for state, _ in b_report["admitted"]] == ["queued", "queued"]
+    lease_owner, _ = b_report["lease_at_admission"]
+    assert lease_owner != b_report["b_owner"] and f":{a.pid}:" in lease_owner
+    assert b_report["compact"][:2] == ["SessionBusyError", "session_busy"]
+    assert a_report["result"] == SLOW_TEXT
+    runners = _runners(tmp_path, [sid for _, sid in b_report["admitted"]] + [b_report["late"][0]])
+    assert b_report["results"] == [f"{who} answers {text!r}" for who, text in zip(runners, B_MESSAGES)]
+    # Once A is idle (lease released, process alive), B takes the conversation over.
+    assert runners[2] == "b" and b_report["late"][1] == f"b answers {B_LATE!r}"
+    assert a_report["lease_after_b"] is None
+
+    # One owner at a time: no window of one process overlaps a window of the other.
+    windows = _windows(tmp_path)
+    assert windows["a"] and windows["b"], f"both owners should have run something: {windows}"
+    for a_start, a_end in windows["a"]:
+        for b_start, b_end in windows["b"]:
+            assert a_end <= b_start or b_end <= a_start, f"a ran {a_start}-{a_end} while b ran {b_start}-{b_end}"
+
+    # The file is sound and every submission settled exactly once.
+    db = tmp_path / "store.sqlite"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    with SQLiteStore(db) as store:
+        subs = store.submissions(CONVERSATION)
+        records = store.records(CONVERSATION)
+    assert [s.text for s in subs] == [A_MESSAGE, *B_MESSAGES, B_LATE]
+    assert all(s.state == SubmissionState.SETTLED and s.outcome == Outcome.COMPLETED for s in subs)
+    settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
+    assert settlements == Counter({s.id: 1 for s in subs})
+    settled_events = Counter(line.split()[2] for line in (tmp_path / "events.log").read_text().splitlines() if " submission_settled " in line)
+    assert settled_events == Counter({s.id: 1 for s in subs})
+    users = Counter(r.data["submission_id"] for r in records if r.kind == "message" and r.data["kind"] == "user")
+    assert users == Counter({s.id: 1 for s in subs})
+    seqs = [r.seq for r in records]
+    assert seqs == sorted(set(seqs))
+    assert [s.seq for s in subs] == sorted({s.seq for s in subs})
+
+
+def _runners(d: Path, sids: list[str]) -> list[str]:
+    """Which process ran each submission (its `submission_running` event says)."""
+    ran = {line.split()[2]: line.split()[0] for line in (d / "events.log").read_text().splitlines() if " submission_running " in line}
+    return [ran[sid] for sid in sids]
