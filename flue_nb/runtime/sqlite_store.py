@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,8 +92,10 @@ class SQLiteStore:
         except StoreError:
             conn.close()
             raise
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             conn.close()
+            if not _is_corrupt(exc):
+                raise self._error(exc) from exc
             raise StoreError(
                 f"`{self.path}` is not a readable flue_nb store ({exc}); move the file aside "
                 "(or pass a different `db=`) to start a fresh store",
@@ -113,7 +116,7 @@ class SQLiteStore:
             # exclusive lock that another process opening the same file would have to wait for.
             (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
             if mode.lower() != "wal":
-                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                mode = _switch_to_wal(conn, busy_timeout)
                 if mode.lower() != "wal":
                     raise StoreError(
                         f"`{self.path}` cannot use WAL journaling (got {mode!r}); "
@@ -492,6 +495,33 @@ def open_store(
     if os.fspath(db) == MEMORY:
         return SQLiteStore(MEMORY, synchronous=synchronous)
     return SQLiteStore(Path(cwd) / Path(db).expanduser(), synchronous=synchronous)
+
+
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Set WAL journaling, retrying while another connection briefly holds the file.
+
+    SQLite answers `database is locked` to this pragma at once instead of calling the busy
+    handler, which two processes opening a fresh file together hit; so wait here ourselves.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """True when SQLite says the file is not a database or is damaged (not merely busy)."""
+    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+    if name is not None:
+        return str(name).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
+    text = str(exc)
+    return "not a database" in text or "malformed" in text
 
 
 # -- helpers that run inside a transaction --------------------------------------------------------
