@@ -1,4 +1,4 @@
-"""The on-disk schema of `SQLiteStore`: forward migrations, the version check and row decoding.
+"""The SQL side of `SQLiteStore`: schema migrations, row codecs and in-transaction helpers.
 
 Migrations are frozen once released: a schema change is a new entry at the end of `MIGRATIONS`,
 never an edit of an old one, because files written by older versions replay only what they lack.
@@ -8,11 +8,30 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any, get_args
 
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState
+
+_SETTLED = SubmissionState.SETTLED.value
+
+# Columns update_submission / SubmissionUpdate may set. Identity and admission columns never
+# change, and outcome/settled_at are written only by settle() so the first outcome always wins.
+_UPDATABLE = frozenset(
+    {
+        "state",
+        "attempts",
+        "started_at",
+        "lease_owner",
+        "lease_expires",
+        "abort_requested",
+        "joined_into",
+        "result",
+        "error",
+    }
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -21,11 +40,17 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUBMISSION_COLUMNS",
     "Migration",
+    "apply_update",
+    "assignments",
     "dump_json",
+    "ensure_conversation",
+    "is_corrupt",
     "load_json",
     "migrate",
     "record_from_row",
+    "select_submission",
     "submission_from_row",
+    "switch_to_wal",
 ]
 
 
@@ -174,13 +199,14 @@ def _current_version(conn: sqlite3.Connection, path: str) -> int:
         return 0
     row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
     if row is None:
-        raise StoreError(f"`{path}` has an empty `schema_version` table; the store is damaged",
-                         path=path)
+        raise StoreError(
+            f"`{path}` has an empty `schema_version` table; the store is damaged", path=path
+        )
     return int(row[0])
 
 
 def dump_json(value: Any, what: str) -> str:
-    """Serialize `value` as strict JSON text, or raise `StoreError` saying what could not be stored."""
+    """Serialize `value` as strict JSON text, or raise `StoreError` naming what it was."""
     try:
         # allow_nan=False: NaN/Infinity are not JSON and would fail json_valid() anyway.
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -195,8 +221,24 @@ def load_json(text: str | None) -> Any:
 
 def submission_from_row(row: tuple[Any, ...]) -> Submission:
     """Build a fresh `Submission` from a row selected with `SUBMISSION_COLUMNS`."""
-    (sid, conversation_id, seq, text, state, accepted_at, attempts, started_at, lease_owner,
-     lease_expires, abort_requested, joined_into, outcome, result, error, settled_at) = row
+    (
+        sid,
+        conversation_id,
+        seq,
+        text,
+        state,
+        accepted_at,
+        attempts,
+        started_at,
+        lease_owner,
+        lease_expires,
+        abort_requested,
+        joined_into,
+        outcome,
+        result,
+        error,
+        settled_at,
+    ) = row
     return Submission(
         id=sid,
         conversation_id=conversation_id,
@@ -228,3 +270,94 @@ def record_from_row(row: tuple[Any, ...]) -> Record:
         data=load_json(data),
         created_at=created_at,
     )
+
+
+def switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Set WAL journaling, retrying while another connection briefly holds the file.
+
+    SQLite answers `database is locked` to this pragma at once instead of calling the busy
+    handler, which two processes opening a fresh file together hit; so wait here ourselves.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def is_corrupt(exc: sqlite3.Error) -> bool:
+    """True when SQLite says the file is not a database or is damaged (not merely busy)."""
+    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+    if name is not None:
+        return str(name).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
+    text = str(exc)
+    return "not a database" in text or "malformed" in text
+
+
+# -- helpers that run inside a transaction --------------------------------------------------------
+
+
+def ensure_conversation(conn: sqlite3.Connection, conversation_id: str, now: float) -> None:
+    """Insert the conversation unless it exists."""
+    conn.execute(
+        "INSERT INTO conversations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+        (conversation_id, now),
+    )
+
+
+def select_submission(conn: sqlite3.Connection, submission_id: str) -> Submission | None:
+    """One submission row, decoded, or None."""
+    row = conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
+    ).fetchone()
+    return None if row is None else submission_from_row(row)
+
+
+def assignments(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Validate and encode update fields as (column, SQL value) pairs."""
+    out: list[tuple[str, Any]] = []
+    for name, value in fields.items():
+        if name not in _UPDATABLE:
+            raise TypeError(
+                f"cannot update submission field {name!r}"
+                + ("; use `settle()`" if name in ("outcome", "settled_at") else "")
+            )
+        if name == "state":
+            value = SubmissionState(value).value
+            if value == _SETTLED:
+                raise TypeError("cannot set state to 'settled' directly; use `settle()`")
+        elif name == "abort_requested":
+            value = int(bool(value))
+        elif name == "error" and value is not None:
+            value = dump_json(value, "a submission error")
+        out.append((name, value))
+    return out
+
+
+def apply_update(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    expect: tuple[SubmissionState, ...],
+    encoded: list[tuple[str, Any]],
+) -> bool:
+    """One compare-and-set of `assignments(...)` on a submission; True if it matched and applied."""
+    row = conn.execute("SELECT state FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+    if row is None:
+        return False
+    state = row[0]
+    if expect and state not in {SubmissionState(s).value for s in expect}:
+        return False
+    if state == _SETTLED and any(name == "state" for name, _ in encoded):
+        return False  # first terminal outcome wins: a settled submission stays settled
+    if encoded:
+        columns = ", ".join(f"{name} = ?" for name, _ in encoded)
+        conn.execute(
+            f"UPDATE submissions SET {columns} WHERE id = ?",
+            (*(value for _, value in encoded), submission_id),
+        )
+    return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,11 +19,17 @@ from flue_nb.runtime._sqlite_schema import (
     RECORD_COLUMNS,
     RECORD_KINDS,
     SUBMISSION_COLUMNS,
+    apply_update,
+    assignments,
     dump_json,
+    ensure_conversation,
+    is_corrupt,
     load_json,
     migrate,
     record_from_row,
+    select_submission,
     submission_from_row,
+    switch_to_wal,
 )
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import (
@@ -43,12 +48,6 @@ DEFAULT_DB = os.path.join(".flue", "flue.sqlite")
 
 MEMORY = ":memory:"
 
-# Columns update_submission / SubmissionUpdate may set. Identity and admission columns never
-# change, and outcome/settled_at are written only by settle() so the first outcome always wins.
-_UPDATABLE = frozenset(
-    {"state", "attempts", "started_at", "lease_owner", "lease_expires", "abort_requested",
-     "joined_into", "result", "error"}
-)
 _SETTLED = SubmissionState.SETTLED.value
 
 
@@ -94,7 +93,7 @@ class SQLiteStore:
             raise
         except sqlite3.Error as exc:
             conn.close()
-            if not _is_corrupt(exc):
+            if not is_corrupt(exc):
                 raise self._error(exc) from exc
             raise StoreError(
                 f"`{self.path}` is not a readable flue_nb store ({exc}); move the file aside "
@@ -116,7 +115,7 @@ class SQLiteStore:
             # exclusive lock that another process opening the same file would have to wait for.
             (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
             if mode.lower() != "wal":
-                mode = _switch_to_wal(conn, busy_timeout)
+                mode = switch_to_wal(conn, busy_timeout)
                 if mode.lower() != "wal":
                     raise StoreError(
                         f"`{self.path}` cannot use WAL journaling (got {mode!r}); "
@@ -191,12 +190,12 @@ class SQLiteStore:
     def ensure_conversation(self, conversation_id: str, *, now: float) -> None:
         """Create the conversation if it does not exist."""
         with self._tx("IMMEDIATE") as conn:
-            _ensure(conn, conversation_id, now)
+            ensure_conversation(conn, conversation_id, now)
 
     def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
         """Take (or renew) ownership if free, expired (expires <= now), or already ours."""
         with self._tx("IMMEDIATE") as conn:
-            _ensure(conn, conversation_id, now)
+            ensure_conversation(conn, conversation_id, now)
             cur = conn.execute(
                 "UPDATE conversations SET lease_owner = ?, lease_expires = ? WHERE id = ?"
                 " AND (lease_owner IS NULL OR lease_expires <= ? OR lease_owner = ?)",
@@ -247,7 +246,9 @@ class SQLiteStore:
 
     # -- submissions ------------------------------------------------------------------------------
 
-    def admit(self, conversation_id: str, text: str, *, submission_id: str, now: float) -> Submission:
+    def admit(
+        self, conversation_id: str, text: str, *, submission_id: str, now: float
+    ) -> Submission:
         """Commit a new queued submission and return it (contract 10.1).
 
         Admitting the same id again with the same conversation and text returns the stored
@@ -255,7 +256,7 @@ class SQLiteStore:
         taken id raises `StoreError`.
         """
         with self._tx("IMMEDIATE") as conn:
-            existing = _select_submission(conn, submission_id)
+            existing = select_submission(conn, submission_id)
             if existing is not None:
                 if existing.conversation_id == conversation_id and existing.text == text:
                     return existing
@@ -263,20 +264,20 @@ class SQLiteStore:
                     f"submission id {submission_id!r} is already taken by another submission",
                     submission_id=submission_id,
                 )
-            _ensure(conn, conversation_id, now)
+            ensure_conversation(conn, conversation_id, now)
             conn.execute(
                 "INSERT INTO submissions (id, conversation_id, text, state, accepted_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (submission_id, conversation_id, text, SubmissionState.QUEUED.value, now),
             )
-            created = _select_submission(conn, submission_id)
+            created = select_submission(conn, submission_id)
         assert created is not None  # inserted just above, in this transaction
         return created
 
     def submission(self, submission_id: str) -> Submission | None:
         """One submission by id."""
         with self._tx("DEFERRED") as conn:
-            return _select_submission(conn, submission_id)
+            return select_submission(conn, submission_id)
 
     def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
         """The conversation's submissions in admission order (without settled ones if asked)."""
@@ -297,9 +298,9 @@ class SQLiteStore:
         A settled submission never changes state again (returns False); `settle` is the only
         way to settle, so `outcome`, `settled_at` and `state=SETTLED` are refused here.
         """
-        assignments = _assignments(fields)
+        encoded = assignments(fields)
         with self._tx("IMMEDIATE") as conn:
-            return _apply_update(conn, submission_id, tuple(expect), fields, assignments)
+            return apply_update(conn, submission_id, tuple(expect), encoded)
 
     def settle(
         self,
@@ -318,15 +319,18 @@ class SQLiteStore:
         """
         outcome = Outcome(outcome)
         error_json = None if error is None else dump_json(error, "a settlement error")
-        data = dump_json({"outcome": outcome.value, "result": result, "error": error},
-                         "a settlement")
+        data = dump_json(
+            {"outcome": outcome.value, "result": result, "error": error}, "a settlement"
+        )
         with self._tx("IMMEDIATE") as conn:
             row = conn.execute(
                 "SELECT conversation_id, state FROM submissions WHERE id = ?", (submission_id,)
             ).fetchone()
             if row is None:
-                raise StoreError(f"cannot settle unknown submission {submission_id!r}",
-                                 submission_id=submission_id)
+                raise StoreError(
+                    f"cannot settle unknown submission {submission_id!r}",
+                    submission_id=submission_id,
+                )
             conversation_id, state = row
             if state == _SETTLED:
                 return False
@@ -359,7 +363,8 @@ class SQLiteStore:
                 )
             ]
             conn.execute(
-                "UPDATE submissions SET abort_requested = 1 WHERE conversation_id = ? AND state != ?",
+                "UPDATE submissions SET abort_requested = 1"
+                " WHERE conversation_id = ? AND state != ?",
                 (conversation_id, _SETTLED),
             )
         return ids
@@ -380,28 +385,29 @@ class SQLiteStore:
         If any update's expectation fails, nothing is written and `StoreError` is raised.
         """
         # Serialize before the transaction: a bad value fails without taking the write lock.
-        encoded: list[tuple[str, str, dict[str, Any]]] = []
+        encoded: list[tuple[RecordKind, str, dict[str, Any]]] = []
         for kind, data in items:
             if kind not in RECORD_KINDS:
-                raise ValueError(f"unknown record kind {kind!r}; expected one of "
-                                 f"{sorted(RECORD_KINDS)}")
+                raise ValueError(
+                    f"unknown record kind {kind!r}; expected one of {sorted(RECORD_KINDS)}"
+                )
             if kind == "state" and not isinstance(data.get("name"), str):
                 raise ValueError("a `state` record needs a string `name`")
             encoded.append((kind, dump_json(data, f"a {kind!r} record"), data))
-        planned = [(u, _assignments(u.fields)) for u in updates]
+        planned = [(u, assignments(u.fields)) for u in updates]
         with self._tx("IMMEDIATE") as conn:
-            for update, assignments in planned:
-                if not _apply_update(conn, update.submission_id, tuple(update.expect),
-                                     update.fields, assignments):
-                    current = _select_submission(conn, update.submission_id)
+            for update, columns in planned:
+                if not apply_update(conn, update.submission_id, tuple(update.expect), columns):
+                    current = select_submission(conn, update.submission_id)
                     state = None if current is None else current.state.value
+                    wanted = [SubmissionState(s).value for s in update.expect]
                     raise StoreError(
-                        f"submission {update.submission_id!r} is {state or 'unknown'!s}, not in "
-                        f"{[SubmissionState(s).value for s in update.expect]}; nothing was appended",
+                        f"submission {update.submission_id!r} is {state or 'unknown'}, not in "
+                        f"{wanted}; nothing was appended",
                         submission_id=update.submission_id,
                         state=state,
                     )
-            _ensure(conn, conversation_id, now)
+            ensure_conversation(conn, conversation_id, now)
             out: list[Record] = []
             for kind, text, data in encoded:
                 cur = conn.execute(
@@ -413,13 +419,24 @@ class SQLiteStore:
                     conn.execute(
                         "INSERT INTO state (conversation_id, name, value) VALUES (?, ?, ?)"
                         " ON CONFLICT (conversation_id, name) DO UPDATE SET value = excluded.value",
-                        (conversation_id, data["name"],
-                         dump_json(data.get("value"), f"state {data['name']!r}")),
+                        (
+                            conversation_id,
+                            data["name"],
+                            dump_json(data.get("value"), f"state {data['name']!r}"),
+                        ),
                     )
                 assert cur.lastrowid is not None  # an INSERT into a rowid table always has one
                 # Decode what was stored so the caller gets a copy, not its own dict back.
-                out.append(Record(cur.lastrowid, conversation_id, submission_id, kind,
-                                  load_json(text), float(now)))
+                out.append(
+                    Record(
+                        cur.lastrowid,
+                        conversation_id,
+                        submission_id,
+                        kind,
+                        load_json(text),
+                        float(now),
+                    )
+                )
         return out
 
     def records(
@@ -495,93 +512,3 @@ def open_store(
     if os.fspath(db) == MEMORY:
         return SQLiteStore(MEMORY, synchronous=synchronous)
     return SQLiteStore(Path(cwd) / Path(db).expanduser(), synchronous=synchronous)
-
-
-def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
-    """Set WAL journaling, retrying while another connection briefly holds the file.
-
-    SQLite answers `database is locked` to this pragma at once instead of calling the busy
-    handler, which two processes opening a fresh file together hit; so wait here ourselves.
-    """
-    deadline = time.monotonic() + busy_timeout
-    delay = 0.005
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-
-
-def _is_corrupt(exc: sqlite3.Error) -> bool:
-    """True when SQLite says the file is not a database or is damaged (not merely busy)."""
-    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
-    if name is not None:
-        return str(name).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
-    text = str(exc)
-    return "not a database" in text or "malformed" in text
-
-
-# -- helpers that run inside a transaction --------------------------------------------------------
-
-
-def _ensure(conn: sqlite3.Connection, conversation_id: str, now: float) -> None:
-    conn.execute(
-        "INSERT INTO conversations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-        (conversation_id, now),
-    )
-
-
-def _select_submission(conn: sqlite3.Connection, submission_id: str) -> Submission | None:
-    row = conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
-    ).fetchone()
-    return None if row is None else submission_from_row(row)
-
-
-def _assignments(fields: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Validate and encode update fields as (column, SQL value) pairs."""
-    out: list[tuple[str, Any]] = []
-    for name, value in fields.items():
-        if name not in _UPDATABLE:
-            raise TypeError(
-                f"cannot update submission field {name!r}"
-                + ("; use `settle()`" if name in ("outcome", "settled_at") else "")
-            )
-        if name == "state":
-            value = SubmissionState(value).value
-            if value == _SETTLED:
-                raise TypeError("cannot set state to 'settled' directly; use `settle()`")
-        elif name == "abort_requested":
-            value = int(bool(value))
-        elif name == "error" and value is not None:
-            value = dump_json(value, "a submission error")
-        out.append((name, value))
-    return out
-
-
-def _apply_update(
-    conn: sqlite3.Connection,
-    submission_id: str,
-    expect: tuple[SubmissionState, ...],
-    fields: dict[str, Any],
-    assignments: list[tuple[str, Any]],
-) -> bool:
-    """One compare-and-set on a submission's row; True if it matched (and was applied)."""
-    row = conn.execute("SELECT state FROM submissions WHERE id = ?", (submission_id,)).fetchone()
-    if row is None:
-        return False
-    state = row[0]
-    if expect and state not in {SubmissionState(s).value for s in expect}:
-        return False
-    if state == _SETTLED and "state" in fields:
-        return False  # first terminal outcome wins: a settled submission stays settled
-    if assignments:
-        columns = ", ".join(f"{name} = ?" for name, _ in assignments)
-        conn.execute(
-            f"UPDATE submissions SET {columns} WHERE id = ?",
-            (*(value for _, value in assignments), submission_id),
-        )
-    return True

@@ -75,7 +75,10 @@ def test_open_store_resolves_relative_paths_against_cwd(tmp_path: Path) -> None:
 
 
 def test_open_store_memory_is_private_and_leaves_no_file(tmp_path: Path) -> None:
-    with open_store(":memory:", cwd=str(tmp_path)) as a, open_store(":memory:", cwd=str(tmp_path)) as b:
+    with (
+        open_store(":memory:", cwd=str(tmp_path)) as a,
+        open_store(":memory:", cwd=str(tmp_path)) as b,
+    ):
         a.admit("c", "hi", submission_id="s1", now=1.0)
         assert b.submission("s1") is None
         assert a.journal_mode == "memory"
@@ -96,9 +99,18 @@ def test_synchronous_full_is_an_option(tmp_path: Path) -> None:
 
 
 def test_tables_are_strict_and_foreign_keys_are_on(file_store: SQLiteStore) -> None:
-    rows = _query(Path(file_store.path), "SELECT name, strict FROM pragma_table_list WHERE schema = 'main'")
+    rows = _query(
+        Path(file_store.path), "SELECT name, strict FROM pragma_table_list WHERE schema = 'main'"
+    )
     strict = {name: bool(flag) for name, flag in rows if not str(name).startswith("sqlite_")}
-    assert set(strict) == {"schema_version", "conversations", "submissions", "records", "state", "partials"}
+    assert set(strict) == {
+        "schema_version",
+        "conversations",
+        "submissions",
+        "records",
+        "state",
+        "partials",
+    }
     assert all(strict.values())
     file_store.ensure_conversation("c", now=1.0)
     with pytest.raises(StoreError):
@@ -154,14 +166,18 @@ def test_old_version_file_migrates_forward_keeping_data(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     with SQLiteStore(path) as s:  # written at the current version: the "old" one below
         s.admit("c", "kept", submission_id="s1", now=1.0)
-    extra = Migration(SCHEMA_VERSION + 1, ("CREATE TABLE extra (x INTEGER) STRICT",
-                                           "INSERT INTO extra VALUES (42)"))
+    extra = Migration(
+        SCHEMA_VERSION + 1,
+        ("CREATE TABLE extra (x INTEGER) STRICT", "INSERT INTO extra VALUES (42)"),
+    )
     conn = _raw(path)
     try:
         assert migrate(conn, str(path), (*MIGRATIONS, extra)) == SCHEMA_VERSION + 1
         assert conn.execute("SELECT x FROM extra").fetchall() == [(42,)]
         assert conn.execute("SELECT text FROM submissions").fetchall() == [("kept",)]
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION + 1,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION + 1,)
+        ]
         # Applying again is a no-op.
         assert migrate(conn, str(path), (*MIGRATIONS, extra)) == SCHEMA_VERSION + 1
     finally:
@@ -215,7 +231,13 @@ def test_admit_commits_a_queued_submission_with_increasing_seq(store: SQLiteStor
     a = store.admit("c1", "first", submission_id="s1", now=10.0)
     b = store.admit("c2", "second", submission_id="s2", now=11.0)
     c = store.admit("c1", "third", submission_id="s3", now=12.0)
-    assert (a.state, a.accepted_at, a.attempts, a.outcome, a.abort_requested) == (QUEUED, 10.0, 0, None, False)
+    assert (a.state, a.accepted_at, a.attempts, a.outcome, a.abort_requested) == (
+        QUEUED,
+        10.0,
+        0,
+        None,
+        False,
+    )
     assert a.seq < b.seq < c.seq
     assert [s.id for s in store.submissions("c1")] == ["s1", "s3"]
     assert store.submission("s2") == b
@@ -254,8 +276,13 @@ def test_update_submission_compare_and_set(store: SQLiteStore) -> None:
 
 def test_update_submission_refuses_settle_only_and_unknown_fields(store: SQLiteStore) -> None:
     store.admit("c", "hi", submission_id="s1", now=1.0)
-    for fields in ({"outcome": Outcome.FAILED}, {"settled_at": 1.0}, {"state": SETTLED},
-                   {"seq": 9}, {"nonsense": 1}):
+    for fields in (
+        {"outcome": Outcome.FAILED},
+        {"settled_at": 1.0},
+        {"state": SETTLED},
+        {"seq": 9},
+        {"nonsense": 1},
+    ):
         with pytest.raises(TypeError):
             store.update_submission("s1", **fields)
     with pytest.raises(ValueError):
@@ -283,7 +310,13 @@ def test_settle_first_terminal_outcome_wins(store: SQLiteStore) -> None:
     assert not store.settle("s1", Outcome.COMPLETED, result="late", now=6.0)
     s = store.submission("s1")
     assert s is not None
-    assert (s.state, s.outcome, s.result, s.error, s.settled_at) == (SETTLED, Outcome.ABORTED, None, err, 5.0)
+    assert (s.state, s.outcome, s.result, s.error, s.settled_at) == (
+        SETTLED,
+        Outcome.ABORTED,
+        None,
+        err,
+        5.0,
+    )
     assert (s.lease_owner, s.lease_expires) == (None, None)
     settlements = store.records("c", kinds=["settlement"])
     assert [(r.submission_id, r.data, r.created_at) for r in settlements] == [
@@ -309,7 +342,11 @@ def test_joined_submissions_settle_with_the_response_that_absorbed_them(store: S
     by_id = {s.id: s for s in store.submissions("c")}
     for sid in ("s1", "s2", "s3"):
         assert (by_id[sid].state, by_id[sid].outcome, by_id[sid].result, by_id[sid].settled_at) == (
-            SETTLED, Outcome.COMPLETED, "answer", 9.0)
+            SETTLED,
+            Outcome.COMPLETED,
+            "answer",
+            9.0,
+        )
     assert by_id["s4"].state is QUEUED
     # A joined one that somehow settled first keeps its own outcome.
     assert not store.settle("s2", Outcome.FAILED, now=10.0)
@@ -346,13 +383,16 @@ def test_append_returns_records_in_order_and_upserts_state(store: SQLiteStore) -
     recs = store.append(
         "c",
         "s1",
-        [("message", {"role": "user", "text": "hi"}), ("state", {"name": "n", "value": 1}),
-         ("step", {"call_id": "t1", "name": "fetch", "value": [1, 2]}),
-         ("state", {"name": "n", "value": {"deep": [2]}})],
+        [
+            ("message", {"role": "user", "text": "hi"}),
+            ("state", {"name": "n", "value": 1}),
+            ("step", {"call_id": "t1", "name": "fetch", "value": [1, 2]}),
+            ("state", {"name": "n", "value": {"deep": [2]}}),
+        ],
         now=2.0,
     )
     assert [r.kind for r in recs] == ["message", "state", "step", "state"]
-    assert all(b.seq > a.seq for a, b in zip(recs, recs[1:]))
+    assert [r.seq for r in recs] == sorted({r.seq for r in recs})
     assert store.records("c") == recs
     assert store.state("c") == {"n": {"deep": [2]}}
     store.append("c", None, [("state", {"name": "m", "value": None})], now=3.0)
@@ -365,8 +405,13 @@ def test_append_applies_updates_atomically_with_the_records(store: SQLiteStore) 
     store.admit("c", "late", submission_id="s2", now=2.0)
     store.update_submission("s1", state=RUNNING)
     store.update_submission("s2", state=JOINING)
-    store.append("c", "s1", [("message", {"role": "user", "text": "late"})], now=3.0,
-                 updates=[SubmissionUpdate("s2", [JOINING], {"state": JOINED, "joined_into": "s1"})])
+    store.append(
+        "c",
+        "s1",
+        [("message", {"role": "user", "text": "late"})],
+        now=3.0,
+        updates=[SubmissionUpdate("s2", [JOINING], {"state": JOINED, "joined_into": "s1"})],
+    )
     s2 = store.submission("s2")
     assert s2 is not None and (s2.state, s2.joined_into) == (JOINED, "s1")
 
@@ -377,9 +422,14 @@ def test_append_rolls_everything_back_when_an_expectation_fails(store: SQLiteSto
     before = store.records("c")
     with pytest.raises(StoreError, match="'s2' is queued"):
         store.append(
-            "c", "s1", [("message", {"x": 1}), ("state", {"name": "n", "value": 1})], now=3.0,
-            updates=[SubmissionUpdate("s1", [QUEUED], {"state": RUNNING, "attempts": 1}),
-                     SubmissionUpdate("s2", [JOINING], {"state": JOINED})],
+            "c",
+            "s1",
+            [("message", {"x": 1}), ("state", {"name": "n", "value": 1})],
+            now=3.0,
+            updates=[
+                SubmissionUpdate("s1", [QUEUED], {"state": RUNNING, "attempts": 1}),
+                SubmissionUpdate("s2", [JOINING], {"state": JOINED}),
+            ],
         )
     assert store.records("c") == before
     assert store.state("c") == {}
@@ -407,7 +457,9 @@ def test_records_filters(store: SQLiteStore) -> None:
     store.admit("c", "b", submission_id="s2", now=1.0)
     r1, r2 = store.append("c", "s1", [("system", {"text": "sys"}), ("message", {"n": 1})], now=2.0)
     (r3,) = store.append("c", "s2", [("message", {"n": 2})], now=3.0)
-    (r4,) = store.append("c", None, [("compaction", {"summary": "s", "first_kept_seq": r3.seq})], now=4.0)
+    (r4,) = store.append(
+        "c", None, [("compaction", {"summary": "s", "first_kept_seq": r3.seq})], now=4.0
+    )
     store.append("other", None, [("event", {})], now=5.0)
     assert store.records("c") == [r1, r2, r3, r4]
     assert store.records("c", after_seq=r2.seq) == [r3, r4]
@@ -507,12 +559,23 @@ def test_everything_persists_across_reopen(tmp_path: Path) -> None:
         s.admit("c", "hi", submission_id="s1", now=1.0)
         s.acquire_lease("c", "k1", ttl=30, now=1.0)
         s.update_submission("s1", state=RUNNING, attempts=1, started_at=1.5)
-        s.append("c", "s1", [("message", {"role": "user"}), ("state", {"name": "n", "value": 7})], now=2.0)
+        s.append(
+            "c",
+            "s1",
+            [("message", {"role": "user"}), ("state", {"name": "n", "value": 7})],
+            now=2.0,
+        )
         s.put_partial("s1", {"text": "par"})
         s.request_abort("c")
         before = (s.submissions("c"), s.records("c"), s.state("c"), s.lease("c"), s.partial("s1"))
     with SQLiteStore(path) as s:
-        assert (s.submissions("c"), s.records("c"), s.state("c"), s.lease("c"), s.partial("s1")) == before
+        assert (
+            s.submissions("c"),
+            s.records("c"),
+            s.state("c"),
+            s.lease("c"),
+            s.partial("s1"),
+        ) == before
         s.settle("s1", Outcome.ABORTED, now=3.0)
         seq = s.admit("c", "next", submission_id="s2", now=4.0).seq
     with SQLiteStore(path) as s:
@@ -528,9 +591,11 @@ def test_threads_share_one_store_safely(store: SQLiteStore) -> None:
     def work(n: int) -> None:
         try:
             for i in range(50):
-                seqs.extend(r.seq for r in store.append("c", None, [("event", {"t": n, "i": i})], now=1.0))
+                seqs.extend(
+                    r.seq for r in store.append("c", None, [("event", {"t": n, "i": i})], now=1.0)
+                )
                 store.records("c", after_seq=max(0, i - 5))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
@@ -543,7 +608,9 @@ def test_threads_share_one_store_safely(store: SQLiteStore) -> None:
     assert len(set(seqs)) == 200
 
 
-def test_store_file_never_contains_the_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_file_never_contains_the_api_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = "sk-ant-api03-FAKE-KEY-" + "q7" * 20
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     path = tmp_path / ".flue" / "flue.sqlite"
@@ -551,11 +618,25 @@ def test_store_file_never_contains_the_api_key(tmp_path: Path, monkeypatch: pyte
         s.admit("c", "what is 2+2?", submission_id="s1", now=1.0)
         s.acquire_lease("c", "kernel-1", ttl=30, now=1.0)
         s.update_submission("s1", expect=[QUEUED], state=RUNNING, attempts=1, started_at=1.0)
-        s.append("c", "s1", [("system", {"text": "You are helpful.", "roster": {}}),
-                             ("message", {"role": "user", "content": "what is 2+2?"})], now=2.0)
+        s.append(
+            "c",
+            "s1",
+            [
+                ("system", {"text": "You are helpful.", "roster": {}}),
+                ("message", {"role": "user", "content": "what is 2+2?"}),
+            ],
+            now=2.0,
+        )
         s.put_partial("s1", {"text": "4"})
-        s.append("c", "s1", [("message", {"role": "assistant", "content": "4"}),
-                             ("state", {"name": "answers", "value": [4]})], now=3.0)
+        s.append(
+            "c",
+            "s1",
+            [
+                ("message", {"role": "assistant", "content": "4"}),
+                ("state", {"name": "answers", "value": [4]}),
+            ],
+            now=3.0,
+        )
         s.clear_partial("s1")
         s.settle("s1", Outcome.COMPLETED, result="4", now=4.0)
         s.release_lease("c", "kernel-1")
@@ -572,7 +653,8 @@ _LEASE_WORKER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from flue_nb.runtime.sqlite_store import SQLiteStore
-    db, owner, tmp, mode, ttl = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+    db, owner, tmp, mode = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    ttl = float(sys.argv[5])
     store = SQLiteStore(db)
     (tmp / f"ready-{owner}").touch()
     while not (tmp / "go").exists():
@@ -629,8 +711,13 @@ _APPEND_WORKER = textwrap.dedent(
 
 def _spawn(script: str, *args: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(flue_nb.__file__).resolve().parents[1])}
-    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _run_pair(tmp: Path, procs: list[subprocess.Popen[str]], names: list[str]) -> list[dict]:
@@ -641,7 +728,9 @@ def _run_pair(tmp: Path, procs: list[subprocess.Popen[str]], names: list[str]) -
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
-                pytest.fail(f"a worker died before it was ready: {[p.communicate() for p in procs]}")
+                pytest.fail(
+                    f"a worker died before it was ready: {[p.communicate() for p in procs]}"
+                )
             time.sleep(0.01)
         (tmp / "go").touch()
         outs = [p.communicate(timeout=120) for p in procs]
@@ -650,7 +739,7 @@ def _run_pair(tmp: Path, procs: list[subprocess.Popen[str]], names: list[str]) -
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     return [json.loads(out) for out, _ in outs]
 
@@ -694,7 +783,7 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_pat
     assert _query(db, "PRAGMA integrity_check") == [("ok",)]
     assert _query(db, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     with SQLiteStore(db) as s:
-        for name, result in zip(("a", "b"), results):
+        for name, result in zip(("a", "b"), results, strict=True):
             records = s.records(name)
             assert [r.seq for r in records if r.kind == "message"] == result["recs"]
             assert len([r for r in records if r.kind == "settlement"]) == n // 2
