@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import flue_nb as flue
 
 CONVERSATION = "shared"
 LEASE_TTL = 2.0
@@ -37,7 +40,6 @@ B_LATE = "B: a question after A went idle"
 
 
 def _owner_main() -> None:
-    import flue_nb as flue
     from flue_nb.models import FunctionModel, ModelRequest, reply
     from flue_nb.runtime.messages import UserMessage
 
@@ -132,14 +134,81 @@ def _owner_main() -> None:
     (d / f"{role}.json").write_text(json.dumps(report))
 
 
+STALE_MESSAGE = "a question whose owner stalls"
+STALL_LEASE_TTL = 1.0
+
+
+def _stall_main() -> None:
+    """Roles `stalled` (runs a slow answer and a tool; the parent SIGSTOPs it mid-stream) and
+    `taker` (opens the store after the lease expired and recovers the submission)."""
+    import threading
+
+    from flue_nb.models import FunctionModel, ModelRequest, reply, tool_call
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["stalled", "taker"])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--dir", required=True)
+    args = parser.parse_args()
+    role, d = args.role, Path(args.dir)
+
+    @flue.tool
+    def work(ctx: flue.ToolContext) -> str:
+        """A side effect outside the store."""
+        with open(d / "tool_runs", "a") as f:
+            f.write(f"{role} {ctx.call_id}\n")
+        return "done"
+
+    def answer(request: ModelRequest) -> Any:
+        if role == "taker":
+            return reply("the taker finished it")
+        if not any(getattr(m, "kind", None) == "tool_result" for m in request.messages):
+            return reply(SLOW_TEXT, tool_call("work", "call_stalled"))
+        return reply("the stalled owner finished it")
+
+    model = FunctionModel(answer, delay=0.05 if role == "stalled" else 0.0)
+
+    @flue.agent(name="stall_agent")
+    def stall_agent() -> str:
+        flue.use_model(model, compaction=False)
+        flue.use_tool(work)
+        return "You answer questions."
+
+    session = flue.init(stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL)
+    idle = threading.Event()
+
+    def observe(event: Any) -> None:
+        if event.type == "text_delta" and not (d / "streaming").exists():
+            (d / "streaming").touch()
+        if event.type == "idle":
+            idle.set()
+
+    session.observe(observe)
+    report: dict[str, Any] = {}
+    if role == "stalled":
+        receipt = session.dispatch(STALE_MESSAGE)
+        # Resumed after the taker settled the submission: let the worker do whatever it does.
+        idle.wait(60.0)
+        report["result"] = session.read(receipt, timeout=10.0)
+    else:
+        (sub,) = session.submissions()
+        report["result"] = session.read(sub.id, timeout=60.0)
+    (d / f"{role}.json").write_text(json.dumps(report))
+
+
 if __name__ == "__main__":
-    _owner_main()
+    if sys.argv[1] in ("stalled", "taker"):
+        _stall_main()
+    else:
+        _owner_main()
     sys.exit(0)
 
 
 # --- the test ---------------------------------------------------------------------------------
 
-from flue_nb.runtime.sqlite_store import SQLiteStore  # noqa: E402 - the owner program needs none
+import pytest  # noqa: E402 - the owner programs above need none of the test's imports
+
+from flue_nb.runtime.sqlite_store import SQLiteStore  # noqa: E402
 from flue_nb.runtime.store import Outcome, SubmissionState  # noqa: E402
 
 
@@ -231,3 +300,50 @@ def _runners(d: Path, sids: list[str]) -> list[str]:
     """Which process ran each submission (its `submission_running` event says)."""
     ran = {line.split()[2]: line.split()[0] for line in (d / "events.log").read_text().splitlines() if " submission_running " in line}
     return [ran[sid] for sid in sids]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "runtime bug (no fencing): an owner whose lease expired while it was stopped keeps running "
+        "when it resumes. Conversation._beat only logs 'lost the lease' when renew_lease() returns "
+        "False and never cancels the run, and SQLiteStore.append() does not check the writer still "
+        "owns the lease, so after the taker recovered and settled the submission the stalled owner "
+        "appended an assistant message with a tool call, RAN the tool (side effect by a non-owner), "
+        "appended its tool result and a final assistant message, all after the settlement record "
+        "(they then sit in the next submission's context). Expected: it stops (or its writes are "
+        "rejected) once the lease is lost"
+    ),
+)
+def test_owner_stalled_past_its_lease_writes_nothing_after_another_owner_settled(tmp_path: Path) -> None:
+    # SIGSTOP stands for a kernel that stops running without dying (a suspended laptop, a
+    # debugger, a C call holding the GIL): its lease expires and the next owner recovers.
+    stalled = _start("stalled", tmp_path)
+    try:
+        deadline = time.monotonic() + 30.0
+        while not (tmp_path / "streaming").exists():
+            assert stalled.poll() is None, f"stalled owner exited early:\n{(tmp_path / 'stalled.out').read_text()}"
+            assert time.monotonic() < deadline, "the stalled owner never started streaming"
+            time.sleep(0.01)
+        time.sleep(0.4)  # past the first partial snapshot
+        os.kill(stalled.pid, signal.SIGSTOP)
+        time.sleep(STALL_LEASE_TTL + 0.5)
+        taker = _finish(_start("taker", tmp_path), "taker", tmp_path)
+    finally:
+        if stalled.poll() is None:
+            os.kill(stalled.pid, signal.SIGCONT)
+    stale = _finish(stalled, "stalled", tmp_path)
+
+    assert taker["result"] == "the taker finished it"
+    assert stale["result"] == "the taker finished it"  # the store's one outcome
+    with SQLiteStore(tmp_path / "store.sqlite") as store:
+        (sub,) = store.submissions(CONVERSATION)
+        records = store.records(CONVERSATION)
+    assert sub.state == SubmissionState.SETTLED and sub.result == "the taker finished it"
+    (settlement,) = [r for r in records if r.kind == "settlement"]
+    late = [(r.kind, r.data.get("kind"), r.data.get("call_id")) for r in records if r.seq > settlement.seq]
+    runs = (tmp_path / "tool_runs").read_text().splitlines() if (tmp_path / "tool_runs").exists() else []
+    assert (late, runs) == ([], []), (
+        "the owner that lost its lease kept running after it resumed: records appended after the "
+        f"settlement {late}, tool runs {runs}"
+    )
