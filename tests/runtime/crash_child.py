@@ -7,7 +7,8 @@ MODE is a kill point (`admitted`, `stream`, `tool`, `durable`, `after_tool`, `se
 while the first is live (so it queues or joins), and on reaching the kill point writes
 `DIR/marker` and blocks until the parent kills it. `admitting` dispatches messages in a loop.
 `recover` is the next owner: it opens the same store and conversation with a model that
-finishes, reads every submission to its outcome, and exits 0.
+finishes, reads every submission to its outcome, and exits 0. `recover_slow` is a next owner
+whose model streams slowly: it marks mid-stream (after a partial snapshot) and is killed too.
 
 Files in DIR: `marker` (JSON: what was reached), `receipts` (one submission id per line,
 written after `dispatch` returned), `tool_runs` (one call id per line, appended each time the
@@ -119,6 +120,8 @@ class Child:
 
         if self.mode == "recover":
             model = FunctionModel(self.finishing_model)
+        elif self.mode == "recover_slow":
+            model = FunctionModel(lambda request: reply(LONG_TEXT), delay=STREAM_DELAY)
         else:
             model = FunctionModel(self.crashing_model, delay=STREAM_DELAY if self.mode == "stream" else 0.0)
 
@@ -168,14 +171,15 @@ class Child:
             # Running, lease held, nothing of the run recorded yet.
             self.second_done.wait(20.0)
             self.mark("admitted")
-        elif self.mode == "stream" and event.type == "text_delta":
+        elif self.mode in ("stream", "recover_slow") and event.type == "text_delta":
             now = time.monotonic()
             if self.stream_started is None:
                 self.stream_started = now
                 self.want_second.set()
             partial = self.session.store.partial(self.first_sid)
-            if self.second_done.is_set() and partial and now - self.stream_started >= 0.3:
-                self.mark("stream", partial_text=partial.get("text", ""), elapsed=now - self.stream_started)
+            ready = self.second_done.is_set() or self.mode == "recover_slow"
+            if ready and partial and now - self.stream_started >= 0.3:
+                self.mark(self.mode, partial_text=partial.get("text", ""), elapsed=now - self.stream_started)
         elif self.mode == "settle" and event.type == "turn" and event.data.get("stop_reason") == "end_turn":
             # The final assistant message is recorded; settlement has not happened.
             self.mark("settle")
@@ -223,6 +227,8 @@ class Child:
 
     def recover(self) -> None:
         session = self.open()
+        if self.mode == "recover_slow":
+            session.observe(self.observe)
         outcomes = {}
         for sub in session.submissions():
             try:
@@ -235,13 +241,13 @@ class Child:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["admitted", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover"])
+    parser.add_argument("mode", choices=["admitted", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)
     args = parser.parse_args()
     child = Child(args.mode, args.db, args.conversation, Path(args.dir))
-    if args.mode == "recover":
+    if args.mode in ("recover", "recover_slow"):
         child.recover()
     elif args.mode == "admitting":
         child.admit_in_a_loop()

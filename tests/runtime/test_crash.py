@@ -44,6 +44,7 @@ KILL_POINTS = {
     "after_tool": "after the tool result, before the next model call",
     "settle": "after the final message, before settlement",
     "admitting": "while admitting messages in a loop",
+    "twice": "mid-tool, then the recovering process mid-stream",
 }
 FIRST, SECOND = "first message: do the work", "second message: and then this"
 
@@ -306,14 +307,14 @@ def _check_recovered(
     problems = []
     if first is None or second is None:
         return [f"{where}: a dispatched submission is missing"]
-    if mode == "stream":
+    if mode in ("stream", "twice"):
         kept = [m for m in msgs if m["kind"] == "assistant" and m["aborted"]]
         texts = ["".join(p.get("text", "") for p in m["parts"] if p["kind"] == "text") for m in kept]
         if texts != [marker["partial_text"]]:
             problems.append(f"{where}: the half-streamed response was not kept once as aborted: {texts!r}")
         if not any(m["kind"] == "signal" and m["signal_type"] == "interrupted" for m in msgs):
             problems.append(f"{where}: the model was not told its stream was interrupted")
-    if mode == "tool":
+    if mode in ("tool", "twice"):
         got = results.get(marker["call_id"], [])
         if runs[marker["call_id"]] != 1 or len(got) != 1 or not got[0]["is_error"]:
             problems.append(f"{where}: the interrupted call {marker['call_id']} ran {runs[marker['call_id']]} times, results {got}")
@@ -332,11 +333,30 @@ def _check_recovered(
     return problems
 
 
+def _check_second_kill(d: Path, marker: dict[str, Any], again: dict[str, Any]) -> list[str]:
+    """After the recovering process was killed too: the interrupted call answered once, a partial."""
+    with SQLiteStore(d / "store.sqlite") as store:
+        records = store.records(CONVERSATION)
+        partial = store.partial(marker["first"])
+    results = [r.data for r in _messages(records) if r.data["kind"] == "tool_result" and r.data["call_id"] == marker["call_id"]]
+    problems = []
+    if len(results) != 1 or not results[0]["is_error"]:
+        problems.append(f"{d.name}: at the second kill the interrupted call has results {results}")
+    if again["first"] != marker["first"] or not (partial and partial.get("text")):
+        problems.append(f"{d.name}: the second kill was not mid-stream of the first submission: {again}, partial {partial}")
+    return problems
+
+
 def _repetition(mode: str, root: Path, i: int) -> Tally:
     d = root / f"{mode}-{i}"
     d.mkdir()
-    marker = _kill_at_marker(mode, d)
-    pre = _check_kill_point(mode, d, marker)
+    marker = _kill_at_marker("tool" if mode == "twice" else mode, d)
+    pre = _check_kill_point("tool" if mode == "twice" else mode, d, marker)
+    if mode == "twice":
+        os.replace(d / "marker", d / "marker.first")
+        again = _kill_at_marker("recover_slow", d)
+        pre += _check_second_kill(d, marker, again)
+        marker["partial_text"] = again["partial_text"]
     _recover(d)
     t = _analyse(mode, d, marker)
     t.problems = pre + t.problems
@@ -353,6 +373,7 @@ def _repetition(mode: str, root: Path, i: int) -> Tally:
         pytest.param("after_tool", id="after_tool_result_before_next_turn"),
         pytest.param("settle", id="after_final_message_before_settlement"),
         pytest.param("admitting", id="while_admitting_messages"),
+        pytest.param("twice", id="mid_tool_then_again_while_recovering"),
     ],
 )
 def test_sigkill_then_recovery_settles_each_submission_exactly_once(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
