@@ -54,6 +54,8 @@ class _Tool:
     ok: bool | None = None
     """None while running."""
     error: str = ""
+    preview: str = ""
+    """The first line of the result, so a log shows what the agent saw."""
     duration_ms: float | None = None
 
 
@@ -137,6 +139,7 @@ class CellView:
                 return False
             tool.ok = not d.get("is_error", False)
             tool.error = "" if tool.ok else _one_line(d.get("content", ""), 80)
+            tool.preview = _one_line(d.get("content", "")) if tool.ok else ""
             tool.duration_ms = d.get("duration_ms")
             return True
         if ev.type == "signal":
@@ -192,7 +195,8 @@ class CellView:
         t = ln.tool
         assert t is not None
         mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {t.error}")
-        return f"· {t.name}: {t.summary} {mark}".replace(":  ", ": ")
+        preview = f" → {t.preview}" if t.preview else ""
+        return f"· {t.name}: {t.summary} {mark}{preview}".replace(":  ", ": ")
 
     def _footer(self) -> str:
         if self.status in ("queued", "running"):
@@ -214,7 +218,8 @@ class CellView:
                     assert t is not None
                     mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {_md_escape(t.error)}")
                     summary = f" `{t.summary.replace('`', 'ˋ')}`" if t.summary else ""
-                    parts.append(f"> 🔧 **{t.name}**{summary} {mark}")
+                    preview = f" → `{t.preview.replace('`', 'ˋ')}`" if t.preview else ""
+                    parts.append(f"> 🔧 **{t.name}**{summary} {mark}{preview}")
             parts.append(f"*{self._footer()}*")
         return "\n\n".join(p for p in parts if p)
 

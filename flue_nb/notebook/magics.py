@@ -153,11 +153,12 @@ class FlueMagics(Magics):
             return obj, ""
         from .assistant import make_assistant, resolve_spec
 
+        setting = self._model_setting(args)
         try:
-            spec = resolve_spec(self._model_setting(args), self.shell.user_ns)
+            spec = resolve_spec(setting, self.shell.user_ns)
         except Exception as exc:
             raise FlueCellError(getattr(exc, "message", str(exc))) from None
-        label = spec if isinstance(spec, str) else type(spec).__name__
+        label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
         return make_assistant(spec, approval=self.approval), label
 
     def _conversation(self, args: Any) -> str:

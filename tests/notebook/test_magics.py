@@ -90,7 +90,7 @@ def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
     )
     run = kernel.ok("%flue -c tools -m tm compute zz")
     text = run.text()
-    assert "· bash: echo hi ✓" in text and "· python: zz = 6 * 7 ✓" in text
+    assert "· bash: echo hi ✓ → hi" in text and "· python: zz = 6 * 7 ✓" in text
     assert text.endswith("zz is 42.\n[✓ completed]")
     assert kernel.ok("print(zz)").stdout.strip() == "42"  # ran in the user's namespace
     (meta,) = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d["metadata"]]
