@@ -1,0 +1,64 @@
+"""`flue-nb run` fails loudly when a submission fails; `flue-nb demo` runs the quickstart offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.kernel
+
+MODEL_CELL = (
+    "from flue_nb.models import ScriptedModel, reply, fail\n"
+    "m = ScriptedModel([reply('fine'), fail('invalid_request', 'scripted refusal', status=400)])\n"
+    "%config FlueMagics.model = 'm'\n"
+    "%config FlueMagics.db = ':memory:'"
+)
+
+
+def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL")}
+    for var in ("IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        env[var] = str(tmp_path / "jupyter" / var.lower())
+        os.makedirs(env[var], exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "flue_nb.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
+    nb = _notebook(tmp_path / "ok.ipynb", MODEL_CELL, "%flue say something")
+    result = _cli(["run", str(nb), "--transcript"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "fine\n[✓ completed]" in result.stdout
+    executed = nbformat.read(tmp_path / "ok.executed.ipynb", as_version=4)
+    assert any("[✓ completed]" in o.get("data", {}).get("text/plain", "") for o in executed.cells[1].outputs)
+
+
+def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
+    nb = _notebook(tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')")
+    result = _cli(["run", str(nb)], tmp_path)
+    assert result.returncode == 1
+    assert "FAILED" in result.stderr and "the submission failed" in result.stderr
+    assert "scripted refusal" in result.stderr
+    executed = nbformat.read(tmp_path / "bad.executed.ipynb", as_version=4)
+    assert executed.cells[3].outputs == []  # execution stopped at the failing cell
+
+
+def test_demo_runs_the_quickstart_offline_and_says_where_it_wrote_it(tmp_path):
+    result = _cli(["demo", "-o", str(tmp_path / "demo.ipynb")], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "· edit: notes.md ✓" in result.stdout and "user: Show me what notes.md says now." in result.stdout
+    assert f"executed notebook written to {tmp_path / 'demo.ipynb'}" in result.stdout
+    assert (tmp_path / "demo.ipynb").exists()
