@@ -39,7 +39,12 @@ def run_notebook(
     if offline:
         for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "FLUE_MODEL"):
             env.pop(var, None)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(src.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(src.parent)}},
+    )
     error: BaseException | None = None
     try:
         client.execute(env=env)
@@ -73,7 +78,9 @@ def transcript(nb: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    nb, out, error = run_notebook(args.notebook, output=args.output, timeout=args.timeout, offline=args.offline)
+    nb, out, error = run_notebook(
+        args.notebook, output=args.output, timeout=args.timeout, offline=args.offline
+    )
     if args.transcript:
         print(transcript(nb))
     print(f"flue-nb: executed notebook written to {out}")
@@ -86,7 +93,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     notebook = Path(args.notebook) if args.notebook else _REPO_NOTEBOOKS / "quickstart.ipynb"
     if not notebook.exists():
-        print(f"flue-nb demo: {notebook} not found (run it from a flue_nb checkout)", file=sys.stderr)
+        print(
+            f"flue-nb demo: {notebook} not found (run it from a flue_nb checkout)", file=sys.stderr
+        )
         return 2
     output = Path(args.output) if args.output else Path.cwd() / "build" / "demo" / notebook.name
     print(f"flue-nb demo: running {notebook} offline (offline demo model, no API key used)\n")
@@ -103,16 +112,30 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `flue-nb` command."""
     parser = argparse.ArgumentParser(prog="flue-nb", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a notebook headless; exit 1 if a cell (or a %%flue submission) fails")
+    run = sub.add_parser(
+        "run", help="execute a notebook headless; exit 1 if a cell (or a %%flue submission) fails"
+    )
     run.add_argument("notebook")
-    run.add_argument("-o", "--output", help="where to write the executed notebook (default: NAME.executed.ipynb)")
+    run.add_argument(
+        "-o", "--output", help="where to write the executed notebook (default: NAME.executed.ipynb)"
+    )
     run.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    run.add_argument("--offline", action="store_true", help="hide ANTHROPIC_API_KEY and FLUE_MODEL from the kernel")
-    run.add_argument("--transcript", action="store_true", help="print every cell's source and output")
+    run.add_argument(
+        "--offline",
+        action="store_true",
+        help="hide ANTHROPIC_API_KEY and FLUE_MODEL from the kernel",
+    )
+    run.add_argument(
+        "--transcript", action="store_true", help="print every cell's source and output"
+    )
     run.set_defaults(fn=_cmd_run)
-    demo = sub.add_parser("demo", help="run notebooks/quickstart.ipynb offline and print its transcript")
+    demo = sub.add_parser(
+        "demo", help="run notebooks/quickstart.ipynb offline and print its transcript"
+    )
     demo.add_argument("notebook", nargs="?", help=argparse.SUPPRESS)
-    demo.add_argument("-o", "--output", help="where to write the executed notebook (default: build/demo/)")
+    demo.add_argument(
+        "-o", "--output", help="where to write the executed notebook (default: build/demo/)"
+    )
     demo.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     demo.set_defaults(fn=_cmd_demo)
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""`flue-nb run` fails loudly when a submission fails; `flue-nb demo` runs the quickstart offline."""
+"""`flue-nb run` fails loudly when a submission fails; `flue-nb demo` runs the quickstart."""
 
 from __future__ import annotations
 
@@ -26,13 +26,23 @@ def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
         env[var] = str(tmp_path / "jupyter" / var.lower())
         os.makedirs(env[var], exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "flue_nb.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "flue_nb.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
     )
 
 
 def _notebook(path: Path, *cells: str) -> Path:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
     return path
 
@@ -43,11 +53,16 @@ def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "fine\n[✓ completed]" in result.stdout
     executed = nbformat.read(tmp_path / "ok.executed.ipynb", as_version=4)
-    assert any("[✓ completed]" in o.get("data", {}).get("text/plain", "") for o in executed.cells[1].outputs)
+    assert any(
+        "[✓ completed]" in o.get("data", {}).get("text/plain", "")
+        for o in executed.cells[1].outputs
+    )
 
 
 def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
-    nb = _notebook(tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')")
+    nb = _notebook(
+        tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')"
+    )
     result = _cli(["run", str(nb)], tmp_path)
     assert result.returncode == 1
     assert "FAILED" in result.stderr and "the submission failed" in result.stderr
@@ -59,6 +74,9 @@ def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
 def test_demo_runs_the_quickstart_offline_and_says_where_it_wrote_it(tmp_path):
     result = _cli(["demo", "-o", str(tmp_path / "demo.ipynb")], tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "· edit: notes.md ✓" in result.stdout and "user: Show me what notes.md says now." in result.stdout
+    assert (
+        "· edit: notes.md ✓" in result.stdout
+        and "user: Show me what notes.md says now." in result.stdout
+    )
     assert f"executed notebook written to {tmp_path / 'demo.ipynb'}" in result.stdout
     assert (tmp_path / "demo.ipynb").exists()

@@ -64,7 +64,7 @@ class LiveOutput:
         self.updates = 0
         """How many updates were sent (the throttle's count, for tests and benchmarks)."""
         self.on_settled: Callable[[], None] | None = None
-        """Called on the runtime thread when the submission settles (else the waiting cell finishes)."""
+        """Called on the runtime thread at settlement (a blocking cell finishes itself)."""
 
     def bind(self, submission_id: str) -> None:
         """Say which submission this cell shows, and fold in what arrived meanwhile."""
@@ -83,7 +83,9 @@ class LiveOutput:
                 self._pending.append(event)
                 return
         changed = self.view.apply(event)
-        settled = event.type == "submission_settled" and event.submission_id == self.view.submission_id
+        settled = (
+            event.type == "submission_settled" and event.submission_id == self.view.submission_id
+        )
         if settled and self.on_settled is not None:
             self.on_settled()  # a background cell: nobody waits, so the final update is sent here
         elif changed:

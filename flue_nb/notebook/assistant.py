@@ -17,7 +17,13 @@ from flue_nb.runtime.hooks import use_model, use_sandbox
 
 from .kernel_sandbox import kernel
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "NO_MODEL_HELP", "NoModelError", "make_assistant", "resolve_spec"]
+__all__ = [
+    "DEFAULT_ANTHROPIC_MODEL",
+    "NO_MODEL_HELP",
+    "NoModelError",
+    "make_assistant",
+    "resolve_spec",
+]
 
 DEFAULT_ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-6"
 """Used when nothing names a model but `ANTHROPIC_API_KEY` is set."""
@@ -30,12 +36,13 @@ the file and shell tools for the working directory. Answer concisely; say what y
 
 NO_MODEL_HELP = (
     "flue: no model is configured, so there is no one to answer. Set one in any of these ways: "
-    "export FLUE_MODEL=anthropic/claude-sonnet-4-6 (or set ANTHROPIC_API_KEY to use that model by "
-    "default) before starting Jupyter; run `%config FlueMagics.model = \"anthropic/claude-sonnet-4-6\"` "
-    "(or put `c.FlueMagics.model = ...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or "
-    "work offline with an agent of your own that calls use_model(ScriptedModel([...])) or "
-    "use_model(FunctionModel(fn)) from flue_nb.models, and select it with `%flue use NAME` or `--agent NAME`. "
-    "A model setting may also name a Model object in the notebook's namespace (e.g. `-m my_model`)."
+    "export FLUE_MODEL=anthropic/claude-sonnet-4-6 (or set ANTHROPIC_API_KEY to use that model "
+    "by default) before starting Jupyter; run "
+    '`%config FlueMagics.model = "anthropic/claude-sonnet-4-6"` (or put `c.FlueMagics.model = '
+    "...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or work offline with an agent "
+    "of your own that calls use_model(ScriptedModel([...])) or use_model(FunctionModel(fn)) from "
+    "flue_nb.models, and select it with `%flue use NAME` or `--agent NAME`. A model setting may "
+    "also name a Model object in the notebook's namespace (e.g. `-m my_model`)."
 )
 
 
@@ -61,7 +68,9 @@ def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
 
         obj = namespace[setting]
         if not isinstance(obj, Model):
-            raise ConfigError(f"`{setting}` in the namespace is a {type(obj).__name__}, not a model")
+            raise ConfigError(
+                f"`{setting}` in the namespace is a {type(obj).__name__}, not a model"
+            )
         return obj
     return setting
 
@@ -83,7 +92,8 @@ def make_assistant(model: Any, *, approval: str = "allow", cwd: str | None = Non
 
     # User code must run on the kernel's main thread (matplotlib, signals, thread-bound objects);
     # `run_on_waiter` does that while a cell blocks, and runs inline for `--background` cells.
-    sandbox = kernel(cwd, approval=approval, runner=coordinator().run_on_waiter)  # type: ignore[arg-type]
+    runner = coordinator().run_on_waiter
+    sandbox = kernel(cwd, approval=approval, runner=runner)  # type: ignore[arg-type]
 
     @agent(name="assistant")
     def assistant() -> str:

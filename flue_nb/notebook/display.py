@@ -104,13 +104,19 @@ class CellView:
         sid = ev.submission_id or ""
         if ev.type == "submission_recovery":
             self._recovering.add(sid)
-            self.lines.append(_Line("note", f"↻ recovering submission {sid} (it was interrupted)"))
+            self.lines.append(_Line("note", f"↻ recovering submission {sid} (interrupted)"))
             return True
         if ev.type == "submission_settled" and sid in self._recovering:
             self._recovering.discard(sid)
-            self.lines.append(_Line("note", f"↻ recovered submission {sid}: settled {ev.data.get('outcome')}"))
+            self.lines.append(
+                _Line("note", f"↻ recovered submission {sid}: settled {ev.data.get('outcome')}")
+            )
             return True
-        if ev.type == "log" and ev.data.get("message") == "joined" and ev.data.get("joined_submission_id") == self.submission_id:
+        if (
+            ev.type == "log"
+            and ev.data.get("message") == "joined"
+            and ev.data.get("joined_submission_id") == self.submission_id
+        ):
             self.lines.append(_Line("note", "(joined the response that was already running)"))
             return True
         return False
@@ -129,7 +135,11 @@ class CellView:
                 self.lines.append(_Line("text", d.get("delta", "")))
             return True
         if ev.type == "tool_start":
-            tool = _Tool(d.get("call_id", ""), d.get("name", "?"), summarize_call(d.get("name", ""), d.get("input")))
+            tool = _Tool(
+                d.get("call_id", ""),
+                d.get("name", "?"),
+                summarize_call(d.get("name", ""), d.get("input")),
+            )
             self._tools[tool.call_id] = tool
             self.lines.append(_Line("tool", tool=tool))
             return True
@@ -158,7 +168,8 @@ class CellView:
             self.lines.append(_Line("note", text))
             return True
         if ev.type == "task_start":
-            self.lines.append(_Line("note", f"· task → {d.get('agent')}: {_one_line(d.get('description', ''))}"))
+            what = _one_line(d.get("description", ""))
+            self.lines.append(_Line("note", f"· task → {d.get('agent')}: {what}"))
             return True
         if ev.type == "turn" and d.get("usage"):
             self.tokens["total"] = self.tokens.get("total", 0) + int(d["usage"])
@@ -216,7 +227,8 @@ class CellView:
                 else:
                     t = ln.tool
                     assert t is not None
-                    mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {_md_escape(t.error)}")
+                    err = f"✗ {_md_escape(t.error)}"
+                    mark = "…" if t.ok is None else ("✓" if t.ok else err)
                     summary = f" `{t.summary.replace('`', 'ˋ')}`" if t.summary else ""
                     preview = f" → `{t.preview.replace('`', 'ˋ')}`" if t.preview else ""
                     parts.append(f"> 🔧 **{t.name}**{summary} {mark}{preview}")
@@ -227,7 +239,12 @@ class CellView:
         """Provenance for the cell output: ids, outcome, token totals, the tool trace."""
         with self._lock:
             trace = [
-                {"name": t.name, "ok": t.ok, "duration_ms": t.duration_ms, **({"error": t.error} if t.error else {})}
+                {
+                    "name": t.name,
+                    "ok": t.ok,
+                    "duration_ms": t.duration_ms,
+                    **({"error": t.error} if t.error else {}),
+                }
                 for t in self._tools.values()
             ]
             return {
@@ -240,7 +257,9 @@ class CellView:
                 **self.notes,
             }
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None
+    ) -> tuple[dict[str, str], dict[str, Any]]:
         return (
             {"text/plain": self.text_plain(), "text/markdown": self.markdown()},
             {"flue": self.metadata()},
@@ -257,13 +276,19 @@ def _md_escape(text: str) -> str:
 class TextView:
     """A block of text shown as `text/plain` and as markdown (status, history, help)."""
 
-    def __init__(self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> None:
         self.plain = plain
         self.md = markdown if markdown is not None else plain
         self.meta = metadata or {}
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
-        return {"text/plain": self.plain, "text/markdown": self.md}, ({"flue": self.meta} if self.meta else {})
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        return {"text/plain": self.plain, "text/markdown": self.md}, (
+            {"flue": self.meta} if self.meta else {}
+        )
 
     def __repr__(self) -> str:
         return self.plain

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, ToolResultMessage, UserMessage
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    Message,
+    SignalMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 
 from .display import TextView, summarize_call
 
@@ -31,9 +37,9 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
             for call in m.tool_calls:
                 res = results.get(call.id)
                 mark = "…" if res is None else ("✗" if res.is_error else "✓")
-                line = f"  · {call.name}: {summarize_call(call.name, call.input)} {mark}"
-                plain.append(line)
-                md.append(f"> 🔧 **{call.name}** `{summarize_call(call.name, call.input).replace('`', 'ˋ')}` {mark}")
+                summary = summarize_call(call.name, call.input)
+                plain.append(f"  · {call.name}: {summary} {mark}")
+                md.append(f"> 🔧 **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
             if m.aborted:
                 plain.append("  (response cut off)")
                 md.append("> *(response cut off)*")
@@ -45,7 +51,11 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
             md.append("> *(summary of earlier messages)*")
     if not plain:
         plain, md = ["(no messages yet)"], ["*(no messages yet)*"]
-    return TextView("\n".join(plain), "\n\n".join(md), {"conversation_id": conversation_id, "messages": len(messages)})
+    return TextView(
+        "\n".join(plain),
+        "\n\n".join(md),
+        {"conversation_id": conversation_id, "messages": len(messages)},
+    )
 
 
 def usage_totals(records: list[Any]) -> dict[str, int]:
@@ -60,10 +70,16 @@ def usage_totals(records: list[Any]) -> dict[str, int]:
     return totals
 
 
-def status_view(status: dict[str, Any], *, store: str, model: str, counts: dict[str, int]) -> TextView:
+def status_view(
+    status: dict[str, Any], *, store: str, model: str, counts: dict[str, int]
+) -> TextView:
     """Where the conversation stands, one fact per line."""
     used, window = status.get("used_tokens"), status.get("context_window")
-    context = f"{used} / {window} tokens" if used is not None and window else "not measured yet (no run in this kernel)"
+    context = (
+        f"{used} / {window} tokens"
+        if used is not None and window
+        else "not measured yet (no run in this kernel)"
+    )
     outcomes = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "none"
     lines = [
         f"conversation: {status['conversation_id']}",

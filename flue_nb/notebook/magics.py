@@ -8,9 +8,7 @@ path (`JPY_SESSION_NAME`), so a restarted kernel reopens it and recovers what wa
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import uuid
 from typing import Any
 
@@ -20,57 +18,28 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from .display import CellView, TextView
+from ._line import (
+    SUBCOMMANDS,
+    FlueCellError,
+    default_conversation_id,
+    protect_line_magic,
+    split_line,
+)
+from .display import TextView
 
-__all__ = ["FlueCellError", "FlueMagics", "default_conversation_id", "load_ipython_extension", "protect_line_magic", "split_line"]
+__all__ = [
+    "FlueCellError",
+    "FlueMagics",
+    "default_conversation_id",
+    "load_ipython_extension",
+    "protect_line_magic",
+    "split_line",
+]
 
-SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "status", "use")
-_VALUE_OPTIONS = {"-a", "--agent", "-c", "--conversation", "-m", "--model", "--db"}
-_TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
 WIDGET_NOT_READY = (
     "flue: the chat widget is not built yet (it is coming in a later version); "
     "showing this conversation as plain text instead."
 )
-
-
-class FlueCellError(Exception):
-    """A cell's submission failed, was aborted, or could not start; shown without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        # IPython shows these lines instead of a traceback; the cell still counts as failed,
-        # so "run all", nbclient and `flue-nb run` stop loudly.
-        return [str(self)]
-
-
-def default_conversation_id(environ: Any = os.environ) -> str:
-    """The notebook's conversation: stable across kernel restarts of the same notebook."""
-    path = environ.get("JPY_SESSION_NAME") or ""
-    if not path:
-        return "notebook"
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path)).removesuffix(".ipynb") or "notebook"
-    return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-
-
-def split_line(line: str) -> tuple[list[str], str]:
-    """Split a magic line into its leading options (argv) and the message after them, verbatim."""
-    argv: list[str] = []
-    expect_value = False
-    rest = ""
-    for m in _TOKEN.finditer(line):
-        tok = m.group(0)
-        if expect_value:
-            argv.append(tok[1:-1] if tok[:1] in "'\"" and tok[-1:] == tok[:1] and len(tok) > 1 else tok)
-            expect_value = False
-        elif tok == "--":
-            rest = line[m.end():]
-            break
-        elif tok.startswith("-") and len(tok) > 1:
-            argv.append(tok)
-            expect_value = tok in _VALUE_OPTIONS
-        else:
-            rest = line[m.start():]
-            break
-    return argv, rest.strip()
 
 
 @magics_class
@@ -78,12 +47,23 @@ class FlueMagics(Magics):
     """`%flue MESSAGE`, `%%flue [options]` + a message, and `%flue <subcommand>`."""
 
     model = Unicode(
-        "", help="Model for the default assistant: 'anthropic/<id>', or the name of a Model object "
-        "in the namespace. Empty: $FLUE_MODEL, else the default Claude model if ANTHROPIC_API_KEY is set."
+        "",
+        help="Model for the default assistant: 'anthropic/<id>', or the name of a Model object "
+        "in the namespace. Empty: $FLUE_MODEL, else the default Claude model if "
+        "ANTHROPIC_API_KEY is set.",
     ).tag(config=True)
-    db = Unicode("", help="SQLite store path (or ':memory:'); empty means .flue/flue.sqlite in the working directory.").tag(config=True)
-    approval = Enum(["allow", "ask", "deny"], "allow", help="Approval policy for the assistant's `python` and `bash`.").tag(config=True)
-    lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(config=True)
+    db = Unicode(
+        "",
+        help="SQLite store path (or ':memory:'); empty: .flue/flue.sqlite in the working dir.",
+    ).tag(config=True)
+    approval = Enum(
+        ["allow", "ask", "deny"],
+        "allow",
+        help="Approval policy for the assistant's `python` and `bash`.",
+    ).tag(config=True)
+    lease_ttl = Float(
+        30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat."
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -96,43 +76,88 @@ class FlueMagics(Magics):
     # --- the magic ----------------------------------------------------------------------------
 
     @magic_arguments()
-    @argument("-a", "--agent", metavar="NAME", help="An @agent function in the namespace to talk to (for this cell).")
-    @argument("-c", "--conversation", metavar="ID", help="Switch to conversation ID (later cells continue it).")
-    @argument("--new", action="store_true", help="Start a fresh conversation (later cells continue it).")
-    @argument("-m", "--model", metavar="SPEC", help="Model for the default assistant, for this cell.")
-    @argument("--db", metavar="PATH", help="SQLite store for this cell (default: c.FlueMagics.db, else .flue/flue.sqlite).")
-    @argument("--no-widget", action="store_true", help="Plain text/markdown output (the default until the widget lands).")
-    @argument("--background", action="store_true", help="Return at once; the output keeps updating.")
-    @argument("--interpolate", action="store_true", help="Expand {expr} and $name in the message from the namespace.")
-    @argument("message", nargs="*", help="The message, or a subcommand: chat, status, history, abort, compact, use AGENT, help.")
+    @argument(
+        "-a",
+        "--agent",
+        metavar="NAME",
+        help="An @agent function in the namespace to talk to (for this cell).",
+    )
+    @argument(
+        "-c",
+        "--conversation",
+        metavar="ID",
+        help="Switch to conversation ID (later cells continue it).",
+    )
+    @argument(
+        "--new", action="store_true", help="Start a fresh conversation (later cells continue it)."
+    )
+    @argument(
+        "-m", "--model", metavar="SPEC", help="Model for the default assistant, for this cell."
+    )
+    @argument(
+        "--db",
+        metavar="PATH",
+        help="SQLite store for this cell (default: c.FlueMagics.db, else .flue/flue.sqlite).",
+    )
+    @argument(
+        "--no-widget",
+        action="store_true",
+        help="Plain text/markdown output (the default until the widget lands).",
+    )
+    @argument(
+        "--background", action="store_true", help="Return at once; the output keeps updating."
+    )
+    @argument(
+        "--interpolate",
+        action="store_true",
+        help="Expand {expr} and $name in the message from the namespace.",
+    )
+    @argument(
+        "message",
+        nargs="*",
+        help="The message, or a subcommand: chat, status, history, abort, compact, use, help.",
+    )
     @no_var_expand
     @line_cell_magic
     def flue(self, line: str = "", cell: str | None = None) -> Any:
         """Talk to the agent working in this kernel: `%flue MESSAGE` or a `%%flue` cell."""
         argv, rest = split_line(line)
         words = rest.split()
-        more_argv, arg = split_line(rest[len(words[0]):]) if words else ([], "")
+        more_argv, arg = split_line(rest[len(words[0]) :]) if words else ([], "")
         # A subcommand is the whole line (`use` takes one name); "status of the data?" is a message.
-        if words and words[0] in SUBCOMMANDS and (not arg or (words[0] == "use" and len(arg.split()) == 1)):
+        if (
+            words
+            and words[0] in SUBCOMMANDS
+            and (not arg or (words[0] == "use" and len(arg.split()) == 1))
+        ):
             args = self._parse(argv + more_argv)
             if cell is not None and words[0] != "chat":
-                raise UsageError(f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`")
+                raise UsageError(
+                    f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`"
+                )
             return self._subcommand(words[0], arg, args, cell)
         args = self._parse(argv)
         if cell is not None:
             if rest:
-                raise UsageError("`%%flue` takes options on its first line; put the message in the cell body")
+                raise UsageError(
+                    "`%%flue` takes options on its first line; put the message in the cell body"
+                )
             message = cell.strip()
         else:
             message = rest
         if not message.strip():
-            raise UsageError("nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body")
+            raise UsageError(
+                "nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body"
+            )
         return self._send(message, args)
 
     def _parse(self, argv: list[str]) -> Any:
         args = self.flue.parser.parse_args(argv)  # bad options raise UsageError (no traceback)
         if args.model and args.agent:
-            raise UsageError("`-m` sets the default assistant's model; an `--agent` chooses its own with use_model()")
+            raise UsageError(
+                "`-m` sets the default assistant's model; "
+                "an `--agent` chooses its own with use_model()"
+            )
         return args
 
     # --- sessions ---------------------------------------------------------------------------
@@ -149,15 +174,20 @@ class FlueMagics(Magics):
             obj = self.shell.user_ns.get(name)
             if not isinstance(obj, AgentDef):
                 found = "nothing" if obj is None else f"a {type(obj).__name__}"
-                raise UsageError(f"no @agent named `{name}` in the namespace (found {found}); define it with @flue_nb.agent")
+                raise UsageError(
+                    f"no @agent named `{name}` in the namespace (found {found}); "
+                    "define it with @flue_nb.agent"
+                )
             return obj, ""
         from .assistant import make_assistant, resolve_spec
 
         setting = self._model_setting(args)
+        from flue_nb.runtime.errors import FlueError
+
         try:
             spec = resolve_spec(setting, self.shell.user_ns)
-        except Exception as exc:
-            raise FlueCellError(getattr(exc, "message", str(exc))) from None
+        except FlueError as exc:
+            raise FlueCellError(exc.message) from None
         label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
         return make_assistant(spec, approval=self.approval), label
 
@@ -184,7 +214,8 @@ class FlueMagics(Magics):
             busy = previous[1].status()
             if busy["running"] or busy["queued"]:
                 raise UsageError(
-                    f"conversation `{cid}` is busy with agent `{previous[0].name}`; wait for it, or `%flue abort`, "
+                    f"conversation `{cid}` is busy with agent `{previous[0].name}`; "
+                    "wait for it, or `%flue abort`, "
                     "before switching agents"
                 )
         if previous is not None and previous[0] is agent:
@@ -204,80 +235,22 @@ class FlueMagics(Magics):
         try:
             session = self._session(args, agent=agent)
         except FlueError as exc:
-            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
-        from ._live import BLANK, LiveOutput, handle_publisher
-        from .history import usage_totals
-
-        view = CellView(message, session.conversation_id, agent=agent.name)
-        view.notes["model"] = label
-        self._note_lease(session, view)
-        # A blocking cell's live display starts and ends empty, and the final transcript follows
-        # as an output of its own: nbval compares outputs as first sent (it ignores updates), so
-        # this way a stored notebook and its re-run hold the same outputs.
-        handle = display(view if args.background else BLANK, display_id=True)
-        live = LiveOutput(view, handle_publisher(handle))
-        stop = session.observe(live.feed)
-
-        def final(result: Any = None) -> None:
-            records = session.store.records(session.conversation_id, kinds=["message"], submission_id=view.submission_id)
-            view.tokens = usage_totals(records)
-            live.finish(result)
-
-        try:
-            receipt = session.dispatch(message)
-        except BaseException as exc:
-            stop()
-            if isinstance(exc, FlueError):
-                raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
-            raise
-        live.bind(receipt.submission_id)
-        if args.background:
-            live.on_settled = lambda: (stop(), final())
-            return None
-        try:
-            view.reply = session.read(receipt)
-        except KeyboardInterrupt:
-            view.settle("aborted", "interrupted (kernel interrupt)")
-            final()
             raise FlueCellError(
-                "flue: interrupted: the submission was aborted and the conversation is ready for the next cell."
+                f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
             ) from None
-        except Exception as exc:
-            final()
-            raise FlueCellError(self._failure_text(exc, view)) from None
-        finally:
-            stop()
-        view.settle("completed")
-        final(BLANK)
-        display(view)
-        return None
+        from ._run import run_message
 
-    def _failure_text(self, exc: Exception, view: CellView) -> str:
-        kind = getattr(exc, "type", "")
-        if kind == "model_not_configured":
-            from .assistant import NO_MODEL_HELP
-
-            return NO_MODEL_HELP
-        outcome = view.status if view.status in ("failed", "aborted") else "failed"
-        return f"flue: the submission {outcome}: {getattr(exc, 'message', str(exc))}"
-
-    def _note_lease(self, session: Any, view: CellView) -> None:
-        import time
-
-        from flue_nb.runtime import session as session_module
-
-        lease = session.store.lease(session.conversation_id)
-        # `_OWNER` identifies this process's runtime; another holder is an earlier kernel.
-        if lease and lease[0] != session_module._OWNER and lease[1] > time.time():
-            view.note(f"(waiting up to {lease[1] - time.time():.0f} s for an earlier kernel's claim on this conversation to lapse)")
+        run_message(session, message, agent=agent.name, model=label, background=args.background)
 
     def _interpolate(self, message: str) -> str:
         from IPython.utils.text import DollarFormatter
 
         try:
             return DollarFormatter().vformat(message, [], self.shell.user_ns)
-        except Exception as exc:
-            raise UsageError(f"--interpolate could not expand the message: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the user's own expression may raise anything
+            raise UsageError(
+                f"--interpolate could not expand the message: {type(exc).__name__}: {exc}"
+            ) from None
 
     # --- subcommands --------------------------------------------------------------------------
 
@@ -302,7 +275,10 @@ class FlueMagics(Magics):
             self._status(session, args)
         elif name == "abort":
             ids = session.abort()
-            print(f"flue: aborted {len(ids)} submission(s)" + (f": {', '.join(ids)}" if ids else " (nothing was running)"))
+            print(
+                f"flue: aborted {len(ids)} submission(s)"
+                + (f": {', '.join(ids)}" if ids else " (nothing was running)")
+            )
         elif name == "compact":
             self._compact(session)
         return None
@@ -314,11 +290,15 @@ class FlueMagics(Magics):
         except FlueCellError:
             key_db = self._db(args)
             for (cid, db), (agent, _) in self._agents.items():
-                if cid == self.conversation_id and db == (os.path.abspath(key_db) if key_db and key_db != ":memory:" else str(key_db)):
+                if cid == self.conversation_id and db == (
+                    os.path.abspath(key_db) if key_db and key_db != ":memory:" else str(key_db)
+                ):
                     return agent
             from flue_nb.runtime.agent import agent as make_agent
 
-            return make_agent(lambda: None, name="assistant")  # never rendered: history and status only read
+            return make_agent(
+                lambda: None, name="assistant"
+            )  # never rendered: history and status only read
 
     def _status(self, session: Any, args: Any) -> None:
         from .history import status_view
@@ -328,7 +308,9 @@ class FlueMagics(Magics):
             key = sub.outcome.value if sub.outcome is not None else sub.state.value
             counts[key] = counts.get(key, 0) + 1
         db = self._db(args)
-        store = db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
+        store = (
+            db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
+        )
         label = "" if (args.agent or self.agent_name) else (self._model_setting(args) or "")
         display(status_view(session.status(), store=store, model=label, counts=counts))
 
@@ -341,11 +323,18 @@ class FlueMagics(Magics):
         except FlueError as exc:
             raise FlueCellError(f"flue: could not compact: {exc.message}") from None
         after = session.status().get("used_tokens")
-        print(f"flue: compacted the context: {before} → {after} tokens" if before is not None else "flue: compacted the context")
+        print(
+            f"flue: compacted the context: {before} → {after} tokens"
+            if before is not None
+            else "flue: compacted the context"
+        )
 
     def _use(self, name: str) -> None:
         if not name or len(name.split()) != 1:
-            raise UsageError("usage: `%flue use AGENT` (an @agent in the namespace), or `%flue use assistant` for the default")
+            raise UsageError(
+                "usage: `%flue use AGENT` (an @agent in the namespace), "
+                "or `%flue use assistant` for the default"
+            )
         if name in ("assistant", "default"):
             self.agent_name = None
             print("flue: cells now talk to the default notebook assistant")
@@ -353,7 +342,9 @@ class FlueMagics(Magics):
         from flue_nb.runtime.agent import AgentDef
 
         if not isinstance(self.shell.user_ns.get(name), AgentDef):
-            raise UsageError(f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first")
+            raise UsageError(
+                f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first"
+            )
         self.agent_name = name
         print(f"flue: cells now talk to agent `{name}` (conversation `{self.conversation_id}`)")
 
@@ -366,28 +357,6 @@ class FlueMagics(Magics):
             "c.FlueMagics.lease_ttl.\n\n" + self.flue.parser.format_help()
         )
         display(TextView(text, f"```\n{text}\n```"))
-
-
-_LINE = re.compile(r"%flue(?:\s(.*))?")
-
-
-def protect_line_magic(lines: list[str]) -> list[str]:
-    """Turn `%flue MESSAGE` lines into explicit magic calls before IPython reads a trailing `?`.
-
-    IPython treats a line ending in `?` as a help request (`%flue what is in data.csv?` would
-    look up `data.csv`); a question is the commonest message there is. `%flue?` stays help.
-    """
-    out = []
-    for line in lines:
-        body = line.rstrip("\n")
-        stripped = body.lstrip()
-        m = _LINE.fullmatch(stripped)
-        if m is None or re.fullmatch(r"%flue\s*\?{1,2}", stripped.strip()):
-            out.append(line)
-            continue
-        indent = body[: len(body) - len(stripped)]
-        out.append(f"{indent}get_ipython().run_line_magic('flue', {(m.group(1) or '').strip()!r})\n")
-    return out
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from kernel_helpers import Kernel, jupyter_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,12 @@ def test_load_ext_in_a_plain_shell_imports_nothing_heavy(tmp_path):
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env=jupyter_env(tmp_path), capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code],
+        env=jupyter_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout.split("\n")
     assert out[:2] == ["True", "[]"], out
 
@@ -54,6 +59,9 @@ def test_the_package_installs_the_kernel_config_into_the_environment():
     assert shipped == {"InteractiveShellApp": {"extensions": ["flue_nb"]}}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
-    assert shared["jupyter-config/ipython_kernel_config.json"] == "etc/ipython/ipython_kernel_config.json"
+    assert (
+        shared["jupyter-config/ipython_kernel_config.json"]
+        == "etc/ipython/ipython_kernel_config.json"
+    )
     installed = Path(sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.json"
     assert json.loads(installed.read_text()) == shipped

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from kernel_helpers import Kernel
 
 from flue_nb.notebook.magics import default_conversation_id, split_line
-
-from kernel_helpers import Kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -95,7 +94,11 @@ def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
     assert kernel.ok("print(zz)").stdout.strip() == "42"  # ran in the user's namespace
     (meta,) = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d["metadata"]]
     assert meta["conversation_id"] == "tools" and meta["submission_id"].startswith("sub_")
-    assert meta["status"] == "completed" and meta["tokens"]["input"] == 10 and meta["tokens"]["output"] == 5
+    assert (
+        meta["status"] == "completed"
+        and meta["tokens"]["input"] == 10
+        and meta["tokens"]["output"] == 5
+    )
     assert [(t["name"], t["ok"]) for t in meta["tools"]] == [("bash", True), ("python", True)]
     assert all(t["duration_ms"] >= 0 for t in meta["tools"])
     assert "0x" not in text and "sub_" not in text  # stable text: nbval compares it
@@ -163,6 +166,8 @@ def test_split_line_keeps_the_message_verbatim():
 
 def test_default_conversation_id_follows_the_notebook_path():
     a = default_conversation_id({"JPY_SESSION_NAME": "/home/u/work/My Analysis.ipynb"})
-    assert a.startswith("My-Analysis-") and a == default_conversation_id({"JPY_SESSION_NAME": "/home/u/work/My Analysis.ipynb"})
+    assert a.startswith("My-Analysis-") and a == default_conversation_id(
+        {"JPY_SESSION_NAME": "/home/u/work/My Analysis.ipynb"}
+    )
     assert a != default_conversation_id({"JPY_SESSION_NAME": "/home/u/other/My Analysis.ipynb"})
     assert default_conversation_id({}) == "notebook"

@@ -34,13 +34,18 @@ def slow():
     return "A test agent."
 '''
 
-SETUP = "import sys; sys.path.insert(0, {path!r}); from slowagent import slow\n%config FlueMagics.lease_ttl = 2.0"
+SETUP = (
+    "import sys; sys.path.insert(0, {path!r}); from slowagent import slow\n"
+    "%config FlueMagics.lease_ttl = 2.0"
+)
 
 
 def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path):
     (tmp_path / "slowagent.py").write_text(textwrap.dedent(AGENT_MODULE))
     # The notebook path names the default conversation, so the new kernel reopens the same one.
-    kernel = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME=str(tmp_path / "analysis.ipynb"))
+    kernel = Kernel(
+        tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME=str(tmp_path / "analysis.ipynb")
+    )
     try:
         kernel.ok(SETUP.format(path=str(tmp_path)))
         kernel.ok("%flue use slow")
@@ -68,6 +73,10 @@ def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path):
         first, second = store.submissions(conversation)  # exactly two: nothing lost or duplicated
     finally:
         store.close()
-    assert (first.text, first.outcome.value, first.attempts) == ("slow: write a long answer", "completed", 2)
+    assert (first.text, first.outcome.value, first.attempts) == (
+        "slow: write a long answer",
+        "completed",
+        2,
+    )
     assert first.result == "Recovered: finished the long answer."
     assert (second.outcome.value, second.result) == ("completed", "echo: and now?")

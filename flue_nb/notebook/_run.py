@@ -1,0 +1,92 @@
+"""One `%flue` message, run and shown: the live display, waiting, interrupts, the outcome.
+
+A blocking cell's live display starts and ends empty, and the final transcript follows as an
+output of its own: nbval compares outputs as first sent (it ignores `update_display_data`), so
+a stored notebook and its re-run hold the same outputs. A `--background` cell keeps its live
+display, which the runtime thread goes on updating.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from IPython.display import display
+
+from flue_nb.runtime.errors import FlueError
+
+from ._line import FlueCellError
+from ._live import BLANK, LiveOutput, handle_publisher
+from .display import CellView
+from .history import usage_totals
+
+__all__ = ["run_message"]
+
+INTERRUPTED = (
+    "flue: interrupted: the submission was aborted; the conversation is ready for the next cell."
+)
+
+
+def run_message(session: Any, message: str, *, agent: str, model: str, background: bool) -> None:
+    """Dispatch `message` and show it; block until it settles unless `background`."""
+    view = CellView(message, session.conversation_id, agent=agent)
+    view.notes["model"] = model
+    _note_lease(session, view)
+    handle = display(view if background else BLANK, display_id=True)
+    live = LiveOutput(view, handle_publisher(handle))
+    stop = session.observe(live.feed)
+
+    def final(result: Any = None) -> None:
+        records = session.store.records(
+            session.conversation_id, kinds=["message"], submission_id=view.submission_id
+        )
+        view.tokens = usage_totals(records)
+        live.finish(result)
+
+    try:
+        receipt = session.dispatch(message)
+    except BaseException as exc:
+        stop()
+        if isinstance(exc, FlueError):
+            raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
+        raise
+    live.bind(receipt.submission_id)
+    if background:
+        live.on_settled = lambda: (stop(), final())
+        return
+    try:
+        view.reply = session.read(receipt)
+    except KeyboardInterrupt:
+        # `Session.read` has already aborted durably; say so instead of a KeyboardInterrupt trace.
+        view.settle("aborted", "interrupted (kernel interrupt)")
+        final()
+        raise FlueCellError(INTERRUPTED) from None
+    except FlueError as exc:  # failed or aborted; a bug in flue_nb keeps its traceback
+        final()
+        raise FlueCellError(_failure_text(exc, view)) from None
+    finally:
+        stop()
+    view.settle("completed")
+    final(BLANK)
+    display(view)
+
+
+def _failure_text(exc: Exception, view: CellView) -> str:
+    if getattr(exc, "type", "") == "model_not_configured":
+        from .assistant import NO_MODEL_HELP
+
+        return NO_MODEL_HELP
+    outcome = view.status if view.status in ("failed", "aborted") else "failed"
+    return f"flue: the submission {outcome}: {getattr(exc, 'message', str(exc))}"
+
+
+def _note_lease(session: Any, view: CellView) -> None:
+    from flue_nb.runtime import session as session_module
+
+    lease = session.store.lease(session.conversation_id)
+    # `_OWNER` identifies this process's runtime; another holder is an earlier kernel.
+    if lease and lease[0] != session_module._OWNER and lease[1] > time.time():
+        left = lease[1] - time.time()
+        view.note(
+            f"(waiting up to {left:.0f} s for an earlier kernel's claim on this conversation)"
+        )
