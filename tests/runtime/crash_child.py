@@ -2,7 +2,7 @@
 
     python crash_child.py MODE --db PATH --conversation ID --dir DIR
 
-MODE is a kill point (`admitted`, `stream`, `tool`, `durable`, `after_tool`, `settle`), `admitting`, or
+MODE is a kill point (`admitted`, `abort`, `stream`, `tool`, `durable`, `after_tool`, `settle`), `admitting`, or
 `recover`. In a kill-point mode the child dispatches a first message, dispatches a second one
 while the first is live (so it queues or joins), and on reaching the kill point writes
 `DIR/marker` and blocks until the parent kills it. `admitting` dispatches messages in a loop.
@@ -167,10 +167,11 @@ class Child:
             self.first_sid = event.submission_id
         if event.submission_id is None or event.submission_id != self.first_sid:
             return
-        if self.mode == "admitted" and event.type == "submission_running":
+        if self.mode in ("admitted", "abort") and event.type == "submission_running":
             # Running, lease held, nothing of the run recorded yet.
+            self.want_second.set()
             self.second_done.wait(20.0)
-            self.mark("admitted")
+            self.mark(self.mode)
         elif self.mode in ("stream", "recover_slow") and event.type == "text_delta":
             now = time.monotonic()
             if self.stream_started is None:
@@ -198,13 +199,19 @@ class Child:
         first = session.dispatch(FIRST)
         self.first_sid = first.submission_id
         self.receipt(first.submission_id)
-        if self.mode != "admitted":
+        if self.mode not in ("admitted", "abort"):
             if not self.want_second.wait(20.0):
                 raise SystemExit(f"crash_child: the first message never went live in mode {self.mode!r}")
         second = session.dispatch(SECOND)
         self.second_sid = second.submission_id
         self.receipt(second.submission_id)
-        if self.mode != "admitted":
+        if self.mode == "abort":
+            if not self.want_second.wait(20.0):
+                raise SystemExit("crash_child: the first message never started running")
+            # The durable intent Session.abort() records (its coroutine cannot run: the runtime
+            # loop is held at the kill point), so the kill lands before the intent took effect.
+            session.store.request_abort(self.conversation)
+        if self.mode not in ("admitted", "abort"):
             deadline = time.monotonic() + 20.0
             while session.store.submission(second.submission_id).state.value != "joining":
                 if time.monotonic() > deadline:
@@ -241,7 +248,7 @@ class Child:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["admitted", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow"])
+    parser.add_argument("mode", choices=["admitted", "abort", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)

@@ -38,6 +38,7 @@ MARKER_WAIT = 30.0
 
 KILL_POINTS = {
     "admitted": "after admission, before the model call",
+    "abort": "after an abort intent, before it took effect",
     "stream": "mid-stream, after a partial snapshot",
     "tool": "mid-tool (side effect done, no result)",
     "durable": "mid durable tool, between its two steps",
@@ -175,6 +176,7 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
     expected: dict[str, tuple[list[str], tuple[str, ...]]] = {
         # Admitted back to back: the second is marked joining if the first was already current.
         "admitted": ([], ("queued", "joining")),
+        "abort": ([], ("queued", "joining")),
         "stream": (["user"], ("joining",)),
         "tool": (["user", "assistant"], ("joining",)),
         "durable": (["user", "assistant"], ("joining",)),
@@ -195,6 +197,8 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
         problems.append(f"{d.name}: a settlement was recorded before the kill point: {settled}")
     if mode == "stream" and not (partial and partial.get("text")):
         problems.append(f"{d.name}: no partial snapshot at the mid-stream kill point")
+    if (mode == "abort") != bool(s1 and s2 and s1.abort_requested and s2.abort_requested):
+        problems.append(f"{d.name}: abort intents at the kill point: {s1 and s1.abort_requested}, {s2 and s2.abort_requested}")
     if mode == "durable":
         steps = [r.data["name"] for r in records if r.kind == "step" and r.data["call_id"] == marker["call_id"]]
         if steps != ["charge"]:
@@ -215,6 +219,7 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
     users = Counter(r.data.get("submission_id") for r in _messages(records) if r.data["kind"] == "user")
     t = Tally(reps=1, submissions=len(set(receipts) | set(by_id)))
+    expected = Outcome.ABORTED if mode == "abort" else Outcome.COMPLETED
     where = d.name
 
     for sid in receipts:
@@ -227,7 +232,8 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         lost = (
             s.state != SubmissionState.SETTLED
             or s.outcome is None
-            or users[s.id] == 0
+            # An aborted submission may settle before its message reached the model.
+            or (users[s.id] == 0 and s.outcome != Outcome.ABORTED)
             or (absorber is None and own == 0)
             or (absorber is not None and settlements[absorber.id] == 0)
         )
@@ -243,8 +249,8 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
             t.problems.append(f"{where}: {s.id} duplicated: settlement records={own} user messages={users[s.id]} joined_into={s.joined_into}")
         else:
             t.exactly_once += 1
-        if s.outcome != Outcome.COMPLETED:
-            t.problems.append(f"{where}: {s.id} settled {s.outcome} (error {s.error}), expected completed")
+        if s.outcome != expected or (expected == Outcome.ABORTED and (s.error or {}).get("type") != "submission_aborted"):
+            t.problems.append(f"{where}: {s.id} settled {s.outcome} (error {s.error}), expected {expected.value}")
         if absorber is not None and (absorber.outcome != s.outcome or absorber.state != SubmissionState.SETTLED):
             t.problems.append(f"{where}: joined {s.id} settled {s.outcome} but its absorber {absorber.id} is {absorber.state.value}/{absorber.outcome}")
 
@@ -367,6 +373,7 @@ def _repetition(mode: str, root: Path, i: int) -> Tally:
     "mode",
     [
         pytest.param("admitted", id="after_admission_before_model_call"),
+        pytest.param("abort", id="after_abort_intent_before_it_took_effect"),
         pytest.param("stream", id="mid_stream_after_partial_snapshot"),
         pytest.param("tool", id="mid_tool_after_side_effect"),
         pytest.param("durable", id="mid_durable_tool_between_steps"),
