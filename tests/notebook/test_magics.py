@@ -171,3 +171,31 @@ def test_default_conversation_id_follows_the_notebook_path():
     )
     assert a != default_conversation_id({"JPY_SESSION_NAME": "/home/u/other/My Analysis.ipynb"})
     assert default_conversation_id({}) == "notebook"
+
+
+def test_model_from_flue_model_env_and_approval_from_config(kernel):
+    kernel.ok("import os; os.environ['FLUE_MODEL'] = 'echo'")
+    try:
+        assert "echo: from the environment" in kernel.ok("%flue -c env from the environment").text()
+    finally:
+        kernel.ok("del os.environ['FLUE_MODEL']")
+    kernel.ok(
+        "deny = ScriptedModel([reply('', tool_call('python', code='denied_var = 1')), reply('ok')])\n"
+        "%config FlueMagics.approval = 'deny'"
+    )
+    try:
+        text = kernel.ok("%flue -c approval -m deny try it").text()
+    finally:
+        kernel.ok("%config FlueMagics.approval = 'allow'")
+    assert "· python: denied_var = 1 ✗" in text
+    assert "NameError" in kernel.run("denied_var").all_text()  # the code never ran
+
+
+def test_python_tool_runs_on_the_kernel_main_thread_while_the_cell_waits(kernel):
+    kernel.ok(
+        "import threading\n"
+        "th = ScriptedModel([reply('', tool_call('python', "
+        "code='tool_thread = threading.current_thread().name')), reply('ok')])"
+    )
+    kernel.ok("%flue -c thread -m th where do you run?")
+    assert kernel.ok("print(tool_thread)").stdout.strip() == "MainThread"
