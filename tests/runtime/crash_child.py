@@ -35,8 +35,8 @@ from flue_nb.runtime.messages import UserMessage
 LEASE_TTL = 1.0
 """Short, so the next owner can take over soon after the kill (both processes use it)."""
 FIRST, SECOND = "first message: do the work", "second message: and then this"
-LONG_TEXT = " ".join(f"word{i}" for i in range(300))
-"""Streamed at STREAM_DELAY a word: ~9 s, far longer than the child lives in `stream` mode."""
+LONG_TEXT = " ".join(f"word{i}" for i in range(600))
+"""Streamed at STREAM_DELAY a word: ~18 s, far longer than the child lives in `stream` mode."""
 STREAM_DELAY = 0.03
 ADMIT_AT_MOST = 200
 """`admitting` stops there (and waits to be killed) so recovery stays quick."""
