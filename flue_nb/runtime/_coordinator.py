@@ -60,6 +60,12 @@ class Coordinator:
                 if result.set_running_or_notify_cancel():
                     try:
                         result.set_result(fn())
+                    except KeyboardInterrupt:
+                        # Ctrl-C hit the posted call (user code run for the `python` tool): the
+                        # interrupt is the waiter's. Handed to the runtime loop as is, it would
+                        # escape `run_forever` and kill the coordinator thread.
+                        result.set_exception(RuntimeError("interrupted (KeyboardInterrupt)"))
+                        raise
                     except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting tool
                         result.set_exception(exc)
             return fut.result()
