@@ -76,3 +76,23 @@ def test_interrupt_aborts_the_submission_kills_bash_and_the_next_cell_works(kern
     outcomes = [s.outcome.value for s in store.submissions("stop")]
     assert outcomes == ["aborted", "completed"]
     store.close()
+
+
+def test_interrupt_while_the_python_tool_runs_user_code_on_the_main_thread(kernel, tmp_path):
+    kernel.ok(
+        "from flue_nb.models import ScriptedModel, reply, tool_call\n"
+        "loop = 'import time\\nfor i in range(600): time.sleep(0.05)'\n"
+        "m = ScriptedModel([reply('', tool_call('python', code=loop)), reply('next one')])"
+    )
+    msg_id = kernel.send("%flue -c py -m m --db flue.sqlite spin")
+    kernel.collect(msg_id, timeout=30, until=lambda run: "· python" in run.text())
+    time.sleep(0.3)
+    kernel.interrupt()
+    run = kernel.collect(msg_id, timeout=15)  # the runtime thread survived: the cell ends
+    assert run.status == "error" and "interrupted: the submission was aborted" in run.error_text
+    assert "· python: import time… ✗" in run.text()
+    after = kernel.ok("%flue -c py -m m --db flue.sqlite and now")
+    assert "next one" in after.text()
+    store = open_store(str(tmp_path / "flue.sqlite"), cwd=str(tmp_path))
+    assert [s.outcome.value for s in store.submissions("py")] == ["aborted", "completed"]
+    store.close()
