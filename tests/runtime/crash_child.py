@@ -9,6 +9,7 @@ while the first is live (so it queues or joins), and on reaching the kill point 
 `recover` is the next owner: it opens the same store and conversation with a model that
 finishes, reads every submission to its outcome, and exits 0. `recover_slow` is a next owner
 whose model streams slowly: it marks mid-stream (after a partial snapshot) and is killed too.
+`recover_keep` is a next owner killed when it clears the snapshot of a half-streamed response.
 
 Files in DIR: `marker` (JSON: what was reached), `receipts` (one submission id per line,
 written after `dispatch` returned), `tool_runs` (one call id per line, appended each time the
@@ -42,6 +43,23 @@ ADMIT_AT_MOST = 200
 """`admitting` stops there (and waits to be killed) so recovery stays quick."""
 BLOCK = 120.0
 """How long a child blocks at its kill point (the parent kills it long before)."""
+
+
+class StopAtClearPartial:
+    """The file store, except that its first `clear_partial` is a kill point: a public seam
+    (the `Store` protocol) to land a kill between keeping a half-streamed response and
+    forgetting its snapshot."""
+
+    def __init__(self, inner: Any, child: Child) -> None:
+        self._inner = inner
+        self._child = child
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def clear_partial(self, submission_id: str) -> None:
+        partial = self._inner.partial(submission_id) or {}
+        self._child.mark("keep", partial_text=partial.get("text", ""), cleared=submission_id)
 
 
 class Child:
@@ -188,8 +206,13 @@ class Child:
     # --- the programs -------------------------------------------------------------------------
 
     def open(self) -> Any:
+        db: Any = self.db
+        if self.mode == "recover_keep":
+            from flue_nb.runtime.sqlite_store import SQLiteStore
+
+            db = StopAtClearPartial(SQLiteStore(self.db), self)
         self.session = flue.init(
-            self.build_agent(), conversation=self.conversation, db=self.db, cwd=str(self.dir), lease_ttl=LEASE_TTL
+            self.build_agent(), conversation=self.conversation, db=db, cwd=str(self.dir), lease_ttl=LEASE_TTL
         )
         return self.session
 
@@ -248,13 +271,13 @@ class Child:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["admitted", "abort", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow"])
+    parser.add_argument("mode", choices=["admitted", "abort", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow", "recover_keep"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)
     args = parser.parse_args()
     child = Child(args.mode, args.db, args.conversation, Path(args.dir))
-    if args.mode in ("recover", "recover_slow"):
+    if args.mode in ("recover", "recover_slow", "recover_keep"):
         child.recover()
     elif args.mode == "admitting":
         child.admit_in_a_loop()
