@@ -62,8 +62,18 @@ class _Tool:
 @dataclass(slots=True)
 class _Line:
     kind: Literal["text", "tool", "note"]
-    text: str = ""
+    note: str = ""
     tool: _Tool | None = None
+    chunks: list[str] = field(default_factory=list)
+    """Streamed text as it arrived (joined when rendered: appending stays cheap)."""
+
+    @property
+    def text(self) -> str:
+        if self.kind == "note":
+            return self.note
+        if len(self.chunks) > 1:
+            self.chunks[:] = ["".join(self.chunks)]
+        return self.chunks[0] if self.chunks else ""
 
 
 @dataclass
@@ -130,9 +140,9 @@ class CellView:
             if ev.task_id:
                 return False  # a subagent's text shows in its task line, not as the answer
             if self.lines and self.lines[-1].kind == "text":
-                self.lines[-1].text += d.get("delta", "")
+                self.lines[-1].chunks.append(d.get("delta", ""))
             else:
-                self.lines.append(_Line("text", d.get("delta", "")))
+                self.lines.append(_Line("text", chunks=[d.get("delta", "")]))
             return True
         if ev.type == "tool_start":
             tool = _Tool(
