@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState
 
 _SETTLED = SubmissionState.SETTLED.value
@@ -42,6 +42,7 @@ __all__ = [
     "Migration",
     "apply_update",
     "assignments",
+    "check_owner",
     "dump_json",
     "ensure_conversation",
     "is_corrupt",
@@ -308,6 +309,26 @@ def ensure_conversation(conn: sqlite3.Connection, conversation_id: str, now: flo
         "INSERT INTO conversations (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
         (conversation_id, now),
     )
+
+
+def check_owner(conn: sqlite3.Connection, conversation_id: str, owner: str) -> None:
+    """Raise `SessionBusyError` unless `owner` holds the conversation's lease.
+
+    An expired lease that nobody took is still its owner's (as in `renew_lease`): no one else
+    can have written in between, and it spares a clock comparison between processes.
+    """
+    row = conn.execute(
+        "SELECT lease_owner FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    holder = None if row is None else row[0]
+    if holder != owner:
+        raise SessionBusyError(
+            f"{owner!r} no longer owns conversation {conversation_id!r} "
+            f"({'it is free' if holder is None else f'{holder!r} does'}); nothing was written",
+            conversation_id=conversation_id,
+            owner=owner,
+            holder=holder,
+        )
 
 
 def select_submission(conn: sqlite3.Connection, submission_id: str) -> Submission | None:

@@ -21,6 +21,7 @@ from flue_nb.runtime._sqlite_schema import (
     SUBMISSION_COLUMNS,
     apply_update,
     assignments,
+    check_owner,
     dump_json,
     ensure_conversation,
     is_corrupt,
@@ -310,12 +311,14 @@ class SQLiteStore:
         result: str | None = None,
         error: dict[str, Any] | None = None,
         now: float,
+        owner: str | None = None,
     ) -> bool:
         """Settle once: the first terminal outcome wins (contract 10.4).
 
         Appends a `settlement` record and settles every submission joined into this one with the
         same outcome, result and error, all in one transaction. Returns False if it was already
-        settled (nothing changes then).
+        settled (nothing changes then). With `owner`, raises `SessionBusyError` and changes
+        nothing unless `owner` still holds the conversation's lease.
         """
         outcome = Outcome(outcome)
         error_json = None if error is None else dump_json(error, "a settlement error")
@@ -334,6 +337,8 @@ class SQLiteStore:
             conversation_id, state = row
             if state == _SETTLED:
                 return False
+            if owner is not None:
+                check_owner(conn, conversation_id, owner)
             settle_sql = (
                 "UPDATE submissions SET state = ?, outcome = ?, result = ?, error = ?,"
                 " settled_at = ?, lease_owner = NULL, lease_expires = NULL"
@@ -379,10 +384,13 @@ class SQLiteStore:
         *,
         now: float,
         updates: Sequence[SubmissionUpdate] = (),
+        owner: str | None = None,
     ) -> list[Record]:
         """Append records (and apply `updates`, and upsert `state` records) atomically.
 
-        If any update's expectation fails, nothing is written and `StoreError` is raised.
+        If any update's expectation fails, nothing is written and `StoreError` is raised. With
+        `owner` (a fence for a writer that may have stalled past its lease), nothing is written
+        and `SessionBusyError` is raised unless `owner` still holds the conversation's lease.
         """
         # Serialize before the transaction: a bad value fails without taking the write lock.
         encoded: list[tuple[RecordKind, str, dict[str, Any]]] = []
@@ -396,6 +404,8 @@ class SQLiteStore:
             encoded.append((kind, dump_json(data, f"a {kind!r} record"), data))
         planned = [(u, assignments(u.fields)) for u in updates]
         with self._tx("IMMEDIATE") as conn:
+            if owner is not None:
+                check_owner(conn, conversation_id, owner)
             for update, columns in planned:
                 if not apply_update(conn, update.submission_id, tuple(update.expect), columns):
                     current = select_submission(conn, update.submission_id)

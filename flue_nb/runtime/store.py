@@ -156,11 +156,13 @@ class Store(Protocol):
         result: str | None = None,
         error: dict[str, Any] | None = None,
         now: float,
+        owner: str | None = None,
     ) -> bool:
         """Settle once: the first terminal outcome wins (contract 10.4).
 
         Appends a `settlement` record and settles every submission joined into this one with the
-        same outcome, all in one transaction. Returns False if it was already settled.
+        same outcome, all in one transaction. Returns False if it was already settled. With
+        `owner`, raises `SessionBusyError` (changing nothing) unless it still holds the lease.
         """
         ...
 
@@ -177,8 +179,13 @@ class Store(Protocol):
         *,
         now: float,
         updates: Sequence[SubmissionUpdate] = (),
+        owner: str | None = None,
     ) -> list[Record]:
-        """Append records (and apply `updates`, and upsert `state` records) atomically."""
+        """Append records (and apply `updates`, and upsert `state` records) atomically.
+
+        With `owner`, raises `SessionBusyError` (writing nothing) unless it still holds the
+        conversation's lease: the fence that keeps a writer stalled past its lease out.
+        """
         ...
 
     def records(

@@ -17,7 +17,7 @@ import pytest
 
 import flue_nb
 from flue_nb.runtime._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
-from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.sqlite_store import SQLiteStore, open_store
 from flue_nb.runtime.store import Outcome, SubmissionState, SubmissionUpdate
 
@@ -548,6 +548,38 @@ def test_renew_lease_fails_once_lost(store: SQLiteStore) -> None:
     store.release_lease("c", "k2")
     assert not store.renew_lease("c", "k1", ttl=30, now=33.0)  # released is not ours either
     assert not store.renew_lease("nobody", "k1", ttl=30, now=33.0)
+
+
+def test_owner_fence_keeps_a_writer_that_lost_its_lease_out(store: SQLiteStore) -> None:
+    store.admit("c", "hi", submission_id="s1", now=0.0)
+    store.acquire_lease("c", "stalled", ttl=1, now=0.0)
+    store.append("c", "s1", [("event", {"n": 1})], now=0.5, owner="stalled")
+    # Expired but nobody took it: still the stalled owner's, its writes are safe.
+    store.append("c", "s1", [("event", {"n": 2})], now=5.0, owner="stalled")
+    assert store.acquire_lease("c", "taker", ttl=30, now=6.0)
+    assert store.settle("s1", Outcome.COMPLETED, result="taker's", now=7.0, owner="taker")
+    before = store.records("c")
+    with pytest.raises(SessionBusyError, match="'taker' does"):
+        store.append(
+            "c",
+            "s1",
+            [("message", {"late": True})],
+            now=8.0,
+            owner="stalled",
+            updates=[SubmissionUpdate("s1", (), {"attempts": 9})],
+        )
+    assert store.records("c") == before
+    assert store.submission("s1").attempts == 0  # type: ignore[union-attr]
+    store.admit("c", "next", submission_id="s2", now=9.0)
+    with pytest.raises(SessionBusyError):
+        store.settle("s2", Outcome.FAILED, now=10.0, owner="stalled")
+    assert store.submission("s2").state is QUEUED  # type: ignore[union-attr]
+    assert not store.settle("s1", Outcome.FAILED, now=10.0, owner="stalled")  # first still wins
+    store.release_lease("c", "taker")
+    with pytest.raises(SessionBusyError, match="free"):
+        store.append("c", None, [("event", {})], now=11.0, owner="taker")
+    with pytest.raises(SessionBusyError):
+        store.append("unknown", None, [("event", {})], now=11.0, owner="taker")
 
 
 # -- durability and safety -------------------------------------------------------------------------
