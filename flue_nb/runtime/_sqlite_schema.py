@@ -45,6 +45,7 @@ __all__ = [
     "check_owner",
     "dump_json",
     "ensure_conversation",
+    "is_busy",
     "is_corrupt",
     "load_json",
     "migrate",
@@ -285,7 +286,7 @@ def switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
         try:
             return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if not is_busy(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
@@ -293,11 +294,24 @@ def switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
 
 def is_corrupt(exc: sqlite3.Error) -> bool:
     """True when SQLite says the file is not a database or is damaged (not merely busy)."""
-    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
-    if name is not None:
-        return str(name).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
-    text = str(exc)
-    return "not a database" in text or "malformed" in text
+    code = _primary_code(exc)
+    if code is None:  # Python 3.10: only the message says
+        return "not a database" in str(exc) or "malformed" in str(exc)
+    return code in ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """True when SQLite gave up waiting for another connection's lock."""
+    code = _primary_code(exc)
+    if code is None:
+        return "locked" in str(exc)
+    return code in ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def _primary_code(exc: sqlite3.Error) -> str | None:
+    """`SQLITE_BUSY` also for `SQLITE_BUSY_SNAPSHOT` and the like; None before Python 3.11."""
+    name = getattr(exc, "sqlite_errorname", None)
+    return None if name is None else "_".join(str(name).split("_")[:2])
 
 
 # -- helpers that run inside a transaction --------------------------------------------------------

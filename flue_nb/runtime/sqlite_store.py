@@ -24,6 +24,7 @@ from flue_nb.runtime._sqlite_schema import (
     check_owner,
     dump_json,
     ensure_conversation,
+    is_busy,
     is_corrupt,
     load_json,
     migrate,
@@ -47,7 +48,7 @@ __all__ = ["DEFAULT_DB", "SQLiteStore", "open_store"]
 DEFAULT_DB = os.path.join(".flue", "flue.sqlite")
 """Where `open_store(None, cwd=...)` keeps the store, relative to the working directory."""
 
-MEMORY = ":memory:"
+_MEMORY = ":memory:"
 
 _SETTLED = SubmissionState.SETTLED.value
 
@@ -94,13 +95,7 @@ class SQLiteStore:
             raise
         except sqlite3.Error as exc:
             conn.close()
-            if not is_corrupt(exc):
-                raise self._error(exc) from exc
-            raise StoreError(
-                f"`{self.path}` is not a readable flue_nb store ({exc}); move the file aside "
-                "(or pass a different `db=`) to start a fresh store",
-                path=self.path,
-            ) from exc
+            raise self._error(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -111,7 +106,7 @@ class SQLiteStore:
         conn.execute("PRAGMA foreign_keys = ON")
         # Reading the schema reads page 1, so a file that is not SQLite fails here, not later.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        if self.path != MEMORY:
+        if self.path != _MEMORY:
             # WAL is a property of the file; only switch when needed, since switching takes an
             # exclusive lock that another process opening the same file would have to wait for.
             (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
@@ -150,7 +145,13 @@ class SQLiteStore:
                 raise
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        if is_corrupt(exc):
+            return StoreError(
+                f"`{self.path}` is not a readable flue_nb store ({exc}); move the file aside "
+                "(or pass a different `db=`) to start a fresh store",
+                path=self.path,
+            )
+        if is_busy(exc):
             return StoreError(
                 f"the store `{self.path}` stayed locked by another process past the busy timeout",
                 path=self.path,
@@ -519,6 +520,6 @@ def open_store(
         path = Path(cwd) / DEFAULT_DB
         path.parent.mkdir(parents=True, exist_ok=True)
         return SQLiteStore(path, synchronous=synchronous)
-    if os.fspath(db) == MEMORY:
-        return SQLiteStore(MEMORY, synchronous=synchronous)
+    if os.fspath(db) == _MEMORY:
+        return SQLiteStore(_MEMORY, synchronous=synchronous)
     return SQLiteStore(Path(cwd) / Path(db).expanduser(), synchronous=synchronous)

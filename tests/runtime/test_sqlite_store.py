@@ -124,6 +124,24 @@ def test_corrupt_file_raises_store_error_naming_path_and_remedy(tmp_path: Path) 
         SQLiteStore(bad)
 
 
+def test_file_damaged_after_its_header_raises_store_error_with_advice(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.sqlite"
+    with SQLiteStore(path) as s:
+        s.admit("c", "hi", submission_id="s1", now=1.0)
+        for i in range(200):
+            s.append("c", "s1", [("message", {"i": i, "text": "x" * 500})], now=2.0)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[page:] = b"\xde\xad\xbe\xef" * ((len(data) - page) // 4)  # keep page 1 only
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"damaged\.sqlite.*move the file aside"):
+        s = SQLiteStore(path)
+        try:
+            s.records("c")
+        finally:
+            s.close()
+
+
 def test_missing_directory_raises_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="nowhere"):
         SQLiteStore(tmp_path / "nowhere" / "s.sqlite")
