@@ -2,10 +2,11 @@
 
     python crash_child.py MODE --db PATH --conversation ID --dir DIR
 
-MODE is a kill point (`admitted`, `abort`, `stream`, `tool`, `durable`, `after_tool`, `settle`), `admitting`, or
-`recover`. In a kill-point mode the child dispatches a first message, dispatches a second one
-while the first is live (so it queues or joins), and on reaching the kill point writes
-`DIR/marker` and blocks until the parent kills it. `admitting` dispatches messages in a loop.
+MODE is a kill point (`admitted`, `abort`, `stream`, `tool`, `durable`, `after_tool`,
+`settle`), `admitting`, or a recovering owner. In a kill-point mode the child dispatches a first
+message, dispatches a second one while the first is live (so it queues or joins), and on
+reaching the kill point writes `DIR/marker` and blocks until the parent kills it.
+`admitting` dispatches messages in a loop.
 `recover` is the next owner: it opens the same store and conversation with a model that
 finishes, reads every submission to its outcome, and exits 0. `recover_slow` is a next owner
 whose model streams slowly: it marks mid-stream (after a partial snapshot) and is killed too.
@@ -85,7 +86,9 @@ class Child:
     def mark(self, point: str, **info: Any) -> None:
         """Say the kill point is reached: write the marker atomically, then block."""
         tmp = self.dir / "marker.tmp"
-        tmp.write_text(json.dumps({"point": point, "first": self.first_sid, "second": self.second_sid, **info}))
+        tmp.write_text(
+            json.dumps({"point": point, "first": self.first_sid, "second": self.second_sid, **info})
+        )
         os.replace(tmp, self.dir / "marker")
         time.sleep(BLOCK)
 
@@ -141,7 +144,9 @@ class Child:
         elif self.mode == "recover_slow":
             model = FunctionModel(lambda request: reply(LONG_TEXT), delay=STREAM_DELAY)
         else:
-            model = FunctionModel(self.crashing_model, delay=STREAM_DELAY if self.mode == "stream" else 0.0)
+            model = FunctionModel(
+                self.crashing_model, delay=STREAM_DELAY if self.mode == "stream" else 0.0
+            )
 
         @flue.agent(name="crash_agent")
         def crash_agent() -> str:
@@ -173,7 +178,10 @@ class Child:
         """The next owner's model: a fresh user message gets one tool call, then it answers."""
         last = request.messages[-1] if request.messages else None
         if isinstance(last, UserMessage):
-            return reply("Working on it.", tool_call("work", f"call_{uuid.uuid4().hex[:12]}", label="recovered"))
+            return reply(
+                "Working on it.",
+                tool_call("work", f"call_{uuid.uuid4().hex[:12]}", label="recovered"),
+            )
         return reply("Recovered and finished.")
 
     # --- kill points reached through events -----------------------------------------------------
@@ -198,8 +206,16 @@ class Child:
             partial = self.session.store.partial(self.first_sid)
             ready = self.second_done.is_set() or self.mode == "recover_slow"
             if ready and partial and now - self.stream_started >= 0.3:
-                self.mark(self.mode, partial_text=partial.get("text", ""), elapsed=now - self.stream_started)
-        elif self.mode == "settle" and event.type == "turn" and event.data.get("stop_reason") == "end_turn":
+                self.mark(
+                    self.mode,
+                    partial_text=partial.get("text", ""),
+                    elapsed=now - self.stream_started,
+                )
+        elif (
+            self.mode == "settle"
+            and event.type == "turn"
+            and event.data.get("stop_reason") == "end_turn"
+        ):
             # The final assistant message is recorded; settlement has not happened.
             self.mark("settle")
 
@@ -212,7 +228,11 @@ class Child:
 
             db = StopAtClearPartial(SQLiteStore(self.db), self)
         self.session = flue.init(
-            self.build_agent(), conversation=self.conversation, db=db, cwd=str(self.dir), lease_ttl=LEASE_TTL
+            self.build_agent(),
+            conversation=self.conversation,
+            db=db,
+            cwd=str(self.dir),
+            lease_ttl=LEASE_TTL,
         )
         return self.session
 
@@ -222,9 +242,10 @@ class Child:
         first = session.dispatch(FIRST)
         self.first_sid = first.submission_id
         self.receipt(first.submission_id)
-        if self.mode not in ("admitted", "abort"):
-            if not self.want_second.wait(20.0):
-                raise SystemExit(f"crash_child: the first message never went live in mode {self.mode!r}")
+        if self.mode not in ("admitted", "abort") and not self.want_second.wait(20.0):
+            raise SystemExit(
+                f"crash_child: the first message never went live in mode {self.mode!r}"
+            )
         second = session.dispatch(SECOND)
         self.second_sid = second.submission_id
         self.receipt(second.submission_id)
@@ -271,7 +292,22 @@ class Child:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["admitted", "abort", "stream", "tool", "durable", "after_tool", "settle", "admitting", "recover", "recover_slow", "recover_keep"])
+    parser.add_argument(
+        "mode",
+        choices=[
+            "admitted",
+            "abort",
+            "stream",
+            "tool",
+            "durable",
+            "after_tool",
+            "settle",
+            "admitting",
+            "recover",
+            "recover_slow",
+            "recover_keep",
+        ],
+    )
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)

@@ -25,7 +25,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import flue_nb as flue
+from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store import Outcome, SubmissionState
 
 CONVERSATION = "shared"
 LEASE_TTL = 2.0
@@ -81,7 +85,9 @@ def _owner_main() -> None:
         flue.use_model(model, compaction=False)
         return "You answer questions."
 
-    session = flue.init(shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL)
+    session = flue.init(
+        shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL
+    )
     store = session.store
 
     def observe(event: Any) -> None:
@@ -99,7 +105,9 @@ def _owner_main() -> None:
         # A's worker also runs what B queued meanwhile (it holds the lease): wait until all
         # settled and A gave the lease up, then stay alive (idle) while B takes over.
         deadline = time.monotonic() + 60.0
-        while store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None:
+        while (
+            store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None
+        ):
             if time.monotonic() > deadline:
                 raise SystemExit("owner a: the conversation never went idle")
             time.sleep(0.02)
@@ -111,9 +119,11 @@ def _owner_main() -> None:
         (a_sub,) = store.submissions(CONVERSATION)
         receipts = [session.dispatch(text) for text in B_MESSAGES]
         report["admitted"] = [
-            (store.submission(r.submission_id).state.value, r.submission_id) for r in receipts  # type: ignore[union-attr]
+            (store.submission(r.submission_id).state.value, r.submission_id)
+            for r in receipts  # type: ignore[union-attr]
         ]
-        report["a_state_at_admission"] = store.submission(a_sub.id).state.value  # type: ignore[union-attr]
+        a_now = store.submission(a_sub.id)
+        report["a_state_at_admission"] = a_now.state.value if a_now else None
         report["lease_at_admission"] = store.lease(CONVERSATION)
         report["b_owner"] = session._conv.owner
         try:
@@ -174,7 +184,9 @@ def _stall_main() -> None:
         flue.use_tool(work)
         return "You answer questions."
 
-    session = flue.init(stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL)
+    session = flue.init(
+        stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL
+    )
     idle = threading.Event()
 
     def observe(event: Any) -> None:
@@ -205,11 +217,6 @@ if __name__ == "__main__":
 
 
 # --- the test ---------------------------------------------------------------------------------
-
-import pytest  # noqa: E402 - the owner programs above need none of the test's imports
-
-from flue_nb.runtime.sqlite_store import SQLiteStore  # noqa: E402
-from flue_nb.runtime.store import Outcome, SubmissionState  # noqa: E402
 
 
 def _start(role: str, d: Path) -> subprocess.Popen[bytes]:
@@ -266,7 +273,9 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Pa
     assert b_report["compact"][:2] == ["SessionBusyError", "session_busy"]
     assert a_report["result"] == SLOW_TEXT
     runners = _runners(tmp_path, [sid for _, sid in b_report["admitted"]] + [b_report["late"][0]])
-    assert b_report["results"] == [f"{who} answers {text!r}" for who, text in zip(runners, B_MESSAGES)]
+    assert b_report["results"] == [
+        f"{who} answers {text!r}" for who, text in zip(runners, B_MESSAGES)
+    ]
     # Once A is idle (lease released, process alive), B takes the conversation over.
     assert runners[2] == "b" and b_report["late"][1] == f"b answers {B_LATE!r}"
     assert a_report["lease_after_b"] is None
@@ -276,7 +285,9 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Pa
     assert windows["a"] and windows["b"], f"both owners should have run something: {windows}"
     for a_start, a_end in windows["a"]:
         for b_start, b_end in windows["b"]:
-            assert a_end <= b_start or b_end <= a_start, f"a ran {a_start}-{a_end} while b ran {b_start}-{b_end}"
+            assert a_end <= b_start or b_end <= a_start, (
+                f"a ran {a_start}-{a_end} while b ran {b_start}-{b_end}"
+            )
 
     # The file is sound and every submission settled exactly once.
     db = tmp_path / "store.sqlite"
@@ -289,9 +300,15 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Pa
     assert all(s.state == SubmissionState.SETTLED and s.outcome == Outcome.COMPLETED for s in subs)
     settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
     assert settlements == Counter({s.id: 1 for s in subs})
-    settled_events = Counter(line.split()[2] for line in (tmp_path / "events.log").read_text().splitlines() if " submission_settled " in line)
+    settled_events = Counter(
+        line.split()[2]
+        for line in (tmp_path / "events.log").read_text().splitlines()
+        if " submission_settled " in line
+    )
     assert settled_events == Counter({s.id: 1 for s in subs})
-    users = Counter(r.data["submission_id"] for r in records if r.kind == "message" and r.data["kind"] == "user")
+    users = Counter(
+        r.data["submission_id"] for r in records if r.kind == "message" and r.data["kind"] == "user"
+    )
     assert users == Counter({s.id: 1 for s in subs})
     seqs = [r.seq for r in records]
     assert seqs == sorted(set(seqs))
@@ -300,7 +317,11 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Pa
 
 def _runners(d: Path, sids: list[str]) -> list[str]:
     """Which process ran each submission (its `submission_running` event says)."""
-    ran = {line.split()[2]: line.split()[0] for line in (d / "events.log").read_text().splitlines() if " submission_running " in line}
+    ran = {
+        line.split()[2]: line.split()[0]
+        for line in (d / "events.log").read_text().splitlines()
+        if " submission_running " in line
+    }
     return [ran[sid] for sid in sids]
 
 
@@ -312,20 +333,25 @@ def _runners(d: Path, sids: list[str]) -> list[str]:
         "when it resumes. Conversation._beat only logs 'lost the lease' when renew_lease() returns "
         "False and never cancels the run, and SQLiteStore.append() does not check the writer still "
         "owns the lease, so after the taker recovered and settled the submission the stalled owner "
-        "appended an assistant message with a tool call, RAN the tool (side effect by a non-owner), "
+        "appended an assistant message with a tool call, RAN the tool (side effect by a "
+        "non-owner), "
         "appended its tool result and a final assistant message, all after the settlement record "
         "(they then sit in the next submission's context). Expected: it stops (or its writes are "
         "rejected) once the lease is lost"
     ),
 )
-def test_owner_stalled_past_its_lease_writes_nothing_after_another_owner_settled(tmp_path: Path) -> None:
+def test_owner_stalled_past_its_lease_writes_nothing_after_another_owner_settled(
+    tmp_path: Path,
+) -> None:
     # SIGSTOP stands for a kernel that stops running without dying (a suspended laptop, a
     # debugger, a C call holding the GIL): its lease expires and the next owner recovers.
     stalled = _start("stalled", tmp_path)
     try:
         deadline = time.monotonic() + 30.0
         while not (tmp_path / "streaming").exists():
-            assert stalled.poll() is None, f"stalled owner exited early:\n{(tmp_path / 'stalled.out').read_text()}"
+            assert stalled.poll() is None, (
+                f"stalled owner exited early:\n{(tmp_path / 'stalled.out').read_text()}"
+            )
             assert time.monotonic() < deadline, "the stalled owner never started streaming"
             time.sleep(0.01)
         time.sleep(0.4)  # past the first partial snapshot
@@ -334,7 +360,11 @@ def test_owner_stalled_past_its_lease_writes_nothing_after_another_owner_settled
         with SQLiteStore(tmp_path / "store.sqlite") as store:
             (sub,) = store.submissions(CONVERSATION)
             stopped_at = (sub.state, store.partial(sub.id), store.lease(CONVERSATION))
-        if stopped_at[0] != SubmissionState.RUNNING or not stopped_at[1] or stopped_at[2][1] > time.time():
+        if (
+            stopped_at[0] != SubmissionState.RUNNING
+            or not stopped_at[1]
+            or stopped_at[2][1] > time.time()
+        ):
             pytest.fail(f"the owner was not stopped mid-stream with an expired lease: {stopped_at}")
         taker = _finish(_start("taker", tmp_path), "taker", tmp_path)
     finally:
@@ -347,11 +377,23 @@ def test_owner_stalled_past_its_lease_writes_nothing_after_another_owner_settled
         records = store.records(CONVERSATION)
     settlements = [r for r in records if r.kind == "settlement"]
     outcomes = (taker["result"], stale["result"], sub.state, sub.result, len(settlements))
-    if outcomes != ("the taker finished it",) * 2 + (SubmissionState.SETTLED, "the taker finished it", 1):
+    if outcomes != ("the taker finished it",) * 2 + (
+        SubmissionState.SETTLED,
+        "the taker finished it",
+        1,
+    ):
         pytest.fail(f"the taker did not settle the submission exactly once: {outcomes}")
     (settlement,) = settlements
-    late = [(r.kind, r.data.get("kind"), r.data.get("call_id")) for r in records if r.seq > settlement.seq]
-    runs = (tmp_path / "tool_runs").read_text().splitlines() if (tmp_path / "tool_runs").exists() else []
+    late = [
+        (r.kind, r.data.get("kind"), r.data.get("call_id"))
+        for r in records
+        if r.seq > settlement.seq
+    ]
+    runs = (
+        (tmp_path / "tool_runs").read_text().splitlines()
+        if (tmp_path / "tool_runs").exists()
+        else []
+    )
     assert (late, runs) == ([], []), (
         "the owner that lost its lease kept running after it resumed: records appended after the "
         f"settlement {late}, tool runs {runs}"
