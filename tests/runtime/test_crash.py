@@ -526,19 +526,6 @@ def _repetition(mode: str, root: Path, i: int) -> Tally:
         pytest.param(
             "keep",
             id="mid_stream_then_again_between_keeping_and_clearing_the_partial",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason=(
-                    "runtime bug: Conversation._attempt keeps a half-streamed response with "
-                    "recorder.append([aborted AssistantMessage, interrupted SignalMessage]) and "
-                    "then calls store.clear_partial() in a SECOND transaction; a process killed "
-                    "between the two leaves the partial in place, so the next recovery appends "
-                    "the same aborted message and signal again (the store shows two identical "
-                    "aborted assistant messages and two 'interrupted' signals for the submission). "
-                    "Expected: kept once (clear the partial in the append's transaction)"
-                ),
-            ),
         ),
     ],
 )
