@@ -16,11 +16,15 @@ __all__ = ["StoreRecorder", "load_window"]
 class StoreRecorder:
     """Appends a run's messages, state writes and steps to the store, one transaction a call."""
 
-    def __init__(self, store: Store, conversation_id: str, submission_id: str | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: Store, conversation_id: str, submission_id: str | None, clock: Callable[[], float], *, owner: str | None = None
+    ) -> None:
         self.store = store
         self.cid = conversation_id
         self.sid = submission_id
         self.clock = clock
+        self.owner = owner
+        """The lease holder writing; a writer that lost its lease is refused (`SessionBusyError`)."""
 
     def append(
         self, messages: Sequence[Message], *, state: dict[str, Any] | None = None, extra: Sequence[tuple[str, dict[str, Any]]] = ()
@@ -31,7 +35,7 @@ class StoreRecorder:
         items += list(extra)
         if not items:
             return []
-        records = self.store.append(self.cid, self.sid, items, now=self.clock())
+        records = self.store.append(self.cid, self.sid, items, now=self.clock(), owner=self.owner)
         return [r.seq for r in records[: len(messages)]]
 
     def partial(self, data: dict[str, Any] | None) -> None:
@@ -45,7 +49,9 @@ class StoreRecorder:
 
     def step(self, call_id: str, name: str, value: Any) -> None:
         """Record one durable step's value."""
-        self.store.append(self.cid, self.sid, [("step", {"call_id": call_id, "name": name, "value": value})], now=self.clock())
+        self.store.append(
+            self.cid, self.sid, [("step", {"call_id": call_id, "name": name, "value": value})], now=self.clock(), owner=self.owner
+        )
 
     def steps(self, call_id: str) -> dict[str, Any]:
         """The recorded steps of one tool call."""

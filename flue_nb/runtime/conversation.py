@@ -18,6 +18,7 @@ from .errors import (
     ConfigError,
     FlueError,
     ProviderError,
+    SessionBusyError,
     RunError,
     StoreError,
     SubmissionAbortedError,
@@ -77,6 +78,7 @@ class Conversation:
         self._tools_cache: dict[int, Any] = {}
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
+        self._lease_lost = False
         self.sandbox: Any = None
         store.ensure_conversation(conversation_id, now=settings.clock())
 
@@ -94,6 +96,9 @@ class Conversation:
             if self.store.update_submission(sid, expect=[S.QUEUED], state=S.JOINING):
                 sub.state = S.JOINING
         return sub
+
+    def _recorder(self, sid: str | None) -> StoreRecorder:
+        return StoreRecorder(self.store, self.id, sid, self.settings.clock, owner=self.owner)
 
     def emitter(self, sid: str | None) -> Callable[..., Any]:
         """An event callback stamped with a submission id."""
@@ -141,7 +146,12 @@ class Conversation:
         while True:
             await asyncio.sleep(self.lease_ttl / 3)
             if not self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
-                log.warning("flue_nb: lost the lease on conversation %r", self.id)
+                # Another owner recovered the conversation while we were stalled: stop writing.
+                # The store refuses our writes too (they are fenced by owner); this stops the work.
+                log.warning("flue_nb: lost the lease on conversation %r; stopping the local run", self.id)
+                self._lease_lost = True
+                if self._run_task is not None and not self._run_task.done():
+                    self._run_task.cancel()
                 return
 
     def _runnable(self) -> list[Submission]:
@@ -202,7 +212,7 @@ class Conversation:
 
     def _settle(self, sub: Submission, outcome: Outcome, *, result: str | None = None, error: FlueError | dict[str, Any] | None = None) -> None:
         err = error.to_dict() if isinstance(error, FlueError) else error
-        if self.store.settle(sub.id, outcome, result=result, error=err, now=self.settings.clock()):
+        if self.store.settle(sub.id, outcome, result=result, error=err, now=self.settings.clock(), owner=self.owner):
             # Messages that were waiting to join but never got a turn boundary run on their own.
             for other in self.store.submissions(self.id, unsettled=True):
                 if other.state == S.JOINING:
@@ -251,6 +261,8 @@ class Conversation:
                     self._run_task.cancel()
                     await asyncio.gather(self._run_task, return_exceptions=True)
                 fresh = self.store.submission(sid)
+                if self._lease_lost:
+                    return self._lost(sid)
                 if fresh is not None and fresh.abort_requested:
                     self._keep_aborted_stream()
                     self._close_dangling(sid, "Aborted by the user before this tool call finished.")
@@ -260,6 +272,8 @@ class Conversation:
             except asyncio.TimeoutError:
                 self._keep_aborted_stream()
                 return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
+            except SessionBusyError:
+                return self._lost(sid)
             except (ConfigError, StoreError) as exc:
                 self._close_dangling(sid, "The run failed before this tool call finished.")
                 return self._settle(sub, Outcome.FAILED, error=exc)
@@ -287,6 +301,13 @@ class Conversation:
                 emit("agent_end", agent=self.agent.name)
             return self._settle(sub, Outcome.COMPLETED, result=text)
 
+    def _lost(self, sid: str) -> None:
+        """We lost the lease mid-run: the new owner recovers `sid`; forget our in-memory window."""
+        self._lease_lost = False
+        self.transcript = None
+        self.current_run = None
+        self.bus.emit("log", submission_id=sid, message="another process took over this conversation; it will finish this submission")
+
     def _fail_with(self, sub: Submission, cls: type[RunError], message: str, cause: FlueError | None = None) -> None:
         self._load()
         unknown = self._unknown_calls.pop(sub.id, []) + self._close_dangling(sub.id, UNKNOWN_OUTCOME)
@@ -303,7 +324,7 @@ class Conversation:
             return
         msg = run.aborted_message()
         if msg is not None:
-            StoreRecorder(self.store, self.id, run.submission_id, self.settings.clock).append([msg])
+            self._recorder(run.submission_id).append([msg])
             t.add(msg, None, run.submission_id)
             run.streaming = []
 
@@ -316,14 +337,14 @@ class Conversation:
         if not calls:
             return []
         results: list[Message] = [ToolResultMessage(c.id, c.name, text, is_error=True) for c in calls]
-        seqs = StoreRecorder(self.store, self.id, sid, self.settings.clock).append(results)
+        seqs = self._recorder(sid).append(results)
         for m, seq in zip(results, seqs):
             t.add(m, seq, sid)
         return [{"id": c.id, "name": c.name} for c in calls]
 
     async def _attempt(self, sub: Submission) -> str:
         t = self._load()
-        recorder = StoreRecorder(self.store, self.id, sub.id, self.settings.clock)
+        recorder = self._recorder(sub.id)
         if sub.id not in t.sids and not self._user_recorded(sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             msg = UserMessage(sub.text, sub.id)
@@ -331,16 +352,7 @@ class Conversation:
             t.add(msg, seq, sub.id)
         partial = self.store.partial(sub.id)
         if partial is not None:
-            parts: list[Any] = []
-            if partial.get("thinking"):
-                parts.append(ThinkingPart(partial["thinking"]))
-            if partial.get("text"):
-                parts.append(TextPart(partial["text"]))
-            if parts:
-                kept = [AssistantMessage(parts, aborted=True, stop_reason="interrupted"), SignalMessage("interrupted", INTERRUPTED_STREAM)]
-                for m, seq in zip(kept, recorder.append(kept)):
-                    t.add(m, seq, sub.id)
-            self.store.clear_partial(sub.id)
+            self._keep_partial(sub.id, partial, recorder, t)
         last = t.messages[-1] if t.messages else None
         if isinstance(last, AssistantMessage) and not last.tool_calls and not last.aborted and t.sids[-1] == sub.id:
             return last.text  # the response completed before the crash: settle it (11.2)
@@ -355,6 +367,25 @@ class Conversation:
         answer = await run.run()
         self.sandbox = run.sandbox
         return answer.text
+
+    def _keep_partial(self, sid: str, partial: dict[str, Any], recorder: StoreRecorder, t: Transcript) -> None:
+        """Keep a half-streamed response as an aborted message, exactly once (11.2)."""
+        stream_id = partial.get("stream_id")
+        kept = stream_id is not None and any(
+            r.data.get("kept_stream") == stream_id for r in self.store.records(self.id, kinds=["event"], submission_id=sid)
+        )
+        parts: list[Any] = []
+        if partial.get("thinking"):
+            parts.append(ThinkingPart(partial["thinking"]))
+        if partial.get("text"):
+            parts.append(TextPart(partial["text"]))
+        if parts and not kept:
+            msgs: list[Message] = [AssistantMessage(parts, aborted=True, stop_reason="interrupted"), SignalMessage("interrupted", INTERRUPTED_STREAM)]
+            # The marker commits with the messages, so a crash before the snapshot is cleared
+            # cannot keep the same stream twice.
+            for m, seq in zip(msgs, recorder.append(msgs, extra=[("event", {"kept_stream": stream_id})])):
+                t.add(m, seq, sid)
+        self.store.clear_partial(sid)
 
     def _user_recorded(self, sid: str) -> bool:
         return any(
@@ -372,7 +403,7 @@ class Conversation:
             return []
         msgs = [UserMessage(s.text, s.id) for s in waiting]
         records = self.store.append(
-            self.id, current.id, [("message", message_to_dict(m)) for m in msgs], now=self.settings.clock(),
+            self.id, current.id, [("message", message_to_dict(m)) for m in msgs], now=self.settings.clock(), owner=self.owner,
             updates=[SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id}) for s in waiting],
         )
         return [(m, r.seq, s.id) for m, r, s in zip(msgs, records, waiting)]
@@ -390,20 +421,21 @@ class Conversation:
 
     async def compact(self) -> None:
         """Compact now (contract 13.5), even with threshold compaction off."""
-        from .errors import SessionBusyError
-
         if self.busy:
             raise SessionBusyError("a run is in progress; compact when it has finished (or abort it first)")
-        holder = self.store.lease(self.id)
-        if holder is not None and holder[0] != self.owner and holder[1] > self.settings.clock():
-            raise SessionBusyError(f"another process ({holder[0]}) owns this conversation; try again when it is idle")
+        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+            holder = self.store.lease(self.id)
+            who = holder[0] if holder else "another process"
+            raise SessionBusyError(f"another process ({who}) owns this conversation; try again when it is idle")
         self._busy_manual = True
         try:
             t = self._load()
             run = AgentRun(self.agent, transcript=t, emit=self.emitter(None), settings=self.settings,
-                           recorder=StoreRecorder(self.store, self.id, None, self.settings.clock), state=self.state,
+                           recorder=self._recorder(None), state=self.state,
                            tools_cache=self._tools_cache)
             await run.render()
             await run.compact("manual")
         finally:
             self._busy_manual = False
+            if self._worker is None or self._worker.done():
+                self.store.release_lease(self.id, self.owner)

@@ -315,6 +315,7 @@ class AgentRun:
         text: list[str] = []
         thinking: list[str] = []
         last_snapshot = self.settings.clock()
+        stream_id = f"{self.submission_id}:{self.turn}:{id(request)}:{last_snapshot}"
         done: AssistantMessage | None = None
         try:
             async for ev in self.model.stream(request):
@@ -334,7 +335,7 @@ class AgentRun:
                 now = self.settings.clock()
                 if now - last_snapshot >= PARTIAL_EVERY and self.streaming:
                     last_snapshot = now
-                    self.recorder.partial({"text": "".join(text), "thinking": "".join(thinking)})
+                    self.recorder.partial({"text": "".join(text), "thinking": "".join(thinking), "stream_id": stream_id})
         finally:
             if text or thinking:
                 self.recorder.partial(None)
