@@ -65,3 +65,26 @@ def test_the_package_installs_the_kernel_config_into_the_environment():
     )
     installed = Path(sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.json"
     assert json.loads(installed.read_text()) == shipped
+
+
+@pytest.mark.kernel
+def test_settings_from_the_kernel_config_file_reach_the_magics(tmp_path):
+    profile = tmp_path / "jupyter" / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text(
+        "c.InteractiveShellApp.exec_lines = [\n"
+        "    'from flue_nb.models import FunctionModel, reply',\n"
+        "    'cfg_model = FunctionModel(lambda req: reply(\"configured\"))',\n"
+        "]\n"
+        "c.FlueMagics.model = 'cfg_model'\n"
+        "c.FlueMagics.db = 'from-config.sqlite'\n"
+        "c.FlueMagics.approval = 'deny'\n"
+    )
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        assert "configured\n[✓ completed]" in kernel.ok("%flue hello").text()
+        print_cfg = "m = get_ipython().magics_manager.registry['FlueMagics']; print(m.approval)"
+        assert kernel.ok(print_cfg).stdout.strip() == "deny"
+    finally:
+        kernel.shutdown()
+    assert (tmp_path / "from-config.sqlite").exists()
