@@ -28,6 +28,8 @@ def run_notebook(
     """Execute a notebook in a fresh kernel (cwd: its folder); return it, where it was written,
     and the error of the first failing cell (None when every cell ran)."""
     import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -39,9 +41,14 @@ def run_notebook(
     if offline:
         for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "FLUE_MODEL"):
             env.pop(var, None)
+    # This interpreter's kernel (it has flue_nb), whatever `python3` kernelspec $HOME may hold.
+    km = AsyncKernelManager(
+        kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[])
+    )
     client = NotebookClient(
         nb,
         timeout=timeout,
+        km=km,
         kernel_name="python3",
         resources={"metadata": {"path": str(src.parent)}},
     )

@@ -48,6 +48,13 @@ def _notebook(path: Path, *cells: str) -> Path:
 
 
 def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
+    # A `python3` kernelspec elsewhere must not matter: the kernel is this interpreter's.
+    stray = tmp_path / "jupyter" / "jupyter_data_dir" / "kernels" / "python3"
+    stray.mkdir(parents=True)
+    (stray / "kernel.json").write_text(
+        '{"argv": ["/nonexistent/python", "-f", "{connection_file}"], "display_name": "x", '
+        '"language": "python"}'
+    )
     nb = _notebook(tmp_path / "ok.ipynb", MODEL_CELL, "%flue say something")
     result = _cli(["run", str(nb), "--transcript"], tmp_path)
     assert result.returncode == 0, result.stderr
