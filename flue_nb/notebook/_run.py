@@ -8,6 +8,7 @@ display, which the runtime thread goes on updating.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -87,6 +88,4 @@ def _note_lease(session: Any, view: CellView) -> None:
     # `_OWNER` identifies this process's runtime; another holder is an earlier kernel.
     if lease and lease[0] != session_module._OWNER and lease[1] > time.time():
         left = lease[1] - time.time()
-        view.note(
-            f"(waiting up to {left:.0f} s for an earlier kernel's claim on this conversation)"
-        )
+        view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")
