@@ -199,3 +199,16 @@ def test_python_tool_runs_on_the_kernel_main_thread_while_the_cell_waits(kernel)
     )
     kernel.ok("%flue -c thread -m th where do you run?")
     assert kernel.ok("print(tool_thread)").stdout.strip() == "MainThread"
+
+
+def test_abort_stops_a_background_run_and_its_output_says_so(kernel):
+    kernel.ok("slowbg = ScriptedModel([' '.join(f's{i}' for i in range(400))], delay=0.02)")
+    started = kernel.ok("%flue -c abortbg -m slowbg --background go")
+    (did,) = [d for d in started.displays if not d.startswith("_out")]
+    kernel.ok("import time; time.sleep(0.5)")
+    aborted = kernel.ok("%flue abort")
+    assert "aborted 1 submission(s)" in aborted.stdout
+    later = kernel.ok("time.sleep(0.5)")
+    final = (later.displays.get(did) or aborted.displays[did])["data"]["text/plain"]
+    assert final.endswith("[■ aborted: the submission was aborted by the user]"), final
+    assert "submissions: 1 aborted" in kernel.ok("%flue status").text()
