@@ -87,3 +87,21 @@ def test_demo_runs_the_quickstart_offline_and_says_where_it_wrote_it(tmp_path):
     )
     assert f"executed notebook written to {tmp_path / 'demo.ipynb'}" in result.stdout
     assert (tmp_path / "demo.ipynb").exists()
+
+
+def test_a_background_cell_keeps_updating_while_later_cells_run_headless(tmp_path):
+    # The runtime thread's updates carry the running cell's parent header, which nbclient
+    # needs to apply them (it drops output addressed to cells that already finished).
+    slow = (
+        "from flue_nb.models import ScriptedModel\n"
+        "bg = ScriptedModel([' '.join(f'b{i}' for i in range(30))], delay=0.02)\n"
+        "%config FlueMagics.db = ':memory:'"
+    )
+    nb = _notebook(
+        tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", "import time; time.sleep(2)"
+    )
+    result = _cli(["run", str(nb)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    executed = nbformat.read(tmp_path / "bg.executed.ipynb", as_version=4)
+    (out,) = executed.cells[1].outputs
+    assert out["data"]["text/plain"].endswith("b29\n[✓ completed]"), out
