@@ -152,7 +152,12 @@ class FlueMagics(Magics):
         return self._send(message, args)
 
     def _parse(self, argv: list[str]) -> Any:
-        args = self.flue.parser.parse_args(argv)  # bad options raise UsageError (no traceback)
+        parser = self.flue.parser
+        try:
+            args = parser.parse_args(argv)
+        except UsageError as exc:  # shown without a traceback; add the usage line argparse omits
+            usage = " ".join(parser.format_usage().replace("::", "").split())
+            raise UsageError(f"{exc}\nusage: {usage}") from None
         if args.model and args.agent:
             raise UsageError(
                 "`-m` sets the default assistant's model; "

@@ -66,7 +66,7 @@ def test_braces_are_not_interpolated_unless_asked(kernel):
 
 def test_bad_option_is_a_usage_error_without_traceback(kernel):
     run = kernel.run("%flue --bogus hi")
-    assert "unrecognized arguments: --bogus" in run.all_text()
+    assert "unrecognized arguments: --bogus\nusage: %flue [-a NAME]" in run.all_text()
     assert "Traceback" not in run.all_text()
     run = kernel.run("%flue -a shouty -m echo hi")
     assert "UsageError" in run.all_text() and "Traceback" not in run.all_text()
