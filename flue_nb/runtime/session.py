@@ -44,6 +44,10 @@ class Session:
     def __init__(self, conversation: Conversation) -> None:
         self._conv = conversation
         self._co = coordinator()
+        # Startup reconciliation (11.1): work a dead owner left behind is recovered now, in
+        # admission order, before anything new (the worker waits while a live owner holds it).
+        if conversation.store.submissions(conversation.id, unsettled=True):
+            self._co.call(conversation.kick)
 
     @property
     def conversation_id(self) -> str:

@@ -202,3 +202,20 @@ def test_compaction_survives_a_reopen_of_the_store(tmp_path):
     last = turn_requests(model)[-1]
     assert isinstance(last.messages[0], SummaryMessage) and last.messages[-1].text == "c"
     assert not any(isinstance(m, ToolResultMessage) for m in last.messages)
+
+
+def test_compaction_13_4_config_model_does_the_summarising():
+    summarizer = ScriptedModel(["## Goal\nSummarised by the small model."], **WINDOW)
+    main = ScriptedModel(["one " * 40, "two " * 40, "three"], **WINDOW)
+
+    @flue.agent
+    def two_models():
+        flue.use_model(main, compaction=CompactionConfig(keep_recent_tokens=40, model=summarizer))
+
+    s = session(two_models)
+    s.prompt("a")
+    s.prompt("b")
+    s.compact()
+    s.prompt("c")
+    assert compaction_requests(main) == [] and len(summarizer.requests) == 1
+    assert "Summarised by the small model." in turn_requests(main)[-1].messages[0].text

@@ -159,3 +159,14 @@ def test_recovery_11_1_a_live_lease_of_another_owner_is_respected_until_it_expir
     started = time.time()
     assert s.read("sub_crashed", timeout=20) == "after the lease"
     assert time.time() - started >= 1.0
+
+
+def test_recovery_11_1_opening_a_session_recovers_without_new_work(tmp_path):
+    path = tmp_path / "s.sqlite"
+    crashed_store(path, messages=[UserMessage("do it", "sub_crashed"), AssistantMessage([TextPart("done before the crash")])])
+    s = session(make_agent(ScriptedModel([])), db=str(path), conversation=CID)
+    deadline = time.time() + 10
+    while s.store.submission("sub_crashed").state != SubmissionState.SETTLED:
+        assert time.time() < deadline, "opening the session did not recover the crashed submission"
+        time.sleep(0.05)
+    assert s.store.submission("sub_crashed").result == "done before the crash"
