@@ -382,6 +382,22 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         if call_id not in calls:
             t.problems.append(f"{where}: a tool result for {call_id} answers no recorded call")
 
+    # What the recovering process's `read` returned agrees with the store.
+    read = json.loads((d / "outcomes.json").read_text())
+    if set(read) != set(by_id):
+        t.problems.append(
+            f"{where}: the recovering process read {sorted(read)}, not every submission"
+        )
+    for sid, got in read.items():
+        s = by_id.get(sid)
+        want = (
+            "completed"
+            if s and s.outcome == Outcome.COMPLETED
+            else (s and s.error or {}).get("type")
+        )
+        if got.split(":")[0] != want:
+            t.problems.append(f"{where}: read({sid}) gave {got!r}; the store says {want!r}")
+
     t.problems += _check_recovered(mode, d, marker, by_id, records, runs, results)
     return t
 
