@@ -24,6 +24,8 @@ __all__ = [
     "Result",
     "load_line",
     "maxrss_kib",
+    "reset_peak_rss",
+    "rss_kib",
     "median",
     "print_table",
     "python_json",
@@ -57,9 +59,44 @@ def median(xs: Sequence[float]) -> float:
 
 
 def maxrss_kib() -> int:
-    """Peak resident set size of this process so far, in KiB (Linux reports ru_maxrss in KiB)."""
+    """Peak resident set size of this process so far, in KiB.
+
+    On Linux this is VmHWM of /proc/self/status, not ru_maxrss: ru_maxrss survives fork+exec, so
+    a child started by a big parent reports the parent's size (the bench runner's, here).
+    """
+    status = _proc_status()
+    if "VmHWM" in status:
+        return status["VmHWM"]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss // 1024 if sys.platform == "darwin" else rss
+
+
+def rss_kib() -> int | None:
+    """Current resident set size in KiB (Linux only; None elsewhere)."""
+    return _proc_status().get("VmRSS")
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS to its current RSS (Linux >= 4.0); False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _proc_status() -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    out[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return out
 
 
 def scripts_dir() -> str:

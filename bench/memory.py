@@ -1,7 +1,8 @@
 """Benchmark: peak RSS of one 1,000-turn conversation in one process.
 
 A fresh interpreter runs a 1,000-turn tool loop (turns 1..999 `read` a small file, turn 1,000
-answers; usage reported each turn) on a SQLite file store. Reported: peak RSS (ru_maxrss) at
+answers; usage reported each turn) on a SQLite file store. Reported: peak RSS (VmHWM, which
+unlike ru_maxrss is not inherited from the parent process across fork+exec) at
 the end, the baseline after imports and a 2-turn warm-up conversation, and the rise.
 
     .venv/bin/python bench/memory.py [--turns 1000]
@@ -20,7 +21,8 @@ from _util import Result, load_line, print_table, python_json  # noqa: E402
 TURNS = 1000
 
 CHILD = r"""
-import json, os, resource, sys, tempfile
+import json, os, sys, tempfile
+from _util import maxrss_kib
 import flue_nb as flue
 from flue_nb.models import FunctionModel, reply, tool_call
 
@@ -47,11 +49,11 @@ def mem_agent():
 
 db = os.path.join(workdir, "mem.sqlite")
 assert flue.init(mem_agent, db=db, cwd=workdir, conversation="warm").prompt("go") == "done"
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = maxrss_kib()
 state.update(calls=0, turns=turns)
 s = flue.init(mem_agent, db=db, cwd=workdir, conversation="big")
 assert s.prompt("Read small.txt again and again.") == "done"
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = maxrss_kib()
 print(json.dumps({"base_kib": base, "peak_kib": peak, "db_bytes": os.path.getsize(db)}))
 """
 

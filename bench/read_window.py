@@ -3,7 +3,8 @@
 Writes a 1 GiB file of 64-byte numbered lines in a temp dir (deleted afterwards), then, in a
 fresh interpreter, calls the `read` tool (through `execute_tool` on a `LocalSandbox`) with an
 `offset` 5,000 lines before the end: the tool must stream the whole file to count lines, so this
-is its worst case. Reported: time, the rise of peak RSS (ru_maxrss) across the read, and the
+is its worst case. Reported: time, the rise of peak RSS (VmHWM, reset just before the read)
+above the RSS before it, and the
 tracemalloc peak of a second identical read. Target: RSS rise far below the file size (< 64 MiB).
 
     .venv/bin/python bench/read_window.py [--gib 1.0]
@@ -25,7 +26,8 @@ BLOCK_LINES = 16_384  # one 1 MiB block, repeated
 RSS_TARGET_MIB = 64
 
 CHILD = r"""
-import asyncio, json, os, resource, sys, time, tracemalloc
+import asyncio, json, os, sys, time, tracemalloc
+from _util import maxrss_kib, reset_peak_rss, rss_kib
 from flue_nb.runtime.local import LocalSandbox
 from flue_nb.runtime.tool import ToolContext, execute_tool
 from flue_nb.runtime.tools import read_tool
@@ -41,18 +43,20 @@ async def read(p, off=None):
 
 async def main():
     await read("small.txt")  # warm-up: imports, thread pool, pydantic validators
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Peak RSS is reset to the current RSS just before the read (else: peak so far).
+    reset = reset_peak_rss()
+    before = rss_kib() if reset else maxrss_kib()
     t0 = time.perf_counter()
     out = await read(os.path.basename(path), offset)
     elapsed = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = maxrss_kib()
     assert not out.is_error, out.content[:300]
     assert out.content.startswith(expect), out.content[:100]
     tracemalloc.start()
     await read(os.path.basename(path), offset)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(json.dumps({"seconds": elapsed, "rss_before_kib": before, "rss_after_kib": after,
+    print(json.dumps({"seconds": elapsed, "rss_before_kib": before, "rss_after_kib": after, "peak_reset": reset,
                       "tracemalloc_peak": peak, "chars": len(out.content),
                       "tail": out.content[-120:]}))
 
