@@ -15,7 +15,9 @@ estimates every message itself), as an extra row.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -29,7 +31,7 @@ EARLY = (1, 20)
 LATE = (990, 1000)
 
 
-def measure(turns: int = TURNS, *, usage: bool = True) -> dict[str, Any]:
+def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) -> dict[str, Any]:
     """Run one `turns`-turn conversation; per-turn durations in ms, indexed from turn 1."""
     import flue_nb as flue
     from flue_nb.models import FunctionModel, reply, tool_call
@@ -61,15 +63,29 @@ def measure(turns: int = TURNS, *, usage: bool = True) -> dict[str, Any]:
     starts: list[float] = []
     compactions = 0
     end = 0.0
+    # Profiles of the early and late windows, switched on and off from the observer, which runs
+    # on the runtime thread (where cProfile must be enabled to see the loop).
+    windows = {EARLY: cProfile.Profile(), LATE: cProfile.Profile()} if profile else {}
 
     def observe(ev: Any) -> None:
         nonlocal compactions, end
         if ev.type == "turn_start":
             starts.append(time.perf_counter())
+            n = len(starts)
+            for (lo, hi), prof in windows.items():
+                if n == lo:
+                    prof.enable()
+                elif n == hi + 1:
+                    prof.disable()
         elif ev.type == "compaction_start":
             compactions += 1
         elif ev.type == "submission_settled":
             end = time.perf_counter()
+            if n_started() == LATE[1] and LATE in windows:
+                windows[LATE].disable()
+
+    def n_started() -> int:
+        return len(starts)
 
     stop = s.observe(observe)
     t0 = time.perf_counter()
@@ -90,7 +106,35 @@ def measure(turns: int = TURNS, *, usage: bool = True) -> dict[str, Any]:
         "turn10_ms": per_turn[9],
         "total_s": total,
         "compactions": compactions,
+        "profile": _profile_text(windows) if profile else "",
     }
+
+
+def _profile_text(windows: dict[tuple[int, int], cProfile.Profile], top: int = 15) -> str:
+    """Own time per turn of the top functions, early window next to late window."""
+    per: dict[tuple[int, int], dict[Any, tuple[float, float]]] = {}
+    for (lo, hi), prof in windows.items():
+        st = pstats.Stats(prof)
+        n = hi - lo + 1
+        per[(lo, hi)] = {f: (v[2] * 1000 / n, v[1] / n) for f, v in st.stats.items()}  # type: ignore[attr-defined]
+    early, late = per[EARLY], per[LATE]
+    growth = sorted(set(early) | set(late),
+                    key=lambda f: late.get(f, (0, 0))[0] - early.get(f, (0, 0))[0], reverse=True)
+    out = [f"flat cost profile: own time in ms/turn (calls/turn), turns {EARLY[0]}-{EARLY[1]} vs "
+           f"{LATE[0]}-{LATE[1]}, sorted by growth (cProfile inflates the absolute figures)"]
+    for f in growth[:top]:
+        e, l_ = early.get(f, (0.0, 0.0)), late.get(f, (0.0, 0.0))
+        out.append(f"  {e[0]:7.3f} ({e[1]:6.1f}) -> {l_[0]:7.3f} ({l_[1]:6.1f})  "
+                   f"{_short(f[0])}:{f[1]}({f[2]})")
+    return "\n".join(out)
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "flue_nb/", "lib/python3"):
+        i = path.find(marker)
+        if i >= 0:
+            return path[i + (len(marker) if marker == "site-packages/" else 0):]
+    return path
 
 
 def rows_for(m: dict[str, Any], *, target: bool) -> list[Result]:
@@ -118,10 +162,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--turns", type=int, default=TURNS)
     ap.add_argument("--no-usage", action="store_true", help="also run without reported usage")
+    ap.add_argument("--profile", action="store_true", help="profile the two windows")
     opts = ap.parse_args()
-    rows = rows_for(measure(opts.turns), target=True)
+    m = measure(opts.turns, profile=opts.profile)
+    rows = rows_for(m, target=True)
+    if opts.profile:
+        print(m["profile"])
     if opts.no_usage:
-        rows += rows_for(measure(opts.turns, usage=False), target=False)
+        m = measure(opts.turns, usage=False, profile=opts.profile)
+        rows += rows_for(m, target=False)
+        if opts.profile:
+            print(m["profile"])
     print(load_line())
     print_table(rows)
 
