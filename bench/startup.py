@@ -5,8 +5,8 @@
 * load_ext: a fresh `python -c` creates an IPython `InteractiveShell` and times
   `extension_manager.load_extension("flue_nb")` inside the process (shell creation excluded).
 * peer: the same two figures for `jupyter_ai_magics`, from a throwaway venv kept out of ours
-  (`PEER_VENV`, made by `--setup-peer`: `pip install jupyter-ai-magics ipython`). If that venv
-  is missing the peer rows say so.
+  (`PEER_VENV`: `pip install jupyter-ai-magics ipython`). `bench/run.py` makes it when it is
+  missing (`--setup-peer` here); if it does not install, the peer rows say so.
 
     .venv/bin/python bench/startup.py [--runs 11] [--setup-peer]
 """
@@ -80,19 +80,26 @@ def peer_python() -> str | None:
 
 
 def setup_peer() -> str:
-    """Make the throwaway peer venv (needs the package registry)."""
-    subprocess.run([sys.executable, "-m", "venv", PEER_VENV], check=True)
-    proc = subprocess.run([os.path.join(PEER_VENV, "bin", "pip"), "install", "-q",
-                           "jupyter-ai-magics", "ipython"], capture_output=True, text=True,
-                          check=False)
-    return "ok" if proc.returncode == 0 else proc.stderr[-1500:]
+    """Make the throwaway peer venv (needs the package registry); "ok" or what went wrong."""
+    try:
+        subprocess.run([sys.executable, "-m", "venv", PEER_VENV], check=True, timeout=120)
+        proc = subprocess.run([os.path.join(PEER_VENV, "bin", "pip"), "install", "-q",
+                               "jupyter-ai-magics", "ipython"], capture_output=True, text=True,
+                              check=False, timeout=400)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "ok" if proc.returncode == 0 else proc.stderr.strip().splitlines()[-1][:200]
 
 
-def measure(runs: int = 11, peer_runs: int = 5) -> dict[str, Any]:
+def measure(runs: int = 11, peer_runs: int = 5, setup: bool = False) -> dict[str, Any]:
     py = sys.executable
     m: dict[str, Any] = {"flue_import": import_ms(py, "flue_nb", runs),
                          "flue_load_ext": load_ext_ms(py, "flue_nb", max(3, runs // 2))}
     peer = peer_python()
+    m["peer_setup"] = None
+    if peer is None and setup:
+        m["peer_setup"] = setup_peer()
+        peer = peer_python()
     if peer is None:
         m["peer"] = None
     else:
@@ -113,8 +120,9 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
     ]
     p = m["peer"]
     if p is None:
-        rows.append(Result("start-up", "jupyter_ai_magics (peer)",
-                           f"not measured: no peer venv at {PEER_VENV} (run --setup-peer)", "",
+        why = (f"did not install: {m['peer_setup']}" if m.get("peer_setup")
+               else f"no peer venv at {PEER_VENV} (run --setup-peer)")
+        rows.append(Result("start-up", "jupyter_ai_magics (peer)", f"not measured: {why}", "",
                            "n/a"))
     else:
         rows.append(Result("start-up", "import jupyter_ai_magics (peer, net)",
@@ -128,7 +136,7 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
 
 
 def run(quick: bool = False) -> list[Result]:
-    return rows_for(measure(runs=7 if quick else 11, peer_runs=3 if quick else 5))
+    return rows_for(measure(runs=7 if quick else 11, peer_runs=3 if quick else 5, setup=True))
 
 
 def main() -> None:
@@ -136,9 +144,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--setup-peer", action="store_true")
     opts = ap.parse_args()
-    if opts.setup_peer:
-        print("peer venv:", setup_peer())
-    m = measure(opts.runs)
+    m = measure(opts.runs, setup=opts.setup_peer)
     print(load_line())
     print(json.dumps(m, indent=1))
     print_table(rows_for(m))
