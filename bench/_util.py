@@ -13,7 +13,6 @@ import statistics
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +23,11 @@ __all__ = [
     "Result",
     "load_line",
     "maxrss_kib",
-    "reset_peak_rss",
-    "rss_kib",
     "median",
     "print_table",
     "python_json",
+    "reset_peak_rss",
+    "rss_kib",
     "scripts_dir",
 ]
 
@@ -141,17 +140,6 @@ def print_table(rows: Sequence[Result], *, file=None) -> None:
         if n == 0:
             print(line, file=out)
     out.flush()
-
-
-class Stopwatch:
-    """`with Stopwatch() as sw: ...; sw.elapsed` in seconds (perf_counter)."""
-
-    def __enter__(self) -> Stopwatch:
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.elapsed = time.perf_counter() - self.start
 
 
 def dumps(obj: object) -> str:

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, verdict  # noqa: E402
+from _util import Result, load_line, median, print_table, verdict
 
 TURNS = 1000
 EARLY = (1, 20)
@@ -58,8 +58,12 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
         flue.use_sandbox(flue.local(workdir))
         return "You are helpful."
 
-    s = flue.init(flat_agent, db=os.path.join(workdir, "flat.sqlite"), cwd=workdir,
-                  conversation=f"flat-{usage}")
+    s = flue.init(
+        flat_agent,
+        db=os.path.join(workdir, "flat.sqlite"),
+        cwd=workdir,
+        conversation=f"flat-{usage}",
+    )
     starts: list[float] = []
     compactions = 0
     end = 0.0
@@ -92,7 +96,11 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
     answer = s.prompt("Read small.txt again and again.")
     total = time.perf_counter() - t0
     stop()
-    assert answer == "done" and calls == turns and len(starts) == turns, (answer, calls, len(starts))
+    assert answer == "done" and calls == turns and len(starts) == turns, (
+        answer,
+        calls,
+        len(starts),
+    )
     marks = [*starts, end]
     per_turn = [(marks[i + 1] - marks[i]) * 1000 for i in range(turns)]  # per_turn[k-1] = turn k
     early = per_turn[EARLY[0] - 1 : EARLY[1]]
@@ -118,14 +126,22 @@ def _profile_text(windows: dict[tuple[int, int], cProfile.Profile], top: int = 1
         n = hi - lo + 1
         per[(lo, hi)] = {f: (v[2] * 1000 / n, v[1] / n) for f, v in st.stats.items()}  # type: ignore[attr-defined]
     early, late = per[EARLY], per[LATE]
-    growth = sorted(set(early) | set(late),
-                    key=lambda f: late.get(f, (0, 0))[0] - early.get(f, (0, 0))[0], reverse=True)
-    out = [f"flat cost profile: own time in ms/turn (calls/turn), turns {EARLY[0]}-{EARLY[1]} vs "
-           f"{LATE[0]}-{LATE[1]}, sorted by growth (cProfile inflates the absolute figures)"]
+    growth = sorted(
+        set(early) | set(late),
+        key=lambda f: late.get(f, (0, 0))[0] - early.get(f, (0, 0))[0],
+        reverse=True,
+    )
+    head = (
+        f"flat cost profile: own time in ms/turn (calls/turn), turns {EARLY[0]}-{EARLY[1]} vs "
+        f"{LATE[0]}-{LATE[1]}, sorted by growth (cProfile inflates the absolute figures)"
+    )
+    out = [head]
     for f in growth[:top]:
         e, l_ = early.get(f, (0.0, 0.0)), late.get(f, (0.0, 0.0))
-        out.append(f"  {e[0]:7.3f} ({e[1]:6.1f}) -> {l_[0]:7.3f} ({l_[1]:6.1f})  "
-                   f"{_short(f[0])}:{f[1]}({f[2]})")
+        out.append(
+            f"  {e[0]:7.3f} ({e[1]:6.1f}) -> {l_[0]:7.3f} ({l_[1]:6.1f})  "
+            f"{_short(f[0])}:{f[1]}({f[2]})"
+        )
     return "\n".join(out)
 
 
@@ -133,21 +149,33 @@ def _short(path: str) -> str:
     for marker in ("site-packages/", "flue_nb/", "lib/python3"):
         i = path.find(marker)
         if i >= 0:
-            return path[i + (len(marker) if marker == "site-packages/" else 0):]
+            return path[i + (len(marker) if marker == "site-packages/" else 0) :]
     return path
 
 
 def rows_for(m: dict[str, Any], *, target: bool) -> list[Result]:
-    label = "flat cost (1,000-turn conversation" + (", usage reported)" if m["usage"] else
-                                                   ", no usage reported)")
+    label = "flat cost (1,000-turn conversation" + (
+        ", usage reported)" if m["usage"] else ", no usage reported)"
+    )
     rows = [
-        Result(label, "ms/turn, turns 1-20 / 990-1000 (median)",
-               f"{m['early_ms']:.2f} / {m['late_ms']:.2f}", "", "info"),
+        Result(
+            label,
+            "ms/turn, turns 1-20 / 990-1000 (median)",
+            f"{m['early_ms']:.2f} / {m['late_ms']:.2f}",
+            "",
+            "info",
+        ),
     ]
     note = f" ({m['compactions']} compactions!)" if m["compactions"] else ""
-    rows.append(Result(label, "ratio turn ~1000 / turn ~10", f"{m['ratio']:.2f}x{note}",
-                       "<= 1.5x" if target else "",
-                       verdict(m["ratio"] <= 1.5 and not m["compactions"]) if target else "info"))
+    rows.append(
+        Result(
+            label,
+            "ratio turn ~1000 / turn ~10",
+            f"{m['ratio']:.2f}x{note}",
+            "<= 1.5x" if target else "",
+            verdict(m["ratio"] <= 1.5 and not m["compactions"]) if target else "info",
+        )
+    )
     return rows
 
 

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, verdict  # noqa: E402
+from _util import Result, load_line, median, print_table, verdict
 
 TURNS = 200
 SMALL = "".join(f"line {i}: the quick brown fox\n" for i in range(7))  # ~200 bytes
@@ -116,13 +116,16 @@ class FlueSide:
             "ms/turn wall under cProfile (cProfile inflates Python-heavy code ~2x; read the "
             "shares, not the absolute figures)\n"
         )
-        for title, key in (("own time (tottime)", "tottime"), ("inclusive (cumtime)", "cumulative")):
+        for title, key in (
+            ("own time (tottime)", "tottime"),
+            ("inclusive (cumtime)", "cumulative"),
+        ):
             st = pstats.Stats(prof)
             st.sort_stats(key)
             out.write(f"\n  coordinator thread, top {top} by {title}, ms per turn:\n")
             out.write(f"  {'ms/turn':>8} {'calls/turn':>10}  function\n")
             for func in st.fcn_list[:top]:  # type: ignore[attr-defined]
-                cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
+                _cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
                 ms = (tt if key == "tottime" else ct) * per_turn
                 name = f"{_short(func[0])}:{func[1]}({func[2]})"
                 out.write(f"  {ms:8.3f} {nc / self.turns:10.1f}  {name}\n")
@@ -130,9 +133,11 @@ class FlueSide:
         st.sort_stats("tottime")
         out.write("\n  main thread (prompt: admit, wait), top 8 by own time, ms per turn:\n")
         for func in st.fcn_list[:8]:  # type: ignore[attr-defined]
-            cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
-            out.write(f"  {tt * per_turn:8.3f} {nc / self.turns:10.1f}  "
-                      f"{_short(func[0])}:{func[1]}({func[2]})\n")
+            _cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
+            out.write(
+                f"  {tt * per_turn:8.3f} {nc / self.turns:10.1f}  "
+                f"{_short(func[0])}:{func[1]}({func[2]})\n"
+            )
         return out.getvalue()
 
 
@@ -150,9 +155,8 @@ class PeerSide:
     def __init__(self, workdir: str, turns: int, usage: bool = True) -> None:
         from pydantic_ai import Agent
         from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
-        from pydantic_ai.usage import RequestUsage
         from pydantic_ai.models.function import FunctionModel
-        from pydantic_ai.usage import UsageLimits
+        from pydantic_ai.usage import RequestUsage, UsageLimits
 
         self.turns = turns
         self.calls = 0
@@ -160,8 +164,11 @@ class PeerSide:
         def fn(messages: list[Any], info: Any) -> Any:
             self.calls += 1
             # Without usage, FunctionModel estimates it by walking the whole history each turn.
-            u = (RequestUsage(input_tokens=2_000 + 100 * self.calls, output_tokens=30)
-                 if usage else RequestUsage())
+            u = (
+                RequestUsage(input_tokens=2_000 + 100 * self.calls, output_tokens=30)
+                if usage
+                else RequestUsage()
+            )
             if self.calls < turns:
                 return ModelResponse(parts=[ToolCallPart("read", {"path": "small.txt"})], usage=u)
             return ModelResponse(parts=[TextPart("done")], usage=u)
@@ -229,18 +236,36 @@ def rows_for(m: dict[str, Any], *, target: bool) -> list[Result]:
     usage = "usage reported" if m["usage"] else "no usage: fakes estimate it"
     name = f"loop vs peer ({m['turns']} turns, {usage})"
     rows = [
-        Result(name, f"flue_nb ms/turn (SQLite file: {m['store']})",
-               f"{m['flue_ms_turn']:.2f} (best {m['flue_best']:.2f})", "", "info"),
+        Result(
+            name,
+            f"flue_nb ms/turn (SQLite file: {m['store']})",
+            f"{m['flue_ms_turn']:.2f} (best {m['flue_best']:.2f})",
+            "",
+            "info",
+        ),
     ]
     if m["peer_ms_turn"] is None:
         rows.append(Result(name, "pydantic-ai ms/turn", m["peer_error"], "", "n/a"))
     else:
         ratio = m["flue_ms_turn"] / m["peer_ms_turn"]
-        rows.append(Result(name, "pydantic-ai ms/turn (in memory)",
-                           f"{m['peer_ms_turn']:.2f} (best {m['peer_best']:.2f})", "", "info"))
-        rows.append(Result(name, "ratio flue_nb / pydantic-ai", f"{ratio:.2f}x",
-                           "<= 1.00x" if target else "",
-                           verdict(ratio <= 1.0) if target else "info"))
+        rows.append(
+            Result(
+                name,
+                "pydantic-ai ms/turn (in memory)",
+                f"{m['peer_ms_turn']:.2f} (best {m['peer_best']:.2f})",
+                "",
+                "info",
+            )
+        )
+        rows.append(
+            Result(
+                name,
+                "ratio flue_nb / pydantic-ai",
+                f"{ratio:.2f}x",
+                "<= 1.00x" if target else "",
+                verdict(ratio <= 1.0) if target else "info",
+            )
+        )
     return rows
 
 

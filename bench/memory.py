@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, print_table, python_json  # noqa: E402
+from _util import Result, load_line, print_table, python_json
 
 TURNS = 1000
 
@@ -67,9 +67,14 @@ def measure(turns: int = TURNS) -> dict[str, Any]:
 def rows_for(m: dict[str, Any]) -> list[Result]:
     rise = (m["peak_kib"] - m["base_kib"]) / 1024
     return [
-        Result(f"memory ({m['turns']:,}-turn conversation)", "peak RSS (after imports: baseline)",
-               f"{m['peak_kib'] / 1024:.0f} MiB (baseline {m['base_kib'] / 1024:.0f} MiB, "
-               f"+{rise:.1f} MiB; {rise * 1024 / m['turns']:.1f} KiB/turn)", "", "info"),
+        Result(
+            f"memory ({m['turns']:,}-turn conversation)",
+            "peak RSS (after imports: baseline)",
+            f"{m['peak_kib'] / 1024:.0f} MiB (baseline {m['base_kib'] / 1024:.0f} MiB, "
+            f"+{rise:.1f} MiB; {rise * 1024 / m['turns']:.1f} KiB/turn)",
+            "",
+            "info",
+        ),
     ]
 
 

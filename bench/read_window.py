@@ -19,7 +19,7 @@ import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, print_table, python_json, verdict  # noqa: E402
+from _util import Result, load_line, print_table, python_json, verdict
 
 LINE = 64
 BLOCK_LINES = 16_384  # one 1 MiB block, repeated
@@ -75,8 +75,7 @@ def make_file(path: str, gib: float) -> int:
     assert len(block) == LINE * BLOCK_LINES == 1 << 20
     blocks = int(gib * 1024)
     with open(path, "wb") as f:
-        for _ in range(blocks):
-            f.write(block)
+        f.writelines(block for _ in range(blocks))
     return blocks * BLOCK_LINES
 
 
@@ -99,9 +98,13 @@ def run(quick: bool = False) -> list[Result]:
     name = f"read 50 KB window @ end of {m['size'] / 2**30:.0f} GiB file"
     return [
         Result(name, "time (streams the whole file)", f"{m['seconds'] * 1000:.0f} ms", "", "info"),
-        Result(name, "peak RSS rise during the read",
-               f"{m['rss_rise_mib']:.1f} MiB (tracemalloc peak {m['tracemalloc_peak'] / 2**20:.1f} MiB)",
-               f"< {RSS_TARGET_MIB} MiB", verdict(m["rss_rise_mib"] < RSS_TARGET_MIB)),
+        Result(
+            name,
+            "peak RSS rise during the read",
+            f"{m['rss_rise_mib']:.1f} MiB (tracemalloc peak {m['tracemalloc_peak'] / 2**20:.1f} MiB)",
+            f"< {RSS_TARGET_MIB} MiB",
+            verdict(m["rss_rise_mib"] < RSS_TARGET_MIB),
+        ),
     ]
 
 
@@ -114,11 +117,18 @@ def main() -> None:
     print({k: v for k, v in m.items() if k != "tail"})
     print("output tail:", repr(m["tail"]))
     name = f"read 50 KB window @ end of {m['size'] / 2**30:.2f} GiB file"
-    print_table([
-        Result(name, "time", f"{m['seconds'] * 1000:.0f} ms", "", "info"),
-        Result(name, "peak RSS rise", f"{m['rss_rise_mib']:.1f} MiB", f"< {RSS_TARGET_MIB} MiB",
-               verdict(m["rss_rise_mib"] < RSS_TARGET_MIB)),
-    ])
+    print_table(
+        [
+            Result(name, "time", f"{m['seconds'] * 1000:.0f} ms", "", "info"),
+            Result(
+                name,
+                "peak RSS rise",
+                f"{m['rss_rise_mib']:.1f} MiB",
+                f"< {RSS_TARGET_MIB} MiB",
+                verdict(m["rss_rise_mib"] < RSS_TARGET_MIB),
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

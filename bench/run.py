@@ -21,10 +21,12 @@ import traceback
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import BENCH_DIR, Result, load_line, print_table, verdict  # noqa: E402
+from _util import BENCH_DIR, Result, load_line, print_table, verdict
 
 GREP_TARGET = 1.2  # from bench/grep_vs_rg.py
-_GREP_ROW = re.compile(r"^(?P<label>.+?)\s+(?P<rg>[\d.]+)ms\s+(?P<tool>[\d.]+)ms\s+(?P<ratio>[\d.]+)x")
+_GREP_ROW = re.compile(
+    r"^(?P<label>.+?)\s+(?P<rg>[\d.]+)ms\s+(?P<tool>[\d.]+)ms\s+(?P<ratio>[\d.]+)x"
+)
 
 
 def _log(msg: str) -> None:
@@ -47,11 +49,15 @@ def grep(quick: bool) -> list[Result]:
         m = _GREP_ROW.match(line)
         if m:
             ratio = float(m["ratio"])
-            rows.append(Result(
-                name, f"{m['label'].strip()}: tool / rg",
-                f"{ratio:.2f}x ({m['tool']} vs {m['rg']} ms)",
-                f"<= {GREP_TARGET}x", verdict(ratio <= GREP_TARGET),
-            ))
+            rows.append(
+                Result(
+                    name,
+                    f"{m['label'].strip()}: tool / rg",
+                    f"{ratio:.2f}x ({m['tool']} vs {m['rg']} ms)",
+                    f"<= {GREP_TARGET}x",
+                    verdict(ratio <= GREP_TARGET),
+                )
+            )
     return rows or [Result(name, "ratio", "could not parse grep_vs_rg.py output", "", "n/a")]
 
 
@@ -63,9 +69,15 @@ def store(quick: bool) -> list[Result]:
     for sync in ("NORMAL", "FULL"):
         for case, mode, s, _n, _elapsed, rate in store_bench(sync, 0.5 if quick else 1.0):
             unit = "admissions/s" if case.startswith("admit") else "records/s"
-            rows.append(Result(f"store (file, {mode}, synchronous={s})",
-                               f"{case}", f"{rate:,.0f} {unit}", "",
-                               "info"))
+            rows.append(
+                Result(
+                    f"store (file, {mode}, synchronous={s})",
+                    f"{case}",
+                    f"{rate:,.0f} {unit}",
+                    "",
+                    "info",
+                )
+            )
     return rows
 
 
@@ -101,8 +113,9 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer reps and smaller inputs")
-    ap.add_argument("--only", default="", help="comma-separated subset: " +
-                    ",".join(k for k, _, _ in BENCHES))
+    ap.add_argument(
+        "--only", default="", help="comma-separated subset: " + ",".join(k for k, _, _ in BENCHES)
+    )
     opts = ap.parse_args()
     only = {s.strip() for s in opts.only.split(",") if s.strip()}
     rows: list[Result] = []
@@ -120,8 +133,10 @@ def main() -> None:
             rows.append(Result(title, "error", f"{type(exc).__name__}: {exc}"[:120], "", "n/a"))
         _log(f"{title}: {time.perf_counter() - start:.1f} s")
     print()
-    print(f"flue_nb benchmarks ({'quick' if opts.quick else 'full'}; {load_line()}; "
-          f"{time.perf_counter() - t0:.0f} s in all; Python {sys.version.split()[0]})")
+    print(
+        f"flue_nb benchmarks ({'quick' if opts.quick else 'full'}; {load_line()}; "
+        f"{time.perf_counter() - t0:.0f} s in all; Python {sys.version.split()[0]})"
+    )
     print_table(rows)
 
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import REPO, Result, load_line, median, print_table, verdict  # noqa: E402
+from _util import REPO, Result, load_line, median, print_table, verdict
 
 PEER_VENV = os.environ.get("FLUE_BENCH_PEER_VENV", "/tmp/flue-bench-jaim")
 IMPORT_TARGET_MS = 150
@@ -62,8 +62,13 @@ def load_ext_ms(python: str, module: str, runs: int) -> dict[str, Any]:
     out = []
     last: dict[str, Any] = {}
     for _ in range(runs + 1):
-        proc = subprocess.run([python, "-c", LOAD_EXT, module], capture_output=True, text=True,
-                              cwd=str(REPO), check=False)
+        proc = subprocess.run(
+            [python, "-c", LOAD_EXT, module],
+            capture_output=True,
+            text=True,
+            cwd=str(REPO),
+            check=False,
+        )
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr[-2000:])
         last = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -83,9 +88,19 @@ def setup_peer() -> str:
     """Make the throwaway peer venv (needs the package registry); "ok" or what went wrong."""
     try:
         subprocess.run([sys.executable, "-m", "venv", PEER_VENV], check=True, timeout=120)
-        proc = subprocess.run([os.path.join(PEER_VENV, "bin", "pip"), "install", "-q",
-                               "jupyter-ai-magics", "ipython"], capture_output=True, text=True,
-                              check=False, timeout=400)
+        proc = subprocess.run(
+            [
+                os.path.join(PEER_VENV, "bin", "pip"),
+                "install",
+                "-q",
+                "jupyter-ai-magics",
+                "ipython",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=400,
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         return f"{type(exc).__name__}: {exc}"
     return "ok" if proc.returncode == 0 else proc.stderr.strip().splitlines()[-1][:200]
@@ -93,8 +108,10 @@ def setup_peer() -> str:
 
 def measure(runs: int = 11, peer_runs: int = 5, setup: bool = False) -> dict[str, Any]:
     py = sys.executable
-    m: dict[str, Any] = {"flue_import": import_ms(py, "flue_nb", runs),
-                         "flue_load_ext": load_ext_ms(py, "flue_nb", max(3, runs // 2))}
+    m: dict[str, Any] = {
+        "flue_import": import_ms(py, "flue_nb", runs),
+        "flue_load_ext": load_ext_ms(py, "flue_nb", max(3, runs // 2)),
+    }
     peer = peer_python()
     m["peer_setup"] = None
     if peer is None and setup:
@@ -103,35 +120,69 @@ def measure(runs: int = 11, peer_runs: int = 5, setup: bool = False) -> dict[str
     if peer is None:
         m["peer"] = None
     else:
-        m["peer"] = {"import": import_ms(peer, "jupyter_ai_magics", peer_runs),
-                     "load_ext": load_ext_ms(peer, "jupyter_ai_magics", peer_runs)}
+        m["peer"] = {
+            "import": import_ms(peer, "jupyter_ai_magics", peer_runs),
+            "load_ext": load_ext_ms(peer, "jupyter_ai_magics", peer_runs),
+        }
     return m
 
 
 def rows_for(m: dict[str, Any]) -> list[Result]:
     fi, fl = m["flue_import"], m["flue_load_ext"]
     rows = [
-        Result("start-up", "import flue_nb (fresh python, net of `python -c pass`)",
-               f"{fi['net']:.0f} ms ({fi['import']:.0f} - {fi['bare']:.0f})",
-               f"< {IMPORT_TARGET_MS} ms", verdict(fi["net"] < IMPORT_TARGET_MS)),
-        Result("start-up", "%load_ext flue_nb (fresh InteractiveShell)",
-               f"{fl['ms']:.0f} ms" + (f"; loads {', '.join(fl['heavy'])}" if fl["heavy"] else ""),
-               "", "info"),
+        Result(
+            "start-up",
+            "import flue_nb (fresh python, net of `python -c pass`)",
+            f"{fi['net']:.0f} ms ({fi['import']:.0f} - {fi['bare']:.0f})",
+            f"< {IMPORT_TARGET_MS} ms",
+            verdict(fi["net"] < IMPORT_TARGET_MS),
+        ),
+        Result(
+            "start-up",
+            "%load_ext flue_nb (fresh InteractiveShell)",
+            f"{fl['ms']:.0f} ms" + (f"; loads {', '.join(fl['heavy'])}" if fl["heavy"] else ""),
+            "",
+            "info",
+        ),
     ]
     p = m["peer"]
     if p is None:
-        why = (f"did not install: {m['peer_setup']}" if m.get("peer_setup")
-               else f"no peer venv at {PEER_VENV} (run --setup-peer)")
-        rows.append(Result("start-up", "jupyter_ai_magics (peer)", f"not measured: {why}", "",
-                           "n/a"))
+        why = (
+            f"did not install: {m['peer_setup']}"
+            if m.get("peer_setup")
+            else f"no peer venv at {PEER_VENV} (run --setup-peer)"
+        )
+        rows.append(
+            Result("start-up", "jupyter_ai_magics (peer)", f"not measured: {why}", "", "n/a")
+        )
     else:
-        rows.append(Result("start-up", "import jupyter_ai_magics (peer, net)",
-                           f"{p['import']['net']:.0f} ms", "", "info"))
-        rows.append(Result("start-up", "%load_ext jupyter_ai_magics (peer)",
-                           f"{p['load_ext']['ms']:.0f} ms", "", "info"))
-        rows.append(Result("start-up", "ratio flue_nb / peer (import; load_ext)",
-                           f"{fi['net'] / p['import']['net']:.2f}x; "
-                           f"{fl['ms'] / p['load_ext']['ms']:.2f}x", "", "info"))
+        rows.append(
+            Result(
+                "start-up",
+                "import jupyter_ai_magics (peer, net)",
+                f"{p['import']['net']:.0f} ms",
+                "",
+                "info",
+            )
+        )
+        rows.append(
+            Result(
+                "start-up",
+                "%load_ext jupyter_ai_magics (peer)",
+                f"{p['load_ext']['ms']:.0f} ms",
+                "",
+                "info",
+            )
+        )
+        rows.append(
+            Result(
+                "start-up",
+                "ratio flue_nb / peer (import; load_ext)",
+                f"{fi['net'] / p['import']['net']:.2f}x; {fl['ms'] / p['load_ext']['ms']:.2f}x",
+                "",
+                "info",
+            )
+        )
     return rows
 
 

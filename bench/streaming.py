@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, print_table, python_json, verdict  # noqa: E402
+from _util import Result, load_line, print_table, python_json, verdict
 
 DELTAS = 10_000
 
@@ -117,20 +117,34 @@ def measure(deltas: int = DELTAS, pace: float = 0.0) -> dict[str, Any]:
 
 def rows_for(m: dict[str, Any], interval: float = 0.1) -> list[Result]:
     label = f"streaming %%flue, {m['deltas_emitted']:,} deltas " + (
-        "(instant)" if not m["pace"] else f"(paced {m['pace'] * 1000:g} ms/delta)")
+        "(instant)" if not m["pace"] else f"(paced {m['pace'] * 1000:g} ms/delta)"
+    )
     sent = m["new_displays"] + m["updates"]
     # Throttled: at most one update per interval of wall time, plus the first and final ones.
     bound = math.ceil(m["wall_s"] / interval) + 4
     ok_text = m["final_has_text"] and m["stored_equal"]
     return [
-        Result(label, "display messages sent (display_data + update_display_data)",
-               f"{sent} ({m['new_displays']} + {m['updates']}) in {m['wall_s']:.2f} s",
-               f"<= {bound} (10/s)", verdict(sent <= bound)),
-        Result(label, "kernel CPU for the cell (all threads)",
-               f"{m['cpu_s'] * 1000:.0f} ms; runtime alone {m['runtime_cpu_s'] * 1000:.0f} ms",
-               "", "info"),
-        Result(label, "final displayed + stored text == streamed answer", str(ok_text),
-               "True", verdict(ok_text)),
+        Result(
+            label,
+            "display messages sent (display_data + update_display_data)",
+            f"{sent} ({m['new_displays']} + {m['updates']}) in {m['wall_s']:.2f} s",
+            f"<= {bound} (10/s)",
+            verdict(sent <= bound),
+        ),
+        Result(
+            label,
+            "kernel CPU for the cell (all threads)",
+            f"{m['cpu_s'] * 1000:.0f} ms; runtime alone {m['runtime_cpu_s'] * 1000:.0f} ms",
+            "",
+            "info",
+        ),
+        Result(
+            label,
+            "final displayed + stored text == streamed answer",
+            str(ok_text),
+            "True",
+            verdict(ok_text),
+        ),
     ]
 
 
