@@ -317,7 +317,8 @@ class SQLiteStore:
         """Settle once: the first terminal outcome wins (contract 10.4).
 
         Appends a `settlement` record and settles every submission joined into this one with the
-        same outcome, result and error, all in one transaction. Returns False if it was already
+        same outcome, result and error (each with its own `settlement` record naming
+        `joined_into`), all in one transaction. Returns False if it was already
         settled (nothing changes then). With `owner`, raises `SessionBusyError` and changes
         nothing unless `owner` still holds the conversation's lease.
         """
@@ -345,11 +346,31 @@ class SQLiteStore:
                 " settled_at = ?, lease_owner = NULL, lease_expires = NULL"
             )
             values = (_SETTLED, outcome.value, result, error_json, now)
+            joined = [
+                jid
+                for (jid,) in conn.execute(
+                    "SELECT id FROM submissions WHERE joined_into = ? AND state != ? ORDER BY seq",
+                    (submission_id, _SETTLED),
+                )
+            ]
             conn.execute(settle_sql + " WHERE id = ?", (*values, submission_id))
             conn.execute(
                 settle_sql + " WHERE joined_into = ? AND state != ?",
                 (*values, submission_id, _SETTLED),
             )
+            # Every accepted submission gets its own settlement record (contract 10.4); a joined
+            # one's names the response that absorbed it.
+            for jid in joined:
+                joined_data = dump_json(
+                    {"outcome": outcome.value, "result": result, "error": error,
+                     "joined_into": submission_id},
+                    "a settlement",
+                )
+                conn.execute(
+                    "INSERT INTO records (conversation_id, submission_id, kind, data, created_at)"
+                    " VALUES (?, ?, 'settlement', ?, ?)",
+                    (conversation_id, jid, joined_data, now),
+                )
             conn.execute(
                 "INSERT INTO records (conversation_id, submission_id, kind, data, created_at)"
                 " VALUES (?, ?, 'settlement', ?, ?)",

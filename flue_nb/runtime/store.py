@@ -161,7 +161,8 @@ class Store(Protocol):
         """Settle once: the first terminal outcome wins (contract 10.4).
 
         Appends a `settlement` record and settles every submission joined into this one with the
-        same outcome, all in one transaction. Returns False if it was already settled. With
+        same outcome (each with its own `settlement` record naming `joined_into`), all in one
+        transaction. Returns False if it was already settled. With
         `owner`, raises `SessionBusyError` (changing nothing) unless it still holds the lease.
         """
         ...

@@ -294,13 +294,12 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
             or s.outcome is None
             # An aborted submission may settle before its message reached the model.
             or (users[s.id] == 0 and s.outcome != Outcome.ABORTED)
-            or (absorber is None and own == 0)
+            or own == 0
             or (absorber is not None and settlements[absorber.id] == 0)
         )
         duplicated = (
             own > 1
             or users[s.id] > 1
-            or (absorber is not None and own != 0)
             or kept_twice[s.id] > 0
         )
         if lost:

@@ -366,6 +366,10 @@ def test_joined_submissions_settle_with_the_response_that_absorbed_them(store: S
             9.0,
         )
     assert by_id["s4"].state is QUEUED
+    settlements = {r.submission_id: r.data for r in store.records("c", kinds=["settlement"])}
+    assert settlements["s1"] == {"outcome": "completed", "result": "answer", "error": None}
+    assert settlements["s2"]["joined_into"] == settlements["s3"]["joined_into"] == "s1"
+    assert "s4" not in settlements
     # A joined one that somehow settled first keeps its own outcome.
     assert not store.settle("s2", Outcome.FAILED, now=10.0)
 

@@ -81,6 +81,8 @@ def test_submissions_10_3_a_message_during_a_tool_joins_the_next_model_request()
     assert msgs[-1].text == "also this"
     joined = s.store.submission(second.submission_id)
     assert joined.joined_into == first.submission_id and joined.outcome == Outcome.COMPLETED
+    (own,) = s.store.records(s.conversation_id, kinds=["settlement"], submission_id=second.submission_id)
+    assert own.data["joined_into"] == first.submission_id
     assert len(model.requests) == 2
 
 
