@@ -223,9 +223,13 @@ def init(
     store, shared = _store_for(db, cwd or os.getcwd())
     key = (id(store), conversation)
     with _registry_lock:
-        conv = _conversations.get(key) if shared else None
-        if conv is None or conv.agent != agent_def or settings is not None:
+        conv = _conversations.get(key) if shared and settings is None else None
+        if conv is None:
             conv = Conversation(store, conversation, agent_def, settings=settings or RunSettings(), owner=_OWNER, lease_ttl=lease_ttl)
-            if shared:
+            if shared and settings is None:
                 _conversations[key] = conv
+        else:
+            # One worker per conversation per process: a redefined agent (a re-run notebook cell)
+            # takes over from the next submission instead of starting a second worker.
+            conv.agent = agent_def
     return Session(conv)

@@ -252,3 +252,14 @@ def test_state_11_6_a_state_write_commits_in_the_same_record_batch_as_its_tool_r
     result = next(r for r in recs if r.kind == "message" and r.data["kind"] == "tool_result")
     write = next(r for r in recs if r.kind == "state")
     assert write.seq == result.seq + 1 and write.created_at == result.created_at
+
+
+def test_reinit_with_a_redefined_agent_shares_one_worker_per_conversation(tmp_path):
+    db = str(tmp_path / "one.sqlite")
+    first = ScriptedModel(["from the first definition"])
+    second = ScriptedModel(["from the redefinition"])
+    s1 = flue.init(make_agent(first), db=db, conversation="shared")
+    assert s1.prompt("a") == "from the first definition"
+    s2 = flue.init(make_agent(second), db=db, conversation="shared")
+    assert s2.prompt("b") == "from the redefinition"
+    assert len(s1.history()) == 4
