@@ -8,18 +8,17 @@ the event callback. The loop ends at an answer without tool calls.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent import AgentDef, SubagentDef
-from .errors import ContextOverflowError, DelegationDepthExceededError, ProviderError
+from .agent import AgentDef
+from .errors import ContextOverflowError, ProviderError
 from .framework_tools import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
 from .hooks import Rendered, render
-from .messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from .messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage
 from .model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
 from .prompt import compose_system, describe_environment, diff_roster, make_roster
 from .sandbox import Sandbox
@@ -60,46 +59,6 @@ class RunSettings:
 
 def _is_sandbox(obj: Any) -> bool:
     return isinstance(obj, Sandbox)
-
-
-class _ScopedSandbox:
-    """The parent's sandbox seen from a subdirectory (a task's `cwd`): relative paths resolve there."""
-
-    def __init__(self, inner: Any, cwd: str) -> None:
-        self._inner = inner
-        self._cwd = cwd
-
-    @property
-    def cwd(self) -> str:
-        return self._cwd
-
-    def _abs(self, path: str) -> str:
-        return os.path.join(self._cwd, path)
-
-    async def exec(self, command: Any, *, cwd: str | None = None, **kw: Any) -> Any:
-        return await self._inner.exec(command, cwd=self._abs(cwd) if cwd else self._cwd, **kw)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._inner.read_file(self._abs(path))
-
-    def read_chunks(self, path: str, chunk_size: int = 65536) -> Any:
-        return self._inner.read_chunks(self._abs(path), chunk_size)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await self._inner.write_file(self._abs(path), data)
-
-    async def stat(self, path: str) -> Any:
-        return await self._inner.stat(self._abs(path))
-
-    async def list_dir(self, path: str) -> Any:
-        return await self._inner.list_dir(self._abs(path))
-
-    async def realpath(self, path: str) -> str:
-        return await self._inner.realpath(self._abs(path))
-
-    def tools(self) -> Any:
-        # A sandbox's own tool list is bound to the sandbox itself; scoped runs use the six.
-        return None
 
 
 class AgentRun:
@@ -406,40 +365,6 @@ class AgentRun:
     # --- delegation ---------------------------------------------------------------------------
 
     async def _run_task(self, args: TaskInput, ctx: ToolContext) -> str:
-        assert self.rendered is not None
-        depth = self.depth + 1
-        if depth > MAX_DEPTH:
-            raise DelegationDepthExceededError(
-                f"delegation_depth_exceeded: a task chain may be at most {MAX_DEPTH} deep; do this "
-                "part yourself instead of delegating it"
-            )
-        sub: SubagentDef = next(s for s in self.rendered.subagents if s.name == args.agent)
-        sandbox = self.sandbox
-        if sandbox is not None and args.cwd:
-            sandbox = _ScopedSandbox(sandbox, os.path.normpath(os.path.join(sandbox.cwd, args.cwd)))
-        task_id = f"{ctx.call_id}"
-        parent_emit = self.emit
+        from ._delegation import run_task
 
-        def emit(type: str, **data: Any) -> Any:
-            data.setdefault("task_id", task_id)
-            return parent_emit(type, **data)
-
-        parent_emit("task_start", task_id=task_id, agent=sub.name, description=args.description, depth=depth)
-        child = AgentRun(
-            sub.agent,
-            transcript=Transcript(),
-            emit=emit,
-            settings=self.settings,
-            depth=depth,
-            parent_sandbox=sandbox,
-            model_override=sub.model if sub.model is not None else self.model,
-            tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
-        )
-        child.transcript.add(UserMessage(args.prompt))
-        try:
-            answer = await child.run()
-        except BaseException as exc:
-            parent_emit("task", task_id=task_id, agent=sub.name, is_error=True, error=str(exc))
-            raise
-        parent_emit("task", task_id=task_id, agent=sub.name, is_error=False, text=answer.text)
-        return answer.text or "(the subagent finished without a text answer)"
+        return await run_task(self, args, ctx)
