@@ -6,13 +6,16 @@ a `main()` that prints its own rows when run alone (`python bench/x.py`).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,7 @@ __all__ = [
     "reset_peak_rss",
     "rss_kib",
     "scripts_dir",
+    "temp_dir",
 ]
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -140,6 +144,13 @@ def print_table(rows: Sequence[Result], *, file=None) -> None:
         if n == 0:
             print(line, file=out)
     out.flush()
+
+
+def temp_dir(prefix: str) -> str:
+    """A temp dir removed when the process exits (a store may still hold it open until then)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def dumps(obj: object) -> str:

@@ -19,12 +19,11 @@ import cProfile
 import os
 import pstats
 import sys
-import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, verdict
+from _util import Result, load_line, median, print_table, temp_dir, verdict
 
 TURNS = 1000
 EARLY = (1, 20)
@@ -36,7 +35,7 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
     import flue_nb as flue
     from flue_nb.models import FunctionModel, reply, tool_call
 
-    workdir = tempfile.mkdtemp(prefix="flue-bench-flat-")
+    workdir = temp_dir("flue-bench-flat-")
     with open(os.path.join(workdir, "small.txt"), "w") as f:
         f.write("".join(f"line {i}: the quick brown fox\n" for i in range(7)))
     calls = 0

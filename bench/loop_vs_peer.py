@@ -21,19 +21,18 @@ import io
 import os
 import pstats
 import sys
-import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, verdict
+from _util import Result, load_line, median, print_table, temp_dir, verdict
 
 TURNS = 200
 SMALL = "".join(f"line {i}: the quick brown fox\n" for i in range(7))  # ~200 bytes
 
 
 def _workdir() -> str:
-    d = tempfile.mkdtemp(prefix="flue-bench-loop-")
+    d = temp_dir("flue-bench-loop-")
     with open(os.path.join(d, "small.txt"), "w") as f:
         f.write(SMALL)
     return d
@@ -114,7 +113,7 @@ class FlueSide:
         out.write(
             f"flue_nb profile: one {self.turns}-turn conversation, {wall * 1000 / self.turns:.2f} "
             "ms/turn wall under cProfile (cProfile inflates Python-heavy code ~2x; read the "
-            "shares, not the absolute figures)\n"
+            "shares, not the absolute figures; a coroutine's calls count each resumption)\n"
         )
         for title, key in (
             ("own time (tottime)", "tottime"),

@@ -21,13 +21,13 @@ from _util import Result, load_line, print_table, python_json
 TURNS = 1000
 
 CHILD = r"""
-import json, os, sys, tempfile
-from _util import maxrss_kib
+import json, os, sys
+from _util import maxrss_kib, temp_dir
 import flue_nb as flue
 from flue_nb.models import FunctionModel, reply, tool_call
 
 turns = int(sys.argv[1])
-workdir = tempfile.mkdtemp(prefix="flue-bench-mem-")
+workdir = temp_dir("flue-bench-mem-")
 with open(os.path.join(workdir, "small.txt"), "w") as f:
     f.write("".join(f"line {i}: the quick brown fox\n" for i in range(7)))
 state = {"calls": 0, "turns": 2}

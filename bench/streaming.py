@@ -29,9 +29,10 @@ from _util import Result, load_line, print_table, python_json, verdict
 DELTAS = 10_000
 
 CHILD = r"""
-import json, os, sys, tempfile, threading, time
+import json, os, sys, threading, time
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.displaypub import DisplayPublisher
+from _util import temp_dir
 
 deltas, pace = int(sys.argv[1]), float(sys.argv[2])
 
@@ -72,7 +73,7 @@ def streamer():
     return "You are helpful."
 
 shell.user_ns["streamer"] = streamer
-db = os.path.join(tempfile.mkdtemp(prefix="flue-bench-stream-"), "s.sqlite")
+db = os.path.join(temp_dir("flue-bench-stream-"), "s.sqlite")
 session = flue.init(streamer, db=db, conversation="stream")
 counts = {"text_delta": 0}
 def observe(ev):
