@@ -49,7 +49,7 @@ class KernelSandbox(LocalSandbox):
         approval: One policy for `python` and `bash`, or a policy per tool name.
         approver: Who answers `ask`; None means a headless run, which follows `fallback`.
         fallback: What `ask` does with no one to ask.
-        runner: Where `python` code runs (the notebook layer passes the kernel's main thread).
+        runner: Where `python` code runs; default: the thread waiting on the run (see below).
         """
         super().__init__(cwd, env=env)
         self._namespace = namespace
@@ -73,7 +73,8 @@ class KernelSandbox(LocalSandbox):
     def tools(self) -> list[Tool]:
         """The six standard tools, then `python`, each wrapped by its approval policy."""
         # A function, not the dict: the namespace is resolved when code first runs, not here.
-        tools = [*standard_tools(self), python_tool(lambda: self.namespace, runner=self._runner)]
+        runner = self._runner or _on_waiting_thread
+        tools = [*standard_tools(self), python_tool(lambda: self.namespace, runner=runner)]
         names = {t.name for t in tools}
         unknown = sorted(set(self._policies) - names)
         if unknown:
@@ -128,6 +129,15 @@ def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
                 f"approval for `{name}` must be 'allow', 'ask' or 'deny', got {policy!r}"
             )
     return policies
+
+
+async def _on_waiting_thread(fn: Any) -> Any:
+    """Run user code on the thread blocked waiting for the run (the kernel's main thread, in a
+    blocking `%flue` cell), so matplotlib, signals and thread-bound objects behave as in a cell;
+    with nobody waiting (a background run) it runs on the runtime's thread."""
+    from flue_nb.runtime._coordinator import coordinator
+
+    return await coordinator().run_on_waiter(fn)
 
 
 def _ipython_user_ns() -> dict[str, Any]:
