@@ -212,3 +212,17 @@ def test_abort_stops_a_background_run_and_its_output_says_so(kernel):
     final = (later.displays.get(did) or aborted.displays[did])["data"]["text/plain"]
     assert final.endswith("[■ aborted: the submission was aborted by the user]"), final
     assert "submissions: 1 aborted" in kernel.ok("%flue status").text()
+
+
+def test_a_users_own_kernel_agent_runs_python_on_the_main_thread_too(kernel):
+    kernel.ok(
+        "import threading\n"
+        "own_model = ScriptedModel([reply('', tool_call('python', "
+        "code='own_thread = threading.current_thread().name')), reply('done')])\n"
+        "@flue.agent\n"
+        "def own():\n"
+        "    flue.use_model(own_model)\n"
+        "    flue.use_sandbox(flue.kernel())\n"
+    )
+    assert "[✓ completed]" in kernel.ok("%flue -c own -a own where?").text()
+    assert kernel.ok("print(own_thread)").stdout.strip() == "MainThread"
