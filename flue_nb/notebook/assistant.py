@@ -1,6 +1,6 @@
 """The default notebook agent behind `%flue`: an assistant working in the live kernel.
 
-Its sandbox is `flue.kernel()` (the kernel's working directory and namespace), with the `python`
+Its sandbox is `flue.kernel()`: the kernel's working directory and namespace, with the `python`
 tool's code run on the kernel's main thread while a cell waits. Its model comes from the magics'
 settings; `resolve_spec` turns a setting into what `use_model` takes and says, in one paragraph,
 how to configure one when there is none.
@@ -88,12 +88,8 @@ def make_assistant(model: Any, *, approval: str = "allow", cwd: str | None = Non
     found = _cache.get(key)
     if found is not None:
         return found
-    from flue_nb.runtime._coordinator import coordinator
-
-    # User code must run on the kernel's main thread (matplotlib, signals, thread-bound objects);
-    # `run_on_waiter` does that while a cell blocks, and runs inline for `--background` cells.
-    runner = coordinator().run_on_waiter
-    sandbox = kernel(cwd, approval=approval, runner=runner)  # type: ignore[arg-type]
+    # kernel() runs `python` on the kernel's main thread while a cell blocks on the run.
+    sandbox = kernel(cwd, approval=approval)  # type: ignore[arg-type]
 
     @agent(name="assistant")
     def assistant() -> str:
