@@ -24,7 +24,7 @@ class Coordinator:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = queue.SimpleQueue()
         self._waiters = 0
         self._waiters_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="flue-coordinator", daemon=True)
@@ -50,13 +50,19 @@ class Coordinator:
             self._waiters += 1
         try:
             deadline = None if timeout is None else self.loop.time() + timeout
+            # Wake at once when the result arrives instead of at the next poll; a wake-up eaten
+            # by another waiting thread only costs this one a poll interval.
+            fut.add_done_callback(lambda _: self._calls.put(None))
             while not fut.done():
                 if deadline is not None and self.loop.time() >= deadline:
                     raise TimeoutError(f"no result within {timeout} s")
                 try:
-                    fn, result = self._calls.get(timeout=0.02)
+                    item = self._calls.get(timeout=0.02)
                 except queue.Empty:
                     continue
+                if item is None:
+                    continue
+                fn, result = item
                 if result.set_running_or_notify_cancel():
                     try:
                         result.set_result(fn())

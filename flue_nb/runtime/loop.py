@@ -95,6 +95,7 @@ class AgentRun:
         self.sandbox: Any = parent_sandbox
         self._sandbox_tools = tools_cache if tools_cache is not None else {}
         self._workspace_skills: list[Skill] | None = None
+        self._framework: dict[Any, list[Tool]] = {}
         self.rendered: Rendered | None = None
         self.model: Model | None = None
         self.tools: list[Tool] = []
@@ -153,11 +154,7 @@ class AgentRun:
         if self.sandbox is not None and self._workspace_skills is None:
             self._workspace_skills = await discover_workspace_skills(self.sandbox)
         skills = [*rendered.skills, *(self._workspace_skills or [])] if self.sandbox is not None else list(rendered.skills)
-        framework = [task_tool(rendered.subagents, self._run_task)]
-        if skills:
-            framework.append(activate_skill_tool(skills))
-        if any(s.resources and s.source == "imported" for s in skills):
-            framework.append(read_skill_resource_tool(skills))
+        framework = self._framework_tools(tuple(rendered.subagents), tuple(skills))
         sandbox_tools = self._tools_of(self.sandbox) if self.sandbox is not None else []
         self.tools = assemble_tools(sandbox_tools, framework, rendered.tools)
         cwd = self.sandbox.cwd if self.sandbox is not None else None
@@ -174,6 +171,19 @@ class AgentRun:
             self._add(signals, extra=[("event", {"roster": roster})])
             for s in signals:
                 self.emit("signal", signal_type=s.signal_type, text=s.text)
+
+    def _framework_tools(self, subagents: tuple[Any, ...], skills: tuple[Any, ...]) -> list[Tool]:
+        # Rebuilt only when the rosters change: a fresh tool would rebuild its JSON schema.
+        key = (subagents, skills)
+        cached = self._framework.get(key)
+        if cached is None:
+            cached = [task_tool(subagents, self._run_task)]
+            if skills:
+                cached.append(activate_skill_tool(skills))
+            if any(s.resources and s.source == "imported" for s in skills):
+                cached.append(read_skill_resource_tool(skills))
+            self._framework = {key: cached}
+        return cached
 
     def _add(self, messages: list[Message], *, state: dict[str, Any] | None = None, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
         seqs = self.recorder.append(messages, state=state, extra=extra or [])

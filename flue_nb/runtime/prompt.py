@@ -95,7 +95,7 @@ def make_roster(
     """A JSON-safe snapshot of what the model has: compared at every turn boundary."""
     return {
         "sandbox": cwd,
-        "tools": {t.name: _digest([t.description, t.spec().input_schema]) for t in tools},
+        "tools": {t.name: t.fingerprint() for t in tools},
         "skills": {s.name: _digest([s.description, s.instructions]) for s in skills},
         "subagents": {s.name: _digest(s.description) for s in subagents},
     }

@@ -106,6 +106,18 @@ class Tool:
     """Run a sync `run` in a worker thread so it does not stall the event loop."""
 
     _spec: ToolSpec | None = field(default=None, repr=False, compare=False)
+    _fingerprint: str | None = field(default=None, repr=False, compare=False)
+
+    def fingerprint(self) -> str:
+        """A short digest of what the model sees of this tool (description and schema)."""
+        if self._fingerprint is None:
+            import hashlib
+            import json
+
+            spec = self.spec()
+            raw = json.dumps([spec.description, spec.input_schema], sort_keys=True, default=str)
+            self._fingerprint = hashlib.sha1(raw.encode()).hexdigest()[:12]
+        return self._fingerprint
 
     def spec(self) -> ToolSpec:
         """The name, description and JSON schema the model sees (built once: it is costly)."""
