@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["Coordinator", "coordinator"]
@@ -46,9 +47,7 @@ class Coordinator:
         """Block until `fut` is done, running posted calls on this thread meanwhile."""
         if threading.current_thread() is self.thread:
             raise RuntimeError("Coordinator.wait() called on the coordinator thread: it would deadlock")
-        with self._waiters_lock:
-            self._waiters += 1
-        try:
+        with self.waiting():
             deadline = None if timeout is None else self.loop.time() + timeout
             # Wake at once when the result arrives instead of at the next poll; a wake-up eaten
             # by another waiting thread only costs this one a poll interval.
@@ -75,18 +74,39 @@ class Coordinator:
                     except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting tool
                         result.set_exception(exc)
             return fut.result()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Count this thread as a waiter from now on: calls posted meanwhile queue for its `wait`.
+
+        Enter it before dispatching work you will `wait` for, so a tool that runs before the
+        `wait` starts (a fast model) still gets this thread, not the coordinator's.
+        """
+        with self._waiters_lock:
+            self._waiters += 1
+        try:
+            yield
         finally:
             with self._waiters_lock:
                 self._waiters -= 1
+                last = self._waiters == 0
+            while last:  # nobody is left to run queued calls: fail them rather than strand them
+                try:
+                    item = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None and item[1].set_running_or_notify_cancel():
+                    item[1].set_exception(RuntimeError("no thread is waiting to run this call"))
 
     async def run_on_waiter(self, fn: Callable[[], T]) -> T:
         """Run `fn` on a thread blocked in `wait` (the kernel's main thread), else right here."""
-        with self._waiters_lock:
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._waiters_lock:  # queued under the lock: a waiter leaving drains it or we see 0
             waiting = self._waiters > 0
+            if waiting:
+                self._calls.put((fn, result))
         if not waiting:
             return fn()
-        result: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._calls.put((fn, result))
         return await asyncio.wrap_future(result)
 
 

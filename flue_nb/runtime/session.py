@@ -88,7 +88,8 @@ class Session:
 
     def prompt(self, message: str, *, timeout: float | None = None) -> str:
         """Send a message and block until it settles; return the reply."""
-        return self.read(self.dispatch(message), timeout=timeout)
+        with self._co.waiting():  # from admission on: code the `python` tool runs comes here
+            return self.read(self.dispatch(message), timeout=timeout)
 
     async def aread(self, receipt: Receipt | str) -> str:
         """`read` for async code running on another event loop."""
