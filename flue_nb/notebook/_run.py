@@ -8,12 +8,14 @@ display, which the runtime thread goes on updating.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
 
 from IPython.display import display
 
+from flue_nb.runtime._coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 
 from ._line import FlueCellError
@@ -28,33 +30,57 @@ INTERRUPTED = (
 )
 
 
-def run_message(session: Any, message: str, *, agent: str, model: str, background: bool) -> None:
-    """Dispatch `message` and show it; block until it settles unless `background`."""
+def run_message(
+    session: Any,
+    message: str,
+    *,
+    agent: str,
+    model: str,
+    background: bool,
+    opened_at: float | None = None,
+) -> None:
+    """Dispatch `message` and show it; block until it settles unless `background`.
+
+    `opened_at` is when this kernel opened the conversation, if this cell did: work admitted
+    before then and unsettled at that time was left by an earlier kernel, and opening the
+    session started its recovery, perhaps before this cell could watch its events.
+    """
     view = CellView(message, session.conversation_id, agent=agent)
     view.notes["model"] = model
     _note_lease(session, view)
     handle = display(view if background else BLANK, display_id=True)
     live = LiveOutput(view, handle_publisher(handle))
     stop = session.observe(live.feed)
+    _show_recovery(session, view, opened_at)
 
     def final(result: Any = None) -> None:
         records = session.store.records(
             session.conversation_id, kinds=["message"], submission_id=view.submission_id
         )
         view.tokens = usage_totals(records)
+        _show_recovery(session, view, opened_at)
         live.finish(result)
 
-    try:
-        receipt = session.dispatch(message)
-    except BaseException as exc:
-        stop()
-        if isinstance(exc, FlueError):
-            raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
-        raise
-    live.bind(receipt.submission_id)
-    if background:
-        live.on_settled = lambda: (stop(), final())
-        return
+    with contextlib.ExitStack() as waiting:
+        if not background:
+            # Count this thread as waiting from admission on, so the `python` tool's code runs
+            # here on the kernel's main thread even if the model calls it before `read` begins.
+            waiting.enter_context(coordinator().waiting())
+        try:
+            receipt = session.dispatch(message)
+        except BaseException as exc:
+            stop()
+            if isinstance(exc, FlueError):
+                raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
+            raise
+        live.bind(receipt.submission_id)
+        if background:
+            live.on_settled = lambda: (stop(), final())
+            return
+        _wait(session, receipt, view, live, stop, final)
+
+
+def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any) -> None:
     try:
         view.reply = session.read(receipt)
     except KeyboardInterrupt:
@@ -70,6 +96,18 @@ def run_message(session: Any, message: str, *, agent: str, model: str, backgroun
     view.settle("completed")
     final(BLANK)
     display(view)
+
+
+def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> None:
+    if opened_at is None:
+        return
+    for sub in session.submissions():
+        if sub.id == view.submission_id or sub.accepted_at >= opened_at:
+            continue
+        settled = sub.state.value == "settled"
+        if settled and (sub.settled_at or 0) < opened_at:
+            continue  # settled before this kernel opened the conversation: nothing to recover
+        view.recovery(sub.id, sub.outcome.value if settled and sub.outcome else None)
 
 
 def _failure_text(exc: Exception, view: CellView) -> str:

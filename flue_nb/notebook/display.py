@@ -94,6 +94,7 @@ class CellView:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _tools: dict[str, _Tool] = field(default_factory=dict, repr=False)
     _recovering: set[str] = field(default_factory=set, repr=False)
+    _recovered: set[str] = field(default_factory=set, repr=False)
 
     # --- folding events ---------------------------------------------------------------------
 
@@ -101,6 +102,28 @@ class CellView:
         """Add a line of its own (a recovery notice, a lease wait, a hint)."""
         with self._lock:
             self.lines.append(_Line("note", text))
+
+    def recovery(self, sid: str, outcome: str | None = None) -> None:
+        """Show work an earlier kernel left, which this cell's conversation picks up first."""
+        with self._lock:
+            self._recovering_note(sid)
+            if outcome is not None:
+                self._recovered_note(sid, outcome)
+
+    def _recovering_note(self, sid: str) -> bool:
+        if sid in self._recovering or sid in self._recovered:
+            return False
+        self._recovering.add(sid)
+        self.lines.append(_Line("note", f"↻ recovering submission {sid} (interrupted)"))
+        return True
+
+    def _recovered_note(self, sid: str, outcome: str) -> bool:
+        if sid not in self._recovering:
+            return False
+        self._recovering.discard(sid)
+        self._recovered.add(sid)
+        self.lines.append(_Line("note", f"↻ recovered submission {sid}: settled {outcome}"))
+        return True
 
     def apply(self, event: Event) -> bool:
         """Fold one event in; True when what the cell shows changed."""
@@ -113,15 +136,9 @@ class CellView:
         # Another submission of this conversation: show only recovery, which this cell waited on.
         sid = ev.submission_id or ""
         if ev.type == "submission_recovery":
-            self._recovering.add(sid)
-            self.lines.append(_Line("note", f"↻ recovering submission {sid} (interrupted)"))
-            return True
-        if ev.type == "submission_settled" and sid in self._recovering:
-            self._recovering.discard(sid)
-            self.lines.append(
-                _Line("note", f"↻ recovered submission {sid}: settled {ev.data.get('outcome')}")
-            )
-            return True
+            return self._recovering_note(sid)
+        if ev.type == "submission_settled":
+            return self._recovered_note(sid, ev.data.get("outcome", "?"))
         if (
             ev.type == "log"
             and ev.data.get("message") == "joined"

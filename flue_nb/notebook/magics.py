@@ -9,6 +9,7 @@ path (`JPY_SESSION_NAME`), so a restarted kernel reopens it and recovers what wa
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -72,6 +73,8 @@ class FlueMagics(Magics):
         self.agent_name: str | None = None
         """Set by `%flue use NAME`; None means the default assistant."""
         self._agents: dict[tuple[str, str], Any] = {}
+        self.opened_at: float | None = None
+        """When the last cell opened its conversation in this kernel (None: it was open)."""
 
     # --- the magic ----------------------------------------------------------------------------
 
@@ -224,7 +227,9 @@ class FlueMagics(Magics):
                     "before switching agents"
                 )
         if previous is not None and previous[0] is agent:
+            self.opened_at = None
             return previous[1]
+        self.opened_at = time.time()
         session = init(agent, conversation=cid, db=db, lease_ttl=self.lease_ttl)
         self._agents[key] = (agent, session)
         return session
@@ -245,7 +250,14 @@ class FlueMagics(Magics):
             ) from None
         from ._run import run_message
 
-        run_message(session, message, agent=agent.name, model=label, background=args.background)
+        run_message(
+            session,
+            message,
+            agent=agent.name,
+            model=label,
+            background=args.background,
+            opened_at=self.opened_at,
+        )
 
     def _interpolate(self, message: str) -> str:
         from IPython.utils.text import DollarFormatter

@@ -40,7 +40,10 @@ SETUP = (
 )
 
 
-def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path):
+@pytest.mark.parametrize("pause", [0.0, 3.0], ids=["lease-still-held", "lease-expired"])
+def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path, pause):
+    # With the old lease expired, opening the conversation starts recovery at once, possibly
+    # before the cell watches its events: the cell must still say what happened.
     (tmp_path / "slowagent.py").write_text(textwrap.dedent(AGENT_MODULE))
     # The notebook path names the default conversation, so the new kernel reopens the same one.
     kernel = Kernel(
@@ -55,6 +58,7 @@ def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path):
         kernel.restart()
 
         kernel.ok(SETUP.format(path=str(tmp_path)))
+        time.sleep(pause)
         started = time.monotonic()
         run = kernel.ok("%flue -a slow and now?", timeout=60)
         took = time.monotonic() - started
