@@ -156,6 +156,12 @@ def _shape(message: Message) -> tuple[int, int]:
     return 0, len(message.text)
 
 
+def _reported(message: Message) -> bool:
+    # A zero total means the model reported nothing (a fake, an aborted stream): trusting it
+    # would make a full context look empty.
+    return isinstance(message, AssistantMessage) and message.usage is not None and message.usage.total > 0
+
+
 class TokenCounter:
     """Counts messages once each and remembers the counts, so each turn only encodes what is new.
 
@@ -177,6 +183,8 @@ class TokenCounter:
         self._max_entries = max_entries
         self._cache: dict[int, tuple[Message, tuple[int, int], int]] = {}
         self._system: tuple[str, int] = ("", 0)
+        self._memo: tuple[Sequence[Message], int, int, int, int] | None = None
+        """(history, length seen, first unreported index, reported usage or -1, tail estimate)."""
 
     def __len__(self) -> int:
         """How many message counts are cached."""
@@ -210,22 +218,33 @@ class TokenCounter:
         estimates of every message after it. With no usage anywhere, the estimate of every
         message plus `system` (the system prompt is inside the reported usage otherwise).
         """
-        start, base = 0, -1
-        for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            # A zero total means the model reported nothing (a fake, an aborted stream): trusting
-            # it would make a full context look empty.
-            if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.total > 0:
-                start, base = i + 1, m.usage.total
-                break
-        if base < 0:
-            base = self._count_system(system)
-        used = base + sum(self.count_message(m) for m in messages[start:])
+        n = len(messages)
+        memo = self._memo
+        if memo is not None and memo[0] is messages and memo[1] <= n:
+            # The same history, only appended to since the last call (the loop's transcript):
+            # count just the new messages, so a turn costs the same at turn 10 and turn 1,000.
+            _, seen, start, usage, tail = memo
+            for i in range(seen, n):
+                m = messages[i]
+                if _reported(m):
+                    start, usage, tail = i + 1, m.usage.total, 0  # type: ignore[union-attr]
+                else:
+                    tail += self.count_message(m)
+        else:
+            start, usage = 0, -1
+            for i in range(n - 1, -1, -1):
+                m = messages[i]
+                if _reported(m):
+                    start, usage = i + 1, m.usage.total  # type: ignore[union-attr]
+                    break
+            tail = sum(self.count_message(m) for m in messages[start:])
+        self._memo = (messages, n, start, usage, tail)
         self._prune(messages)
-        return used
+        return (usage if usage >= 0 else self._count_system(system)) + tail
 
     def clear(self) -> None:
         """Forget every cached count."""
+        self._memo = None
         self._cache.clear()
         self._system = ("", 0)
 

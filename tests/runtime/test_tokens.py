@@ -294,3 +294,28 @@ def test_cached_count_is_redone_when_streamed_text_grows_in_place() -> None:
 def test_counter_rejects_a_non_positive_bound() -> None:
     with pytest.raises(ConfigError, match="max_entries"):
         TokenCounter(max_entries=0)
+
+
+def test_used_tokens_on_an_appended_history_looks_only_at_the_new_messages() -> None:
+    from flue_nb.runtime.messages import UserMessage as _User
+    from flue_nb.runtime.tokens import TokenCounter as _Counter
+
+    class Watched(list):  # type: ignore[type-arg]
+        """A history that counts how many of its messages are looked at."""
+
+        looked = 0
+
+        def __getitem__(self, index):  # type: ignore[no-untyped-def]
+            item = super().__getitem__(index)
+            Watched.looked += len(item) if isinstance(index, slice) else 1
+            return item
+
+    counter = _Counter(count_text=len)
+    history = Watched(_User(f"message {i}") for i in range(1_000))
+    full = counter.used_tokens(history)
+    history.append(_User("one more"))
+    Watched.looked = 0
+    # The loop appends to one list: the next call must not walk the 1,000 earlier messages.
+    assert counter.used_tokens(history) == full + counter.count_message(history[-1])
+    assert Watched.looked <= 2
+    assert _Counter(count_text=len).used_tokens(list(history)) == counter.used_tokens(history)
