@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ def run_notebook(
     output: str | os.PathLike[str] | None = None,
     timeout: int = 600,
     offline: bool = False,
+    quiet: bool = False,
 ) -> tuple[Any, Path, BaseException | None]:
     """Execute a notebook in a fresh kernel (cwd: its folder); return it, where it was written,
     and the error of the first failing cell (None when every cell ran)."""
@@ -49,12 +51,14 @@ def run_notebook(
         nb,
         timeout=timeout,
         km=km,
+        shutdown_kernel="immediate",
         kernel_name="python3",
         resources={"metadata": {"path": str(src.parent)}},
     )
     error: BaseException | None = None
     try:
-        client.execute(env=env)
+        # `quiet` drops the kernel's own log lines (transport warnings, shutdown notices).
+        client.execute(env=env, **({"stderr": subprocess.DEVNULL} if quiet else {}))
     except CellExecutionError as exc:
         error = exc
     out = Path(output) if output is not None else src.with_name(f"{src.stem}.executed.ipynb")
@@ -106,7 +110,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 2
     output = Path(args.output) if args.output else Path.cwd() / "build" / "demo" / notebook.name
     print(f"flue-nb demo: running {notebook} offline (offline demo model, no API key used)\n")
-    nb, out, error = run_notebook(notebook, output=output, timeout=args.timeout, offline=True)
+    nb, out, error = run_notebook(
+        notebook, output=output, timeout=args.timeout, offline=True, quiet=True
+    )
     print(transcript(nb))
     print(f"flue-nb demo: executed notebook written to {out}")
     if error is not None:
