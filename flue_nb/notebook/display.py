@@ -227,7 +227,7 @@ class CellView:
 
     def _line_plain(self, ln: _Line) -> str:
         if ln.kind == "text":
-            return ln.text.strip("\n")
+            return ln.text.strip("\n").rstrip()
         if ln.kind == "note":
             return ln.text
         t = ln.tool
@@ -248,7 +248,7 @@ class CellView:
             parts = []
             for ln in self.lines:
                 if ln.kind == "text":
-                    parts.append(ln.text.strip("\n"))
+                    parts.append(ln.text.strip("\n").rstrip())
                 elif ln.kind == "note":
                     parts.append(f"> {ln.text}")
                 else:
