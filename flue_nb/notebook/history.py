@@ -14,11 +14,12 @@ from flue_nb.runtime.messages import (
     SignalMessage,
     ToolResultMessage,
     UserMessage,
+    message_from_dict,
 )
 
 from .display import TextView, summarize_call
 
-__all__ = ["history_view", "status_view", "usage_totals"]
+__all__ = ["from_store", "history_view", "status_view", "usage_totals"]
 
 
 def history_view(conversation_id: str, messages: list[Message]) -> TextView:
@@ -71,9 +72,13 @@ def usage_totals(records: list[Any]) -> dict[str, int]:
 
 
 def status_view(
-    status: dict[str, Any], *, store: str, model: str, counts: dict[str, int]
+    status: dict[str, Any], *, store: str, model: str, submissions: list[Any]
 ) -> TextView:
     """Where the conversation stands, one fact per line."""
+    counts: dict[str, int] = {}
+    for sub in submissions:
+        key = sub.outcome.value if sub.outcome is not None else sub.state.value
+        counts[key] = counts.get(key, 0) + 1
     used, window = status.get("used_tokens"), status.get("context_window")
     context = (
         f"{used} / {window} tokens"
@@ -92,3 +97,30 @@ def status_view(
         f"submissions: {outcomes}",
     ]
     return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), dict(status))
+
+
+def from_store(name: str, store: Any, conversation_id: str, *, store_label: str) -> Any:
+    """`history`, `status` or `abort` straight from a store, with no agent (none configured).
+
+    Opening a session would start recovering interrupted work with whatever agent opened it;
+    looking must not do that.
+    """
+    if name == "history":
+        records = store.records(conversation_id, kinds=["message"])
+        return history_view(conversation_id, [message_from_dict(r.data) for r in records])
+    if name == "abort":
+        ids = store.request_abort(conversation_id)
+        return f"flue: recorded an abort for {len(ids)} submission(s)" + (
+            f": {', '.join(ids)}" if ids else " (nothing was running)"
+        )
+    subs = store.submissions(conversation_id)
+    lease = store.lease(conversation_id)
+    unsettled = [s for s in subs if s.state.value != "settled"]
+    status = {
+        "conversation_id": conversation_id,
+        "agent": "none chosen in this kernel",
+        "running": [s.id for s in unsettled if s.state.value == "running"],
+        "queued": [s.id for s in unsettled if s.state.value in ("queued", "joining")],
+        "owner": lease[0] if lease else None,
+    }
+    return status_view(status, store=store_label, model="", submissions=subs)

@@ -19,6 +19,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
+from ._commands import compact, help_view, store_command
 from ._line import (
     SUBCOMMANDS,
     FlueCellError,
@@ -26,7 +27,6 @@ from ._line import (
     protect_line_magic,
     split_line,
 )
-from .display import TextView
 
 __all__ = [
     "FlueCellError",
@@ -273,7 +273,7 @@ class FlueMagics(Magics):
 
     def _subcommand(self, name: str, arg: str, args: Any, cell: str | None) -> Any:
         if name == "help":
-            return self._help()
+            return display(help_view(self.flue.parser))
         if name == "use":
             return self._use(arg)
         if arg:
@@ -283,13 +283,27 @@ class FlueMagics(Magics):
             if cell is not None and cell.strip():
                 return self._send(cell, args)
             name = "history"
-        session = self._session(args, agent=self._agent_for_view(args))
+        agent = self._agent_for_view(args)
+        if agent is None:
+            return store_command(name, self._conversation(args), self._store_label(args))
+        session = self._session(args, agent=agent)
         if name == "history":
             from .history import history_view
 
             display(history_view(session.conversation_id, session.history()))
         elif name == "status":
-            self._status(session, args)
+            from .history import status_view
+
+            label = "" if (args.agent or self.agent_name) else self._model_setting(args)
+            status = session.status()
+            display(
+                status_view(
+                    status,
+                    store=self._store_label(args),
+                    model=label,
+                    submissions=session.submissions(),
+                )
+            )
         elif name == "abort":
             ids = session.abort()
             print(
@@ -297,53 +311,24 @@ class FlueMagics(Magics):
                 + (f": {', '.join(ids)}" if ids else " (nothing was running)")
             )
         elif name == "compact":
-            self._compact(session)
+            compact(session)
         return None
 
     def _agent_for_view(self, args: Any) -> Any:
-        """The agent to open a conversation with for looking at it (no model needed yet)."""
+        """The agent for a subcommand: the cell's, else the one this kernel last used, else None."""
         try:
             return self._agent(args)[0]
         except FlueCellError:
-            key_db = self._db(args)
-            for (cid, db), (agent, _) in self._agents.items():
-                if cid == self.conversation_id and db == (
-                    os.path.abspath(key_db) if key_db and key_db != ":memory:" else str(key_db)
-                ):
-                    return agent
-            from flue_nb.runtime.agent import agent as make_agent
+            cid, db = self._conversation(args), self._db(args)
+            found = self._agents.get(
+                (cid, os.path.abspath(db) if db and db != ":memory:" else str(db))
+            )
+            return found[0] if found else None
 
-            return make_agent(
-                lambda: None, name="assistant"
-            )  # never rendered: history and status only read
-
-    def _status(self, session: Any, args: Any) -> None:
-        from .history import status_view
-
-        counts: dict[str, int] = {}
-        for sub in session.submissions():
-            key = sub.outcome.value if sub.outcome is not None else sub.state.value
-            counts[key] = counts.get(key, 0) + 1
+    def _store_label(self, args: Any) -> str:
         db = self._db(args)
-        store = (
+        return (
             db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
-        )
-        label = "" if (args.agent or self.agent_name) else (self._model_setting(args) or "")
-        display(status_view(session.status(), store=store, model=label, counts=counts))
-
-    def _compact(self, session: Any) -> None:
-        from flue_nb.runtime.errors import FlueError
-
-        before = session.status().get("used_tokens")
-        try:
-            session.compact()
-        except FlueError as exc:
-            raise FlueCellError(f"flue: could not compact: {exc.message}") from None
-        after = session.status().get("used_tokens")
-        print(
-            f"flue: compacted the context: {before} → {after} tokens"
-            if before is not None
-            else "flue: compacted the context"
         )
 
     def _use(self, name: str) -> None:
@@ -364,16 +349,6 @@ class FlueMagics(Magics):
             )
         self.agent_name = name
         print(f"flue: cells now talk to agent `{name}` (conversation `{self.conversation_id}`)")
-
-    def _help(self) -> None:
-        text = (
-            "%flue MESSAGE  ·  %%flue [options] + message body  ·  %flue SUBCOMMAND\n\n"
-            "Subcommands: chat (widget; plain text for now), status, history, abort, compact, "
-            "use AGENT (or `use assistant`), help.\n"
-            "Settings: c.FlueMagics.model / $FLUE_MODEL, c.FlueMagics.db, c.FlueMagics.approval, "
-            "c.FlueMagics.lease_ttl.\n\n" + self.flue.parser.format_help()
-        )
-        display(TextView(text, f"```\n{text}\n```"))
 
 
 def load_ipython_extension(ipython: Any) -> None:

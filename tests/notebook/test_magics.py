@@ -226,3 +226,14 @@ def test_a_users_own_kernel_agent_runs_python_on_the_main_thread_too(kernel):
     )
     assert "[✓ completed]" in kernel.ok("%flue -c own -a own where?").text()
     assert kernel.ok("print(own_thread)").stdout.strip() == "MainThread"
+
+
+def test_without_a_model_history_and_status_read_the_store_and_recover_nothing(kernel):
+    kernel.ok("%flue -c plain -m echo remember me")
+    kernel.ok("%config FlueMagics.db = 'flue.sqlite'")  # same store, seen afresh below
+    kernel.ok("get_ipython().magics_manager.registry['FlueMagics']._agents.clear()")
+    history = kernel.ok("%flue -c plain history").text()
+    assert "user: remember me" in history and "assistant: echo: remember me" in history
+    status = kernel.ok("%flue -c plain status").text()
+    assert "agent: none chosen in this kernel" in status and "submissions: 1 completed" in status
+    assert "no model is configured" in kernel.run("%flue -c plain compact").error_text

@@ -1,0 +1,66 @@
+"""Subcommands that don't need the magic's state: `compact`, `help`, and reading a store directly.
+
+A store is read directly when no agent can be chosen (no model configured): opening a session
+would start recovering interrupted work with whatever agent opened it, and looking must not.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from IPython.display import display
+
+from ._line import FlueCellError
+from .display import TextView
+
+__all__ = ["compact", "help_view", "store_command"]
+
+
+def compact(session: Any) -> None:
+    """`%flue compact`: fold older messages into a summary now."""
+    from flue_nb.runtime.errors import FlueError
+
+    before = session.status().get("used_tokens")
+    try:
+        session.compact()
+    except FlueError as exc:
+        raise FlueCellError(f"flue: could not compact: {exc.message}") from None
+    after = session.status().get("used_tokens")
+    done = f": {before} → {after} tokens" if before is not None else ""
+    print(f"flue: compacted the context{done}")
+
+
+def help_view(parser: Any) -> TextView:
+    """`%flue help`: subcommands, settings and every option."""
+    text = (
+        "%flue MESSAGE  ·  %%flue [options] + message body  ·  %flue SUBCOMMAND\n\n"
+        "Subcommands: chat (widget; plain text for now), status, history, abort, compact, "
+        "use AGENT (or `use assistant`), help.\n"
+        "Settings: c.FlueMagics.model / $FLUE_MODEL, c.FlueMagics.db, c.FlueMagics.approval, "
+        "c.FlueMagics.lease_ttl.\n\n" + parser.format_help()
+    )
+    return TextView(text, f"```\n{text}\n```")
+
+
+def store_command(name: str, conversation_id: str, path: str) -> None:
+    """`history`, `status` or `abort` from the store file alone (no agent, no session)."""
+    from .assistant import NO_MODEL_HELP
+    from .history import from_store
+
+    if name == "compact":
+        raise FlueCellError(NO_MODEL_HELP)
+    if path == ":memory:" or not os.path.exists(path):
+        print(f"flue: conversation `{conversation_id}` has nothing stored yet ({path})")
+        return
+    from flue_nb.runtime.sqlite_store import open_store
+
+    store = open_store(path, cwd=os.getcwd())
+    try:
+        shown = from_store(name, store, conversation_id, store_label=path)
+    finally:
+        store.close()
+    if isinstance(shown, str):
+        print(shown)
+    else:
+        display(shown)
