@@ -73,9 +73,11 @@ def run_message(
             if isinstance(exc, FlueError):
                 raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
             raise
+        if background:
+            # Set before `bind`, which replays early events: a fast run may have settled already.
+            live.on_settled = lambda: (stop(), final())
         live.bind(receipt.submission_id)
         if background:
-            live.on_settled = lambda: (stop(), final())
             return
         _wait(session, receipt, view, live, stop, final)
 
