@@ -55,6 +55,8 @@ class LiveOutput:
         self._lock = threading.Lock()
         # Held while sending, so an update racing the final one can never land after it.
         self._send_lock = threading.Lock()
+        # Held while folding events in, so the replay in `bind` keeps them in order.
+        self._order = threading.RLock()
         self._last = float("-inf")
         self._dirty = False
         self._timer: asyncio.TimerHandle | None = None
@@ -68,20 +70,25 @@ class LiveOutput:
 
     def bind(self, submission_id: str) -> None:
         """Say which submission this cell shows, and fold in what arrived meanwhile."""
-        with self._lock:
-            self.view.submission_id = submission_id
-            pending, self._pending = self._pending or [], None
-        for ev in pending:
-            self.feed(ev)
+        with self._order:  # events arriving meanwhile wait, so they fold in after these
+            with self._lock:
+                self.view.submission_id = submission_id
+                pending, self._pending = self._pending or [], None
+            for ev in pending:
+                self._fold(ev)
 
     def feed(self, event: Event) -> None:
         """Observer callback (runtime thread): fold the event in, maybe send an update."""
-        with self._lock:
-            if self._closed:
-                return
-            if self._pending is not None:
-                self._pending.append(event)
-                return
+        with self._order:
+            with self._lock:
+                if self._closed:
+                    return
+                if self._pending is not None:
+                    self._pending.append(event)
+                    return
+            self._fold(event)
+
+    def _fold(self, event: Event) -> None:
         changed = self.view.apply(event)
         settled = (
             event.type == "submission_settled" and event.submission_id == self.view.submission_id
