@@ -110,7 +110,8 @@ async def _stream_step(step: Step, model_id: str, delay: float) -> AsyncIterator
     yield ResponseDone(AssistantMessage(parts, step.usage, stop, model_id))
 
 
-def _snapshot(request: ModelRequest) -> ModelRequest:
+def snapshot(request: ModelRequest) -> ModelRequest:
+    """A copy of a request that later turns cannot change."""
     # The loop keeps appending to its message list; a recorded request must not change after.
     return ModelRequest(request.system, list(request.messages), list(request.tools), request.max_tokens, request.purpose)
 
@@ -160,7 +161,7 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Answer the request with the next step."""
-        self.requests.append(_snapshot(request))
+        self.requests.append(snapshot(request))
         if request.purpose == "compaction" and self.summary is not None:
             step: Step = Reply(self.summary)
         else:
@@ -202,7 +203,7 @@ class FunctionModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Answer with whatever `fn` returns for this request."""
-        self.requests.append(_snapshot(request))
+        self.requests.append(snapshot(request))
         step = self.fn(request)
         if inspect.isawaitable(step):
             step = await step
