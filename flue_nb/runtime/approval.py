@@ -10,8 +10,6 @@ This module is runtime: the widget's approve/deny buttons reach it only through 
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -20,7 +18,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel
 
 from .errors import ConfigError
-from .tool import Tool, ToolContext, ToolOutput
+from .tool import Tool, ToolContext, ToolOutput, call_run
 
 __all__ = [
     "ApprovalPolicy",
@@ -121,7 +119,7 @@ def with_approval(
                     f"Not approved: {headless}. The `{tool.name}` call did not run.",
                 )
             return _annotate(
-                await _run_inner(tool, args, ctx), facts, f"(Ran without asking: {headless}.)"
+                await call_run(tool, args, ctx), facts, f"(Ran without asking: {headless}.)"
             )
         request = ApprovalRequest(
             tool_name=tool.name,
@@ -137,7 +135,7 @@ def with_approval(
                 "Do not retry it another way; ask the user how to proceed.",
             )
         return _annotate(
-            await _run_inner(tool, args, ctx),
+            await call_run(tool, args, ctx),
             facts | {"approved": True, "reason": "approved"},
             None,
         )
@@ -155,18 +153,6 @@ def _deny_text(name: str) -> str:
 
 def _refused(name: str, facts: dict[str, Any], text: str) -> ToolOutput:
     return ToolOutput(text, is_error=True, details={"approval": facts, "tool": name})
-
-
-async def _run_inner(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
-    # Mirrors `execute_tool`'s dispatch; what the inner tool raises is left for `execute_tool`
-    # around the wrapper to turn into an error result (or to propagate, for our own errors).
-    if tool.blocking and not inspect.iscoroutinefunction(tool.run):
-        result = await asyncio.to_thread(tool.run, args, ctx)
-    else:
-        result = tool.run(args, ctx)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 def _annotate(result: Any, facts: dict[str, Any], note: str | None) -> Any:

@@ -27,6 +27,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "call_run",
     "define_tool",
     "execute_tool",
     "format_validation_error",
@@ -138,6 +139,17 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+async def call_run(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
+    """Call a tool's `run` on validated input: sync blocking tools in a worker thread."""
+    if tool.blocking and not inspect.iscoroutinefunction(tool.run):
+        result = await asyncio.to_thread(tool.run, args, ctx)
+    else:
+        result = tool.run(args, ctx)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutput:
     """Validate the input, run the tool, and turn what its code raises into an error result."""
     if not isinstance(raw_input, dict):
@@ -150,12 +162,7 @@ async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutp
     except ValidationError as exc:
         return ToolOutput(format_validation_error(tool.name, exc), is_error=True)
     try:
-        if tool.blocking and not inspect.iscoroutinefunction(tool.run):
-            result = await asyncio.to_thread(tool.run, args, ctx)
-        else:
-            result = tool.run(args, ctx)
-        if inspect.isawaitable(result):
-            result = await result
+        result = await call_run(tool, args, ctx)
     except (ConfigError, StoreError):
         raise
     except ToolRetry as exc:
