@@ -20,7 +20,9 @@ __all__ = [
 ]
 
 SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "status", "use")
-_VALUE_OPTIONS = {"-a", "--agent", "-c", "--conversation", "-m", "--model", "--db"}
+_VALUE_OPTIONS = {
+    "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval",
+}
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
 
 

@@ -103,6 +103,11 @@ class FlueMagics(Magics):
         help="SQLite store for this cell (default: c.FlueMagics.db, else .flue/flue.sqlite).",
     )
     @argument(
+        "--approval",
+        choices=["allow", "ask", "deny"],
+        help="Approval policy for the assistant's `python` and `bash`, for this cell.",
+    )
+    @argument(
         "--no-widget",
         action="store_true",
         help="Plain text/markdown output (the default until the widget lands).",
@@ -197,7 +202,7 @@ class FlueMagics(Magics):
         except FlueError as exc:
             raise FlueCellError(exc.message) from None
         label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
-        return make_assistant(spec, approval=self.approval), label
+        return make_assistant(spec, approval=args.approval or self.approval), label
 
     def _conversation(self, args: Any) -> str:
         if args.new:

@@ -191,6 +191,14 @@ def test_model_from_flue_model_env_and_approval_from_config(kernel):
     assert "NameError" in kernel.run("denied_var").all_text()  # the code never ran
 
 
+def test_approval_per_cell_overrides_the_config(kernel):
+    kernel.ok("per_cell = ScriptedModel([reply('', tool_call('python', code='cell_var = 1')), reply('ok')])")
+    text = kernel.ok("%flue -c per-cell --approval deny -m per_cell try it").text()
+    assert "· python: cell_var = 1 ✗" in text
+    assert "NameError" in kernel.run("cell_var").all_text()
+    assert "invalid choice" in kernel.run("%flue --approval sometimes hi").all_text()
+
+
 def test_python_tool_runs_on_the_kernel_main_thread_while_the_cell_waits(kernel):
     kernel.ok(
         "import threading\n"
