@@ -9,7 +9,7 @@ from typing import Any
 from flue_nb.runtime.tool import ToolContext, ToolOutput, execute_tool
 
 NASTY_STRINGS = [
-    "", " ", "\x00", "a\x00b", "../../../../etc/passwd", "..", "/", "~", "$(touch pwned)", "`id`",
+    "", " ", "\x00", "a\x00b", "../../../../etc/passwd", "..", "/dev/null", "~/nope", "$(touch pwned)", "`id`",
     "*", "**/*", "[", "(unclosed", "\\", "\n" * 50, "é" * 1000, "x" * 100_000, "🙂", "-rf", "--help",
     "bin.dat", "dir", "a.txt", "./a.txt",
 ]
