@@ -486,7 +486,7 @@ def test_explicit_base_url_wins_over_environment(
     assert exc is None and len(server.requests) == 1
 
 
-@pytest.mark.parametrize("base_url", [None, "https://api.anthropic.com", "http://10.0.0.1:8080"])
+@pytest.mark.parametrize("base_url", [None, "https://models.example.invalid", "http://gateway.invalid:8080"])
 def test_requests_off_refuses_non_loopback_hosts_before_sending(base_url: str | None) -> None:
     model = AnthropicModel("claude-haiku-4-5", api_key="k", base_url=base_url)
     _, exc = run(model, ask())
@@ -497,7 +497,7 @@ def test_requests_off_refuses_non_loopback_hosts_before_sending(base_url: str | 
 def test_requests_off_also_guards_an_injected_client() -> None:
     import anthropic
 
-    client = anthropic.AsyncAnthropic(api_key="k", base_url="https://api.anthropic.com")
+    client = anthropic.AsyncAnthropic(api_key="k", base_url="https://models.example.invalid")
     _, exc = run(AnthropicModel("claude-haiku-4-5", client=client), ask())
     assert isinstance(exc, ConfigError)
 
@@ -506,7 +506,7 @@ def test_loopback_hosts_are_always_allowed(monkeypatch: pytest.MonkeyPatch) -> N
     for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"):
         check_model_request(host, provider="Anthropic")
     monkeypatch.delenv(ALLOW_MODEL_REQUESTS_ENV)
-    check_model_request("api.anthropic.com", provider="Anthropic")  # on by default
+    check_model_request("models.example.invalid", provider="Anthropic")  # on by default
 
 
 def test_model_info_matches_families_and_dated_ids() -> None:
