@@ -79,7 +79,6 @@ class Conversation:
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
         self._lease_lost = False
-        self.sandbox: Any = None
         store.ensure_conversation(conversation_id, now=settings.clock())
 
     # --- admission (any thread) ---------------------------------------------------------------
@@ -365,7 +364,6 @@ class Conversation:
         )
         self.current_run = run
         answer = await run.run()
-        self.sandbox = run.sandbox
         return answer.text
 
     def _keep_partial(self, sid: str, partial: dict[str, Any], recorder: StoreRecorder, t: Transcript) -> None:
