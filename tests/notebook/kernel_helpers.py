@@ -45,12 +45,12 @@ def jupyter_env(root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _spec_manager(root: Path) -> KernelSpecManager:
-    """A kernelspec running this venv's python, registered in the temporary data dir."""
+def _spec_manager(root: Path, python: str = sys.executable) -> KernelSpecManager:
+    """A kernelspec running `python` (this venv's), registered in the temporary data dir."""
     kdir = root / "data" / "kernels" / KERNEL_NAME
     kdir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "flue test",
         "language": "python",
         "interrupt_mode": "signal",
@@ -94,10 +94,10 @@ class Run:
 class Kernel:
     """One real kernel started from the venv with isolated dirs, in `cwd`."""
 
-    def __init__(self, root: Path, cwd: Path, **env: str) -> None:
+    def __init__(self, root: Path, cwd: Path, *, python: str = sys.executable, **env: str) -> None:
         self.root = root
         self.env = jupyter_env(root, **env)
-        self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root))
+        self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root, python))
         self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
         self.km.start_kernel(env=self.env, cwd=str(cwd))
         self.kc = self._client()

@@ -88,3 +88,32 @@ def test_settings_from_the_kernel_config_file_reach_the_magics(tmp_path):
     finally:
         kernel.shutdown()
     assert (tmp_path / "from-config.sqlite").exists()
+
+
+@pytest.mark.kernel
+def test_a_wheel_installed_into_a_fresh_venv_gives_its_kernels_the_magic(tmp_path):
+    # Build the real wheel, install it into a brand-new venv, start a kernel from that venv with
+    # a fresh IPYTHONDIR: only the config file the wheel installed can load the extension.
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+                   check=True, timeout=300)
+    (wheel,) = wheels.glob("flue_nb-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, timeout=120)
+    # The dependencies come from this environment's site-packages (no second download): a plain
+    # path entry, so this venv's own editable flue_nb is not on it.
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "zz_test_deps.pth").write_text(ours + "\n")
+    assert (venv / "etc" / "ipython" / "ipython_kernel_config.json").is_file()
+    kernel = Kernel(tmp_path / "jupyter", tmp_path, python=py)
+    try:
+        out = kernel.ok(PROBE + "\nimport flue_nb; print(flue_nb.__file__)").stdout.split("\n")
+        assert out[0] == "True True", out
+        assert out[2].startswith(site), out  # the wheel's copy, not the checkout
+    finally:
+        kernel.shutdown()
