@@ -101,6 +101,8 @@ class Kernel:
         self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
         self.km.start_kernel(env=self.env, cwd=str(cwd))
         self.kc = self._client()
+        self.stray_updates: dict[str, dict[str, Any]] = {}
+        """Display updates that arrived while another cell (or none) was being collected."""
 
     def _client(self) -> Any:
         kc = self.km.client()
@@ -126,6 +128,12 @@ class Kernel:
             except queue.Empty:
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
+                # A frontend applies a display update by its id whatever cell it came with (a
+                # background run's update can arrive between cells): keep the latest per id.
+                if msg["msg_type"] == "update_display_data":
+                    did = (msg["content"].get("transient") or {}).get("display_id")
+                    if did:
+                        self.stray_updates[did] = msg["content"]["data"]
                 continue
             run.messages.append(msg)
             kind, content = msg["msg_type"], msg["content"]
