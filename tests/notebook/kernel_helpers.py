@@ -174,8 +174,15 @@ class Kernel:
         self.km.interrupt_kernel()
 
     def restart(self) -> None:
-        """Kill the kernel at once and start a new one (same cwd, same env)."""
+        """Kill the kernel at once (SIGKILL, as a crash would) and start a new one, same cwd/env.
+
+        `restart_kernel(now=True)` alone sends SIGINT before the kill; a kernel quick enough to
+        handle it aborts the run durably (the stop button's path, tested elsewhere), which is a
+        different scenario from the one a restart test means: the kernel dying mid-run.
+        """
         self.kc.stop_channels()
+        self.km.provisioner.process.kill()
+        self.km.provisioner.process.wait(10)
         self.km.restart_kernel(now=True)
         self.kc = self._client()
 
