@@ -69,7 +69,13 @@ class Coordinator:
                         # Ctrl-C hit the posted call (user code run for the `python` tool): the
                         # interrupt is the waiter's. Handed to the runtime loop as is, it would
                         # escape `run_forever` and kill the coordinator thread.
-                        result.set_exception(RuntimeError("interrupted (KeyboardInterrupt)"))
+                        # The run must stop, not carry on with an error result: the tool gets
+                        # an abort, which the runtime settles as `aborted` (contract 11.5).
+                        from .errors import SubmissionAbortedError
+
+                        result.set_exception(
+                            SubmissionAbortedError("interrupted by the user while a tool ran")
+                        )
                         raise
                     except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting tool
                         result.set_exception(exc)

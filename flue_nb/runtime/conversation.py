@@ -273,6 +273,12 @@ class Conversation:
                 return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
             except SessionBusyError:
                 return self._lost(sid)
+            except SubmissionAbortedError as exc:
+                # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
+                self.store.request_abort(self.id)
+                self._keep_aborted_stream()
+                self._close_dangling(sid, "Aborted by the user before this tool call finished.")
+                return self._settle(sub, Outcome.ABORTED, error=exc)
             except (ConfigError, StoreError) as exc:
                 self._close_dangling(sid, "The run failed before this tool call finished.")
                 return self._settle(sub, Outcome.FAILED, error=exc)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .agent import AgentDef
-from .errors import ContextOverflowError, ProviderError
+from .errors import ContextOverflowError, ProviderError, SubmissionAbortedError
 from .framework_tools import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
 from .hooks import Rendered, render
 from .messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage
@@ -367,7 +367,14 @@ class AgentRun:
             if tool.durable:
                 step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
             ctx = ToolContext(call.id, self.sandbox, step, {"depth": self.depth, "run": self})
-            out = await execute_tool(tool, call.input, ctx)
+            try:
+                out = await execute_tool(tool, call.input, ctx)
+            except BaseException as exc:
+                # Aborted or failed underneath the tool: observers still see the call end.
+                reason = "aborted" if isinstance(exc, (asyncio.CancelledError, SubmissionAbortedError)) else "failed"
+                self.emit("tool", call_id=call.id, name=call.name, is_error=True, content=f"({reason})",
+                          details={"ended": reason}, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+                raise
         self.emit("tool", call_id=call.id, name=call.name, is_error=out.is_error, content=out.content,
                   details=out.details, duration_ms=round((time.perf_counter() - started) * 1000, 3))
         return ToolResultMessage(call.id, call.name, out.content, out.is_error)

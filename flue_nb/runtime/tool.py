@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from .errors import ConfigError, StoreError, ToolRetry
+from .errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
 from .model import ToolSpec
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutp
         return ToolOutput(format_validation_error(tool.name, exc), is_error=True)
     try:
         result = await call_run(tool, args, ctx)
-    except (ConfigError, StoreError):
+    except (ConfigError, StoreError, SubmissionAbortedError):
         raise
     except ToolRetry as exc:
         return ToolOutput(exc.message, is_error=True)

@@ -263,3 +263,21 @@ def test_reinit_with_a_redefined_agent_shares_one_worker_per_conversation(tmp_pa
     s2 = flue.init(make_agent(second), db=db, conversation="shared")
     assert s2.prompt("b") == "from the redefinition"
     assert len(s1.history()) == 4
+
+
+def test_abort_11_5_a_tool_interrupted_by_the_user_stops_the_run_instead_of_continuing():
+    @flue.tool
+    def user_code() -> str:
+        """Stands for the python tool's user code hit by Ctrl-C on the kernel's main thread."""
+        raise flue.SubmissionAbortedError("interrupted by the user while a tool ran")
+
+    model = ScriptedModel([reply("", tool_call("user_code")), reply("must not be asked")])
+    s = session(make_agent(model, tools=(user_code,)))
+    events = []
+    s.observe(events.append)
+    with pytest.raises(flue.SubmissionAbortedError):
+        s.prompt("run it")
+    assert model.remaining == 1  # the run did not go on to the next model call
+    assert s.submissions()[0].outcome == Outcome.ABORTED
+    (end,) = [e for e in events if e.type == "tool"]
+    assert end.data["is_error"] and end.data["details"] == {"ended": "aborted"}
