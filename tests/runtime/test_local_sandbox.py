@@ -15,25 +15,12 @@ import pytest
 
 from flue_nb.runtime.local import LocalSandbox, local
 from flue_nb.runtime.sandbox import Sandbox
+from tests.procs import alive
 
 
 def run(coro):
     """Run a coroutine to completion (pytest-asyncio is not installed)."""
     return asyncio.run(coro)
-
-
-def alive(needle: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `needle`."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if needle in cmdline and state != "Z":
-            found.append(int(pid))
-    return found
 
 
 def test_local_defaults_to_the_current_directory_made_absolute(tmp_path: Path, monkeypatch) -> None:

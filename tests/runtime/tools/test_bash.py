@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
@@ -11,20 +10,7 @@ import pytest
 
 from flue_nb.runtime.local import LocalSandbox
 from flue_nb.runtime.tools import bash_tool
-
-
-def pids_running(needle: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `needle`."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if needle in cmdline and state != "Z":
-            found.append(int(pid))
-    return found
+from tests.procs import alive as pids_running
 
 
 def test_bash_5_1_runs_in_the_sandbox_cwd_with_stdout_and_stderr_combined(
