@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_notebook", "transcript"]
+__all__ = ["main", "run_notebook", "transcript", "unsettled"]
 
 _REPO_NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -67,6 +67,18 @@ def run_notebook(
     return nb, out, error
 
 
+def unsettled(nb: Any) -> list[str]:
+    """`%flue` outputs that did not complete: a `--background` cell's failure (or a run still
+    going when the notebook ended) leaves no cell error, so it is read from the provenance."""
+    problems = []
+    for n, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            status = out.get("metadata", {}).get("flue", {}).get("status")
+            if status not in (None, "completed"):
+                problems.append(f"cell {n}: submission {status}")
+    return problems
+
+
 def transcript(nb: Any) -> str:
     """The executed notebook as text: each code cell's source, then what it showed."""
     lines: list[str] = []
@@ -97,6 +109,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"flue-nb: executed notebook written to {out}")
     if error is not None:
         print(f"flue-nb: FAILED: {args.notebook}: a cell failed:\n{error}", file=sys.stderr)
+        return 1
+    problems = unsettled(nb)
+    if problems:
+        print(f"flue-nb: FAILED: {args.notebook}: " + "; ".join(problems), file=sys.stderr)
         return 1
     return 0
 

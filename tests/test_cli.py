@@ -105,3 +105,19 @@ def test_a_background_cell_keeps_updating_while_later_cells_run_headless(tmp_pat
     executed = nbformat.read(tmp_path / "bg.executed.ipynb", as_version=4)
     (out,) = executed.cells[1].outputs
     assert out["data"]["text/plain"].endswith("b29\n[✓ completed]"), out
+
+
+def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path):
+    setup = (
+        "from flue_nb.models import ScriptedModel, fail\n"
+        "bad = ScriptedModel([fail('bad_request', 'background refusal')])\n"
+        "endless = ScriptedModel([' '.join(f'e{i}' for i in range(2000))], delay=0.01)\n"
+        "%config FlueMagics.db = ':memory:'"
+    )
+    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go",
+                   "import time; time.sleep(1)")
+    result = _cli(["run", str(nb)], tmp_path)
+    assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr
+    nb = _notebook(tmp_path / "bgopen.ipynb", setup, "%flue -c other -m endless --background go")
+    result = _cli(["run", str(nb)], tmp_path)
+    assert result.returncode == 1 and "cell 1: submission running" in result.stderr, result.stderr
