@@ -120,4 +120,6 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
     assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr
     nb = _notebook(tmp_path / "bgopen.ipynb", setup, "%flue -c other -m endless --background go")
     result = _cli(["run", str(nb)], tmp_path)
-    assert result.returncode == 1 and "cell 1: submission running" in result.stderr, result.stderr
+    # Still queued or already running when the last cell ended, depending on the machine's load.
+    assert result.returncode == 1, result.stderr
+    assert "cell 1: submission running" in result.stderr or "cell 1: submission queued" in result.stderr
