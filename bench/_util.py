@@ -156,3 +156,49 @@ def temp_dir(prefix: str) -> str:
 def dumps(obj: object) -> str:
     """Compact JSON for a subprocess's answer line."""
     return json.dumps(obj, separators=(",", ":"))
+
+
+SMALL = "".join(f"line {i}: the quick brown fox\n" for i in range(7))  # ~200 bytes
+"""The file every turn of the benchmark conversation reads."""
+PROMPT = "Read small.txt again and again."
+
+
+class ReadLoop:
+    """The benchmark conversation on flue_nb: each turn the model asks for one small `read` of
+    `small.txt`, the last turn answers "done"; usage is reported as a provider would (the whole
+    prompt as input, growing ~100 tokens a turn). Shared by the loop, flat-cost and memory
+    benchmarks so they measure the same thing."""
+
+    def __init__(self, workdir: str, turns: int, *, usage: bool = True) -> None:
+        import flue_nb as flue
+        from flue_nb.models import FunctionModel, reply, tool_call
+
+        with open(os.path.join(workdir, "small.txt"), "w") as f:
+            f.write(SMALL)
+        self.workdir = workdir
+        self.turns = turns
+        self.calls = 0
+
+        def fn(request: object) -> object:
+            self.calls += 1
+            u = (2_000 + 100 * self.calls, 30) if usage else None
+            if self.calls < self.turns:
+                return reply("", tool_call("read", path="small.txt"), usage=u)
+            return reply("done", usage=u)
+
+        model = FunctionModel(fn)
+
+        @flue.agent
+        def bench_agent() -> str:
+            flue.use_model(model)
+            flue.use_sandbox(flue.local(workdir))
+            return "You are helpful."
+
+        self.agent = bench_agent
+
+    def session(self, db: str, conversation: str) -> object:
+        """A fresh conversation on the file store `db`; the turn count starts again."""
+        import flue_nb as flue
+
+        self.calls = 0
+        return flue.init(self.agent, db=db, cwd=self.workdir, conversation=conversation)

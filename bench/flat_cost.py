@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, temp_dir, verdict
+from _util import PROMPT, ReadLoop, Result, load_line, median, print_table, temp_dir, verdict
 
 TURNS = 1000
 EARLY = (1, 20)
@@ -32,37 +32,9 @@ LATE = (990, 1000)
 
 def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) -> dict[str, Any]:
     """Run one `turns`-turn conversation; per-turn durations in ms, indexed from turn 1."""
-    import flue_nb as flue
-    from flue_nb.models import FunctionModel, reply, tool_call
-
     workdir = temp_dir("flue-bench-flat-")
-    with open(os.path.join(workdir, "small.txt"), "w") as f:
-        f.write("".join(f"line {i}: the quick brown fox\n" for i in range(7)))
-    calls = 0
-
-    def fn(request: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        # What a provider reports: the whole prompt as input (it grows ~100 tokens a turn).
-        u = (2_000 + 100 * calls, 30) if usage else None
-        if calls < turns:
-            return reply("", tool_call("read", path="small.txt"), usage=u)
-        return reply("done", usage=u)
-
-    model = FunctionModel(fn)
-
-    @flue.agent
-    def flat_agent() -> str:
-        flue.use_model(model)
-        flue.use_sandbox(flue.local(workdir))
-        return "You are helpful."
-
-    s = flue.init(
-        flat_agent,
-        db=os.path.join(workdir, "flat.sqlite"),
-        cwd=workdir,
-        conversation=f"flat-{usage}",
-    )
+    loop = ReadLoop(workdir, turns, usage=usage)
+    s = loop.session(os.path.join(workdir, "flat.sqlite"), f"flat-{usage}")
     starts: list[float] = []
     compactions = 0
     end = 0.0
@@ -92,12 +64,12 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
 
     stop = s.observe(observe)
     t0 = time.perf_counter()
-    answer = s.prompt("Read small.txt again and again.")
+    answer = s.prompt(PROMPT)
     total = time.perf_counter() - t0
     stop()
-    assert answer == "done" and calls == turns and len(starts) == turns, (
+    assert answer == "done" and loop.calls == turns and len(starts) == turns, (
         answer,
-        calls,
+        loop.calls,
         len(starts),
     )
     marks = [*starts, end]

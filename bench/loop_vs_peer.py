@@ -25,10 +25,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, median, print_table, temp_dir, verdict
+from _util import PROMPT, SMALL, ReadLoop, Result, load_line, median, print_table, temp_dir, verdict
 
 TURNS = 200
-SMALL = "".join(f"line {i}: the quick brown fox\n" for i in range(7))  # ~200 bytes
 
 
 def _workdir() -> str:
@@ -42,46 +41,26 @@ class FlueSide:
     """One agent + one durable file store; each `run()` is a fresh conversation of `turns` turns."""
 
     def __init__(self, workdir: str, turns: int, usage: bool = True) -> None:
-        import flue_nb as flue
-        from flue_nb.models import FunctionModel, reply, tool_call
-
-        self.flue = flue
+        self.loop = ReadLoop(workdir, turns, usage=usage)
         self.turns = turns
-        self.workdir = workdir
         self.db = os.path.join(workdir, "bench.sqlite")
-        self.calls = 0
-
-        def fn(request: Any) -> Any:
-            self.calls += 1
-            u = (2_000 + 100 * self.calls, 30) if usage else None
-            if self.calls < turns:
-                return reply("", tool_call("read", path="small.txt"), usage=u)
-            return reply("done", usage=u)
-
-        model = FunctionModel(fn)
-
-        @flue.agent
-        def bench_agent() -> str:
-            flue.use_model(model)
-            flue.use_sandbox(flue.local(workdir))
-            return "You are helpful."
-
-        self.agent = bench_agent
         self.n = 0
+
+    @property
+    def calls(self) -> int:
+        """Model calls in the current conversation."""
+        return self.loop.calls
 
     def session(self) -> Any:
         self.n += 1
-        return self.flue.init(
-            self.agent, db=self.db, cwd=self.workdir, conversation=f"loop-{self.n}"
-        )
+        return self.loop.session(self.db, f"loop-{self.n}")
 
     def run(self) -> float:
         """Seconds for one whole conversation (session opened beforehand, outside the timing)."""
         s = self.session()
         self.store = s.store
-        self.calls = 0
         t0 = time.perf_counter()
-        answer = s.prompt("Read small.txt again and again.")
+        answer = s.prompt(PROMPT)
         elapsed = time.perf_counter() - t0
         assert answer == "done" and self.calls == self.turns, (answer, self.calls)
         return elapsed
@@ -91,7 +70,6 @@ class FlueSide:
         from flue_nb.runtime._coordinator import coordinator
 
         s = self.session()
-        self.calls = 0
         co = coordinator()
         prof = cProfile.Profile()
 
@@ -104,7 +82,7 @@ class FlueSide:
         on_loop(prof.enable)
         main_prof.enable()
         t0 = time.perf_counter()
-        s.prompt("Read small.txt again and again.")
+        s.prompt(PROMPT)
         wall = time.perf_counter() - t0
         main_prof.disable()
         on_loop(prof.disable)
@@ -186,7 +164,7 @@ class PeerSide:
     def run(self) -> float:
         self.calls = 0
         t0 = time.perf_counter()
-        result = self.agent.run_sync("Read small.txt again and again.", usage_limits=self.limits)
+        result = self.agent.run_sync(PROMPT, usage_limits=self.limits)
         elapsed = time.perf_counter() - t0
         assert result.output == "done" and self.calls == self.turns, (result.output, self.calls)
         return elapsed

@@ -22,37 +22,15 @@ TURNS = 1000
 
 CHILD = r"""
 import json, os, sys
-from _util import maxrss_kib, temp_dir
-import flue_nb as flue
-from flue_nb.models import FunctionModel, reply, tool_call
+from _util import PROMPT, ReadLoop, maxrss_kib, temp_dir
 
-turns = int(sys.argv[1])
 workdir = temp_dir("flue-bench-mem-")
-with open(os.path.join(workdir, "small.txt"), "w") as f:
-    f.write("".join(f"line {i}: the quick brown fox\n" for i in range(7)))
-state = {"calls": 0, "turns": 2}
-
-def fn(request):
-    state["calls"] += 1
-    u = (2_000 + 100 * state["calls"], 30)
-    if state["calls"] < state["turns"]:
-        return reply("", tool_call("read", path="small.txt"), usage=u)
-    return reply("done", usage=u)
-
-model = FunctionModel(fn)
-
-@flue.agent
-def mem_agent():
-    flue.use_model(model)
-    flue.use_sandbox(flue.local(workdir))
-    return "You are helpful."
-
 db = os.path.join(workdir, "mem.sqlite")
-assert flue.init(mem_agent, db=db, cwd=workdir, conversation="warm").prompt("go") == "done"
+loop = ReadLoop(workdir, 2)
+assert loop.session(db, "warm").prompt("go") == "done"
 base = maxrss_kib()
-state.update(calls=0, turns=turns)
-s = flue.init(mem_agent, db=db, cwd=workdir, conversation="big")
-assert s.prompt("Read small.txt again and again.") == "done"
+loop.turns = int(sys.argv[1])
+assert loop.session(db, "big").prompt(PROMPT) == "done"
 peak = maxrss_kib()
 print(json.dumps({"base_kib": base, "peak_kib": peak, "db_bytes": os.path.getsize(db)}))
 """
