@@ -138,18 +138,17 @@ def test_define_tool_rejects_a_non_pydantic_input():
 def test_persistent_state_is_read_at_render_and_written_by_the_setter(tmp_path):
     db = str(tmp_path / "s.sqlite")
     seen = []
+    latest = {}  # what the last render saw: the value and its setter
 
     @flue.tool
     def bump() -> str:
         """Bump the counter."""
-        setter(counter + 1)
+        latest["set"](latest["value"] + 1)
         return "bumped"
 
     def state():
-        global counter, setter
-        value, set_value = flue.use_persistent_state("count", 0)
-        seen.append(value)
-        globals()["counter"], globals()["setter"] = value, set_value
+        latest["value"], latest["set"] = flue.use_persistent_state("count", 0)
+        seen.append(latest["value"])
 
     model = ScriptedModel([reply("", tool_call("bump")), reply("one"), reply("", tool_call("bump")), reply("two")])
     agent = make_agent(model, tools=(bump,), extra=state)
