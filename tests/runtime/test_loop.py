@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
@@ -381,4 +380,3 @@ def test_a_conversation_turn_includes_the_user_message_first():
     session(make_agent(model)).prompt("hello there")
     (msg,) = model.requests[0].messages
     assert isinstance(msg, UserMessage) and msg.text == "hello there"
-    assert os.environ.get("ANTHROPIC_API_KEY") is None
