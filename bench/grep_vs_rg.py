@@ -21,8 +21,8 @@ import sysconfig
 import tempfile
 import time
 
-from flue_nb.runtime.local import LocalSandbox
-from flue_nb.runtime.tool import ToolContext, execute_tool
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 from flue_nb.runtime.tools import grep_tool
 
 WORDS = [

@@ -28,8 +28,8 @@ RSS_TARGET_MIB = 64
 CHILD = r"""
 import asyncio, json, os, sys, time, tracemalloc
 from _util import maxrss_kib, reset_peak_rss, rss_kib
-from flue_nb.runtime.local import LocalSandbox
-from flue_nb.runtime.tool import ToolContext, execute_tool
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 from flue_nb.runtime.tools import read_tool
 path, offset, expect = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 root = os.path.dirname(path)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store.sqlite import SQLiteStore
 
 # About the size of an assistant message with a short answer and one tool call.
 MESSAGE = {

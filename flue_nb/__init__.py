@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AgentDef": "flue_nb.runtime.agent",
-    "CompactionConfig": "flue_nb.runtime.compaction",
+    "CompactionConfig": "flue_nb.runtime.core.compaction",
     "ConfigError": "flue_nb.runtime.errors",
     "ContextOverflowError": "flue_nb.runtime.errors",
     "DelegationDepthExceededError": "flue_nb.runtime.errors",
@@ -35,26 +35,26 @@ _EXPORTS: dict[str, str] = {
     "SubmissionAbortedError": "flue_nb.runtime.errors",
     "SubmissionRetryExhaustedError": "flue_nb.runtime.errors",
     "SubmissionTimeoutError": "flue_nb.runtime.errors",
-    "Tool": "flue_nb.runtime.tool",
-    "ToolContext": "flue_nb.runtime.tool",
+    "Tool": "flue_nb.runtime.tools.tool",
+    "ToolContext": "flue_nb.runtime.tools.tool",
     "ToolInputValidationError": "flue_nb.runtime.errors",
     "ToolNameConflictError": "flue_nb.runtime.errors",
-    "ToolOutput": "flue_nb.runtime.tool",
+    "ToolOutput": "flue_nb.runtime.tools.tool",
     "ToolRetry": "flue_nb.runtime.errors",
     "agent": "flue_nb.runtime.agent",
     "define_subagent": "flue_nb.runtime.agent",
-    "define_tool": "flue_nb.runtime.tool",
+    "define_tool": "flue_nb.runtime.tools.tool",
     "init": "flue_nb.runtime.session",
     "kernel": "flue_nb.notebook.kernel_sandbox",
-    "local": "flue_nb.runtime.local",
-    "tool": "flue_nb.runtime.tool",
-    "use_instruction": "flue_nb.runtime.hooks",
-    "use_model": "flue_nb.runtime.hooks",
-    "use_persistent_state": "flue_nb.runtime.hooks",
-    "use_sandbox": "flue_nb.runtime.hooks",
-    "use_skill": "flue_nb.runtime.hooks",
-    "use_subagent": "flue_nb.runtime.hooks",
-    "use_tool": "flue_nb.runtime.hooks",
+    "local": "flue_nb.runtime.sandbox.local",
+    "tool": "flue_nb.runtime.tools.tool",
+    "use_instruction": "flue_nb.runtime.agent.hooks",
+    "use_model": "flue_nb.runtime.agent.hooks",
+    "use_persistent_state": "flue_nb.runtime.agent.hooks",
+    "use_sandbox": "flue_nb.runtime.agent.hooks",
+    "use_skill": "flue_nb.runtime.agent.hooks",
+    "use_subagent": "flue_nb.runtime.agent.hooks",
+    "use_tool": "flue_nb.runtime.agent.hooks",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension"])
@@ -75,25 +75,25 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext flue_nb`: register the `%flue` magics (imported only now)."""
-    from .notebook.magics import load_ipython_extension as load
+    from flue_nb.notebook.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """`%unload_ext flue_nb`."""
-    from .notebook.magics import unload_ipython_extension as unload
+    from flue_nb.notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .notebook.kernel_sandbox import kernel
-    from .runtime.agent import AgentDef, agent, define_subagent
-    from .runtime.compaction import CompactionConfig
-    from .runtime.errors import *  # noqa: F403
-    from .runtime.events import Event
-    from .runtime.hooks import (
+    from flue_nb.notebook.kernel_sandbox import kernel
+    from flue_nb.runtime.agent import AgentDef, agent, define_subagent
+    from flue_nb.runtime.core.compaction import CompactionConfig
+    from flue_nb.runtime.errors import *  # noqa: F403
+    from flue_nb.runtime.events import Event
+    from flue_nb.runtime.agent.hooks import (
         use_instruction,
         use_model,
         use_persistent_state,
@@ -102,6 +102,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         use_subagent,
         use_tool,
     )
-    from .runtime.local import local
-    from .runtime.session import Receipt, Session, init
-    from .runtime.tool import Tool, ToolContext, ToolOutput, define_tool, tool
+    from flue_nb.runtime.sandbox.local import local
+    from flue_nb.runtime.session import Receipt, Session, init
+    from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, tool

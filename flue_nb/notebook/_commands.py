@@ -11,8 +11,8 @@ from typing import Any
 
 from IPython.display import display
 
-from ._line import FlueCellError
-from .display import TextView
+from flue_nb.notebook._line import FlueCellError
+from flue_nb.notebook.display import TextView
 
 __all__ = ["compact", "help_view", "store_command"]
 
@@ -45,15 +45,15 @@ def help_view(parser: Any) -> TextView:
 
 def store_command(name: str, conversation_id: str, path: str) -> None:
     """`history`, `status` or `abort` from the store file alone (no agent, no session)."""
-    from .assistant import NO_MODEL_HELP
-    from .history import from_store
+    from flue_nb.notebook.assistant import NO_MODEL_HELP
+    from flue_nb.notebook.history import from_store
 
     if name == "compact":
         raise FlueCellError(NO_MODEL_HELP)
     if path == ":memory:" or not os.path.exists(path):
         print(f"flue: conversation `{conversation_id}` has nothing stored yet ({path})")
         return
-    from flue_nb.runtime.sqlite_store import open_store
+    from flue_nb.runtime.store.sqlite import open_store
 
     store = open_store(path, cwd=os.getcwd())
     try:

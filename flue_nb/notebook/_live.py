@@ -16,7 +16,7 @@ from typing import Any
 
 from flue_nb.runtime.events import Event
 
-from .display import CellView
+from flue_nb.notebook.display import CellView
 
 __all__ = ["BLANK", "LiveOutput", "handle_publisher"]
 

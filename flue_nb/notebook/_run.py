@@ -15,13 +15,13 @@ from typing import Any
 
 from IPython.display import display
 
-from flue_nb.runtime._coordinator import coordinator
+from flue_nb.runtime.core.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 
-from ._line import FlueCellError
-from ._live import BLANK, LiveOutput, handle_publisher
-from .display import CellView
-from .history import usage_totals
+from flue_nb.notebook._line import FlueCellError
+from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
+from flue_nb.notebook.display import CellView
+from flue_nb.notebook.history import usage_totals
 
 __all__ = ["run_message"]
 
@@ -114,7 +114,7 @@ def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> Non
 
 def _failure_text(exc: Exception, view: CellView) -> str:
     if getattr(exc, "type", "") == "model_not_configured":
-        from .assistant import NO_MODEL_HELP
+        from flue_nb.notebook.assistant import NO_MODEL_HELP
 
         return NO_MODEL_HELP
     outcome = view.status if view.status in ("failed", "aborted") else "failed"

@@ -13,9 +13,9 @@ from typing import Any
 
 from flue_nb.runtime.agent import AgentDef, agent
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.hooks import use_model, use_sandbox
+from flue_nb.runtime.agent.hooks import use_model, use_sandbox
 
-from .kernel_sandbox import kernel
+from flue_nb.notebook.kernel_sandbox import kernel
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
@@ -64,7 +64,7 @@ def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
             return DEFAULT_ANTHROPIC_MODEL
         raise NoModelError(NO_MODEL_HELP)
     if "/" not in setting and setting.isidentifier() and setting in namespace:
-        from flue_nb.runtime.model import Model
+        from flue_nb.runtime.providers.model import Model
 
         obj = namespace[setting]
         if not isinstance(obj, Model):

@@ -17,7 +17,7 @@ from flue_nb.runtime.messages import (
     message_from_dict,
 )
 
-from .display import TextView, summarize_call
+from flue_nb.notebook.display import TextView, summarize_call
 
 __all__ = ["from_store", "history_view", "status_view", "usage_totals"]
 

@@ -12,13 +12,13 @@ import os
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from flue_nb.runtime.approval import ApprovalPolicy, Approver, Fallback, with_approval
+from flue_nb.runtime.tools.approval import ApprovalPolicy, Approver, Fallback, with_approval
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.local import LocalSandbox
-from flue_nb.runtime.tool import Tool
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.tool import Tool
 from flue_nb.runtime.tools import standard_tools
 
-from .python_tool import Runner, python_tool
+from flue_nb.notebook.python_tool import Runner, python_tool
 
 __all__ = ["KernelSandbox", "kernel"]
 
@@ -135,7 +135,7 @@ async def _on_waiting_thread(fn: Any) -> Any:
     """Run user code on the thread blocked waiting for the run (the kernel's main thread, in a
     blocking `%flue` cell), so matplotlib, signals and thread-bound objects behave as in a cell;
     with nobody waiting (a background run) it runs on the runtime's thread."""
-    from flue_nb.runtime._coordinator import coordinator
+    from flue_nb.runtime.core.coordinator import coordinator
 
     return await coordinator().run_on_waiter(fn)
 

@@ -19,8 +19,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from ._commands import compact, help_view, store_command
-from ._line import (
+from flue_nb.notebook._commands import compact, help_view, store_command
+from flue_nb.notebook._line import (
     SUBCOMMANDS,
     FlueCellError,
     default_conversation_id,
@@ -192,7 +192,7 @@ class FlueMagics(Magics):
                     "define it with @flue_nb.agent"
                 )
             return obj, ""
-        from .assistant import make_assistant, resolve_spec
+        from flue_nb.notebook.assistant import make_assistant, resolve_spec
 
         setting = self._model_setting(args)
         from flue_nb.runtime.errors import FlueError
@@ -253,7 +253,7 @@ class FlueMagics(Magics):
             raise FlueCellError(
                 f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
             ) from None
-        from ._run import run_message
+        from flue_nb.notebook._run import run_message
 
         run_message(
             session,
@@ -293,11 +293,11 @@ class FlueMagics(Magics):
             return store_command(name, self._conversation(args), self._store_label(args))
         session = self._session(args, agent=agent)
         if name == "history":
-            from .history import history_view
+            from flue_nb.notebook.history import history_view
 
             display(history_view(session.conversation_id, session.history()))
         elif name == "status":
-            from .history import status_view
+            from flue_nb.notebook.history import status_view
 
             label = "" if (args.agent or self.agent_name) else self._model_setting(args)
             status = session.status()

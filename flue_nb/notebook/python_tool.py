@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
 
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]

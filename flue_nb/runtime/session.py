@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._coordinator import coordinator
-from .agent import AgentLike, as_agent
-from .conversation import Conversation
-from .errors import ConfigError, SubmissionAbortedError, error_from_dict
-from .events import Event
-from .loop import RunSettings
-from .messages import Message, message_from_dict
-from .store import Outcome, Store, Submission, SubmissionState
+from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.agent import AgentLike, as_agent
+from flue_nb.runtime.core.conversation import Conversation
+from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
+from flue_nb.runtime.events import Event
+from flue_nb.runtime.core.loop import RunSettings
+from flue_nb.runtime.messages import Message, message_from_dict
+from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 
 __all__ = ["Receipt", "Session", "init"]
 
@@ -188,7 +188,7 @@ class Session:
 
 
 def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
-    from .sqlite_store import open_store
+    from flue_nb.runtime.store.sqlite import open_store
 
     if db is not None and not isinstance(db, (str, os.PathLike)):
         return db, False  # a Store object

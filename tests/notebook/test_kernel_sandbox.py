@@ -12,10 +12,10 @@ import IPython
 import pytest
 
 from flue_nb.notebook.kernel_sandbox import KernelSandbox, kernel
-from flue_nb.runtime.approval import ApprovalRequest
+from flue_nb.runtime.tools.approval import ApprovalRequest
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.local import LocalSandbox
-from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 
 @pytest.fixture

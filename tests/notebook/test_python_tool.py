@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flue_nb.notebook.python_tool import FlueResults, python_tool
-from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 
 @pytest.fixture

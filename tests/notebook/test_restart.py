@@ -9,7 +9,7 @@ import pytest
 from kernel_helpers import Kernel
 
 from flue_nb.notebook.magics import default_conversation_id
-from flue_nb.runtime.sqlite_store import open_store
+from flue_nb.runtime.store.sqlite import open_store
 
 pytestmark = pytest.mark.kernel
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import flue_nb as flue
-from flue_nb.runtime.loop import RunSettings
+from flue_nb.runtime.core.loop import RunSettings
 
 
 class Sleeps:

@@ -224,7 +224,7 @@ class Child:
     def open(self) -> Any:
         db: Any = self.db
         if self.mode == "recover_keep":
-            from flue_nb.runtime.sqlite_store import SQLiteStore
+            from flue_nb.runtime.store.sqlite import SQLiteStore
 
             db = StopAtClearPartial(SQLiteStore(self.db), self)
         self.session = flue.init(

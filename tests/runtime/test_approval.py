@@ -9,9 +9,9 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from flue_nb.runtime.approval import ApprovalRequest, summarize_call, with_approval
+from flue_nb.runtime.tools.approval import ApprovalRequest, summarize_call, with_approval
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
 
 
 class _Cmd(BaseModel):
@@ -140,6 +140,6 @@ def test_summary_shows_code_first_line_and_how_many_more() -> None:
 
 
 def test_importing_approval_does_not_load_ipython() -> None:
-    code = "import sys, flue_nb.runtime.approval; print('IPython' in sys.modules)"
+    code = "import sys, flue_nb.runtime.tools.approval; print('IPython' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Tests for flue_nb.runtime.compaction, named after contract section 13's statements."""
+"""Tests for flue_nb.runtime.core.compaction, named after contract section 13's statements."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from flue_nb.runtime.compaction import (
+from flue_nb.runtime.core.compaction import (
     SUMMARY_SECTIONS,
     CompactionConfig,
     compacted_context,
@@ -33,8 +33,8 @@ from flue_nb.runtime.messages import (
     Usage,
     UserMessage,
 )
-from flue_nb.runtime.model import ModelInfo, ModelRequest, StreamEvent
-from flue_nb.runtime.tokens import TokenCounter
+from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, StreamEvent
+from flue_nb.runtime.core.tokens import TokenCounter
 
 
 class FakeModel:
@@ -349,7 +349,7 @@ def test_compaction_end_to_end_with_a_fake_summariser() -> None:
 
 def test_compaction_module_is_pure() -> None:
     code = (
-        "import sys, flue_nb.runtime.compaction\n"
+        "import sys, flue_nb.runtime.core.compaction\n"
         "bad = {'sqlite3', 'socket', 'tiktoken', 'anthropic'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, Record, SubmissionState
 
 pytestmark = pytest.mark.crash

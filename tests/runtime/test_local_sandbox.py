@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox, local
+from flue_nb.runtime.sandbox.local import LocalSandbox, local
 from flue_nb.runtime.sandbox import Sandbox
 from tests.procs import alive
 

@@ -64,7 +64,7 @@ def test_tools_1_2_order_sandbox_task_activate_skill_read_skill_resource_own(tmp
 
 
 def test_tools_1_3_a_sandbox_tool_list_replaces_the_six(tmp_path):
-    from flue_nb.runtime.local import LocalSandbox
+    from flue_nb.runtime.sandbox.local import LocalSandbox
 
     class OnlyRead(LocalSandbox):
         def tools(self):
@@ -174,7 +174,7 @@ def test_environment_9_2_no_sandbox_means_no_workspace_text_and_no_workspace_ski
 
 
 def test_environment_9_2_require_sandbox_raises_no_sandbox():
-    from flue_nb.runtime.tool import ToolContext
+    from flue_nb.runtime.tools.tool import ToolContext
 
     with pytest.raises(flue.NoSandboxError) as exc_info:
         ToolContext("c1").require_sandbox()

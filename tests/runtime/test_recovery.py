@@ -18,7 +18,7 @@ from flue_nb.runtime.messages import (
     UserMessage,
     message_to_dict,
 )
-from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, SubmissionState
 
 CID = "crashed"

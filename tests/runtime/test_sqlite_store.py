@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import flue_nb
-from flue_nb.runtime._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
+from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
 from flue_nb.runtime.errors import SessionBusyError, StoreError
-from flue_nb.runtime.sqlite_store import SQLiteStore, open_store
+from flue_nb.runtime.store.sqlite import SQLiteStore, open_store
 from flue_nb.runtime.store import Outcome, SubmissionState, SubmissionUpdate
 
 QUEUED, RUNNING, JOINING, JOINED, SETTLED = (
@@ -706,7 +706,7 @@ _LEASE_WORKER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from flue_nb.runtime.sqlite_store import SQLiteStore
+    from flue_nb.runtime.store.sqlite import SQLiteStore
     db, owner, tmp, mode = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     ttl = float(sys.argv[5])
     store = SQLiteStore(db)
@@ -739,7 +739,7 @@ _APPEND_WORKER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from flue_nb.runtime.sqlite_store import SQLiteStore
+    from flue_nb.runtime.store.sqlite import SQLiteStore
     from flue_nb.runtime.store import Outcome
     db, name, tmp, n = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     store = SQLiteStore(db)  # both open a fresh file at once: the migration must run once

@@ -226,7 +226,7 @@ def test_state_11_6_persistent_state_survives_a_new_process(tmp_path):
     model = ScriptedModel([reply("", tool_call("remember", value="blue")), reply("stored")])
     session(make_agent(model, tools=(remember,), extra=state), db=str(db), conversation="c").prompt("remember blue")
     code = (
-        "from flue_nb.runtime.sqlite_store import SQLiteStore;"
+        "from flue_nb.runtime.store.sqlite import SQLiteStore;"
         f"s = SQLiteStore({str(db)!r}); print(s.state('c')['memo']); s.close()"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""Tests for flue_nb.runtime.tokens: offline cl100k counts, the fallback, the message cache."""
+"""Tests for flue_nb.runtime.core.tokens: offline cl100k counts, the fallback, the message cache."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from flue_nb.runtime.messages import (
     Usage,
     UserMessage,
 )
-from flue_nb.runtime.tokens import (
+from flue_nb.runtime.core.tokens import (
     ENCODING_NAME,
     MESSAGE_OVERHEAD_TOKENS,
     TokenCounter,
@@ -78,7 +78,7 @@ def test_import_does_not_load_tiktoken() -> None:
     proc = _run_python(
         """
         import sys
-        import flue_nb.runtime.tokens
+        import flue_nb.runtime.core.tokens
         loaded = sorted(m for m in sys.modules if m.startswith(("tiktoken", "tiktoken_ext")))
         assert not loaded, loaded
         """
@@ -96,7 +96,7 @@ def test_tiktoken_loads_offline_without_network_or_cache(tmp_path) -> None:
         socket.socket.connect = refuse
         socket.create_connection = refuse
         warnings.simplefilter("error")
-        from flue_nb.runtime.tokens import count_text, Tokenizer
+        from flue_nb.runtime.core.tokens import count_text, Tokenizer
         assert count_text("hello world") == 2, count_text("hello world")
         assert not Tokenizer().estimated
         """,
@@ -298,7 +298,7 @@ def test_counter_rejects_a_non_positive_bound() -> None:
 
 def test_used_tokens_on_an_appended_history_looks_only_at_the_new_messages() -> None:
     from flue_nb.runtime.messages import UserMessage as _User
-    from flue_nb.runtime.tokens import TokenCounter as _Counter
+    from flue_nb.runtime.core.tokens import TokenCounter as _Counter
 
     class Watched(list):  # type: ignore[type-arg]
         """A history that counts how many of its messages are looked at."""

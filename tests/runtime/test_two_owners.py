@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 import flue_nb as flue
-from flue_nb.runtime.sqlite_store import SQLiteStore
+from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, SubmissionState
 
 CONVERSATION = "shared"

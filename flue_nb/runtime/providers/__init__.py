@@ -10,8 +10,8 @@ import ipaddress
 import os
 from typing import Any
 
-from ..errors import ConfigError
-from ..model import Model
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.providers.model import Model
 
 __all__ = ["ALLOW_MODEL_REQUESTS_ENV", "check_model_request", "resolve_model"]
 
@@ -31,7 +31,7 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
     if isinstance(spec, str):
         provider, sep, model_id = spec.strip().partition("/")
         if sep and provider.lower() == "anthropic" and model_id.strip():
-            from .anthropic import AnthropicModel
+            from flue_nb.runtime.providers.anthropic import AnthropicModel
 
             return AnthropicModel(model_id.strip(), **kwargs)
         hint = ""

@@ -7,7 +7,7 @@ Dated ids (`claude-sonnet-4-5-20250929`) and `-latest` aliases match their famil
 
 from __future__ import annotations
 
-from ..model import ModelInfo
+from flue_nb.runtime.providers.model import ModelInfo
 
 __all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_OUTPUT_TOKENS", "model_info"]
 

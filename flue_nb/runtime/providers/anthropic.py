@@ -18,14 +18,14 @@ from typing import Any
 import anthropic
 import httpx2
 
-from ..errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
-from ..errors import ProviderHTTPError
-from ..messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
-from ..messages import TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
-from ..model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
-from ..model import ToolCallDelta, ToolSpec
-from . import check_model_request
-from ._models import model_info
+from flue_nb.runtime.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
+from flue_nb.runtime.errors import ProviderHTTPError
+from flue_nb.runtime.messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
+from flue_nb.runtime.messages import TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
+from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
+from flue_nb.runtime.providers.model import ToolCallDelta, ToolSpec
+from flue_nb.runtime.providers import check_model_request
+from flue_nb.runtime.providers._models import model_info
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 

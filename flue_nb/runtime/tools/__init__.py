@@ -7,15 +7,15 @@ same factories, sharing one `PathLocks` between `write` and `edit` (4.4).
 
 from __future__ import annotations
 
-from ..sandbox import Sandbox
-from ..tool import Tool
-from ._locks import PathLocks
-from .bash import bash_tool
-from .edit import edit_tool
-from .glob import glob_tool
-from .grep import grep_tool
-from .read import read_tool
-from .write import write_tool
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.tool import Tool
+from flue_nb.runtime.tools._locks import PathLocks
+from flue_nb.runtime.tools.bash import bash_tool
+from flue_nb.runtime.tools.edit import edit_tool
+from flue_nb.runtime.tools.glob import glob_tool
+from flue_nb.runtime.tools.grep import grep_tool
+from flue_nb.runtime.tools.read import read_tool
+from flue_nb.runtime.tools.write import write_tool
 
 __all__ = [
     "PathLocks",

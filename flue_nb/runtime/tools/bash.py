@@ -10,9 +10,9 @@ import errno
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sandbox import Sandbox
-from ..tool import Tool, ToolContext, ToolOutput
-from ._truncate import MAX_BYTES, MAX_LINES, truncate_tail
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, truncate_tail
 
 __all__ = ["BashInput", "bash_tool"]
 

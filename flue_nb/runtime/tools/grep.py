@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..sandbox import Sandbox
-from ..tool import Tool, ToolContext, ToolOutput
-from .read import PathArg, no_nul
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools.read import PathArg, no_nul
 
 __all__ = ["GrepInput", "grep_tool", "has_rg"]
 

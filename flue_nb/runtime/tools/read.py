@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..sandbox import Sandbox
-from ..tool import Tool, ToolContext, ToolOutput
-from ._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
 
 __all__ = ["PathArg", "ReadInput", "no_nul", "read_tool"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sandbox import Sandbox
-from ..tool import Tool, ToolContext, ToolOutput
-from ._locks import PathLocks
-from .read import PathArg
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools._locks import PathLocks
+from flue_nb.runtime.tools.read import PathArg
 
 __all__ = ["WriteInput", "write_tool"]
 

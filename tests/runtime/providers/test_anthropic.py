@@ -31,7 +31,7 @@ from flue_nb.runtime.messages import (
     Usage,
     UserMessage,
 )
-from flue_nb.runtime.model import (
+from flue_nb.runtime.providers.model import (
     Model,
     ModelRequest,
     ResponseDone,

@@ -9,7 +9,7 @@ import pytest
 
 import flue_nb as flue
 from flue_nb import CompactionConfig
-from flue_nb.runtime.loop import RunSettings
+from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.providers.anthropic import AnthropicModel
 from tests.anthropic_server import AnthropicServer, error, stream, text, tool_use, usage
 

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox
-from flue_nb.runtime.tool import Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 from flue_nb.runtime.tools import standard_tools
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import standard_tools
 
 TEN_MB = "x" * (10 * 1024 * 1024)

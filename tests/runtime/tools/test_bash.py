@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import bash_tool
 from tests.procs import alive as pids_running
 

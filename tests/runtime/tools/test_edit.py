@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import PathLocks, bash_tool, edit_tool, standard_tools
 
 

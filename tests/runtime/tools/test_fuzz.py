@@ -6,7 +6,7 @@ import asyncio
 import random
 from typing import Any
 
-from flue_nb.runtime.tool import ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.tools.tool import ToolContext, ToolOutput, execute_tool
 
 NASTY_STRINGS = [
     "", " ", "\x00", "a\x00b", "../../../../etc/passwd", "..", "/dev/null", "~/nope", "$(touch pwned)", "`id`",

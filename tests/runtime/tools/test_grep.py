@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.sandbox import ExecResult
 from flue_nb.runtime.tools import grep_tool, standard_tools
 from flue_nb.runtime.tools.grep import has_rg

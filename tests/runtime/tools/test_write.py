@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from flue_nb.runtime.local import LocalSandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import PathLocks, edit_tool, write_tool
 
 

@@ -15,10 +15,10 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .errors import ConfigError, FlueError, error_from_dict
-from .messages import AssistantMessage, Message, SignalMessage, SummaryMessage, ToolResultMessage, UserMessage, message_from_dict, message_to_dict
-from .offline import snapshot
-from .model import Model, ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.errors import ConfigError, FlueError, error_from_dict
+from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, SummaryMessage, ToolResultMessage, UserMessage, message_from_dict, message_to_dict
+from flue_nb.runtime.providers.offline import snapshot
+from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
 __all__ = ["CassetteDriftError", "RecordingModel", "ReplayModel", "request_key"]
 

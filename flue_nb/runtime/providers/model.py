@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from .messages import AssistantMessage, Message
+from flue_nb.runtime.messages import AssistantMessage, Message
 
 __all__ = [
     "Model",

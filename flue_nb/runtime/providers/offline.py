@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .errors import ConfigError, ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
-from .messages import AssistantMessage, TextPart, ThinkingPart, ToolCall, Usage
-from .model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.errors import ConfigError, ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
+from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart, ToolCall, Usage
+from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
 __all__ = ["Fail", "FunctionModel", "Reply", "ScriptedModel", "fail", "reply", "tool_call"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .tool import Tool
+    from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["DirEntry", "ExecResult", "FileStat", "Sandbox"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .errors import ConfigError
+from flue_nb.runtime.errors import ConfigError
 
 __all__ = ["Skill", "discover_workspace_skills", "load_skill", "parse_skill_md"]
 

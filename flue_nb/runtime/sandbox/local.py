@@ -20,10 +20,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from .sandbox import DirEntry, ExecResult, FileStat
+from flue_nb.runtime.sandbox import DirEntry, ExecResult, FileStat
 
 if TYPE_CHECKING:
-    from .tool import Tool
+    from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["LocalSandbox", "local"]
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .agent import SubagentDef
-from .errors import DelegationDepthExceededError
-from .framework_tools import TaskInput
-from .messages import UserMessage
-from .tool import ToolContext
-from .transcript import Transcript
+from flue_nb.runtime.agent import SubagentDef
+from flue_nb.runtime.errors import DelegationDepthExceededError
+from flue_nb.runtime.tools.framework import TaskInput
+from flue_nb.runtime.messages import UserMessage
+from flue_nb.runtime.tools.tool import ToolContext
+from flue_nb.runtime.core.transcript import Transcript
 
 if TYPE_CHECKING:
-    from .loop import AgentRun
+    from flue_nb.runtime.core.loop import AgentRun
 
 __all__ = ["ScopedSandbox", "run_task"]
 
@@ -60,7 +60,7 @@ class ScopedSandbox:
 
 async def run_task(parent: AgentRun, args: TaskInput, ctx: ToolContext) -> str:
     """Run the named subagent one level deeper and return its final text (14.1, 14.2)."""
-    from .loop import MAX_DEPTH, AgentRun
+    from flue_nb.runtime.core.loop import MAX_DEPTH, AgentRun
 
     assert parent.rendered is not None
     depth = parent.depth + 1

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .messages import AssistantMessage, Message, ToolResultMessage
+from flue_nb.runtime.messages import AssistantMessage, Message, ToolResultMessage
 
 __all__ = ["MemoryRecorder", "Recorder", "Transcript"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent import AgentDef, SubagentDef
-from .errors import ConfigError, HookError, ToolNameConflictError
-from .tool import Tool
+from flue_nb.runtime.agent import AgentDef, SubagentDef
+from flue_nb.runtime.errors import ConfigError, HookError, ToolNameConflictError
+from flue_nb.runtime.tools.tool import Tool
 
 __all__ = [
     "Rendered",
@@ -115,7 +115,7 @@ def use_model(model: Any, *, compaction: Any = True) -> None:
         raise HookError("`use_model()` was called twice in one render; call it exactly once")
     if model is None or model == "":
         raise HookError("`use_model()` needs a model spec or a Model object, got nothing")
-    from .compaction import CompactionConfig
+    from flue_nb.runtime.core.compaction import CompactionConfig
 
     if not (compaction is True or compaction is False or isinstance(compaction, CompactionConfig)):
         raise ConfigError(
@@ -156,7 +156,7 @@ def use_tool(tool: Tool) -> None:
 def use_skill(skill: Any) -> None:
     """Import a skill: a directory holding SKILL.md (or a loaded Skill)."""
     frame = _current("use_skill")
-    from .skills import Skill, load_skill
+    from flue_nb.runtime.agent.skills import Skill, load_skill
 
     loaded = skill if isinstance(skill, Skill) else load_skill(Path(skill), source="imported")
     if any(s.name == loaded.name for s in frame.rendered.skills):

@@ -15,8 +15,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import ConfigError
-from .messages import (
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
     SignalMessage,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from flue_nb.runtime._sqlite_schema import (
+from flue_nb.runtime.store._sqlite_schema import (
     RECORD_COLUMNS,
     RECORD_KINDS,
     SUBMISSION_COLUMNS,

@@ -71,7 +71,7 @@ class Coordinator:
                         # escape `run_forever` and kill the coordinator thread.
                         # The run must stop, not carry on with an error result: the tool gets
                         # an abort, which the runtime settles as `aborted` (contract 11.5).
-                        from .errors import SubmissionAbortedError
+                        from flue_nb.runtime.errors import SubmissionAbortedError
 
                         result.set_exception(
                             SubmissionAbortedError("interrupted by the user while a tool ran")

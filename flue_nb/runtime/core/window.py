@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .compaction import compacted_context
-from .messages import Message, message_from_dict, message_to_dict
-from .store import Store
-from .transcript import Transcript
+from flue_nb.runtime.core.compaction import compacted_context
+from flue_nb.runtime.messages import Message, message_from_dict, message_to_dict
+from flue_nb.runtime.store import Store
+from flue_nb.runtime.core.transcript import Transcript
 
 __all__ = ["StoreRecorder", "load_window"]
 

@@ -14,17 +14,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent import AgentDef
-from .errors import ContextOverflowError, ProviderError, SubmissionAbortedError
-from .framework_tools import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
-from .hooks import Rendered, render
-from .messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage
-from .model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
-from .prompt import compose_system, describe_environment, diff_roster, make_roster
-from .sandbox import Sandbox
-from .skills import Skill, discover_workspace_skills
-from .tool import Step, Tool, ToolContext, ToolOutput, execute_tool
-from .transcript import MemoryRecorder, Recorder, Transcript
+from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.errors import ContextOverflowError, ProviderError, SubmissionAbortedError
+from flue_nb.runtime.tools.framework import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
+from flue_nb.runtime.agent.hooks import Rendered, render
+from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage
+from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
+from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
 
@@ -51,7 +51,7 @@ class RunSettings:
     def tokens(self) -> Any:
         """The shared token counter."""
         if self.counter is None:
-            from .tokens import TokenCounter
+            from flue_nb.runtime.core.tokens import TokenCounter
 
             self.counter = TokenCounter()
         return self.counter
@@ -112,14 +112,14 @@ class AgentRun:
     def _resolve(self, spec: Any) -> Model:
         if self.settings.resolve_model is not None:
             return self.settings.resolve_model(spec)
-        from .providers import resolve_model
+        from flue_nb.runtime.providers import resolve_model
 
         return resolve_model(spec)
 
     def _build_sandbox(self, spec: Any) -> Any:
         sandbox = spec if _is_sandbox(spec) else spec()
         if not _is_sandbox(sandbox):
-            from .errors import ConfigError
+            from flue_nb.runtime.errors import ConfigError
 
             raise ConfigError(f"use_sandbox() got {spec!r}, which is neither a sandbox nor a factory returning one")
         return sandbox
@@ -130,7 +130,7 @@ class AgentRun:
         if cached is None:
             own = sandbox.tools()
             if own is None:
-                from .tools import standard_tools
+                from flue_nb.runtime.tools import standard_tools
 
                 own = standard_tools(sandbox)
             cached = self._sandbox_tools[key] = list(own)
@@ -234,7 +234,7 @@ class AgentRun:
             self.emit("log", message="joined", joined_submission_id=sid, text=msg.text)
 
     async def _before_model_call(self) -> None:
-        from .compaction import CompactionConfig, should_compact
+        from flue_nb.runtime.core.compaction import CompactionConfig, should_compact
 
         assert self.rendered is not None and self.model is not None
         cfg = self.rendered.compaction
@@ -251,7 +251,7 @@ class AgentRun:
 
     async def compact(self, reason: str) -> None:
         """Fold older messages into a summary (contract 13)."""
-        from ._compact_run import compact_window
+        from flue_nb.runtime.core.compact_run import compact_window
 
         await compact_window(self, reason)
 
@@ -382,6 +382,6 @@ class AgentRun:
     # --- delegation ---------------------------------------------------------------------------
 
     async def _run_task(self, args: TaskInput, ctx: ToolContext) -> str:
-        from ._delegation import run_task
+        from flue_nb.runtime.core.delegation import run_task
 
         return await run_task(self, args, ctx)

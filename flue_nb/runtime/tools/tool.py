@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from .errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
-from .model import ToolSpec
+from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
+from flue_nb.runtime.providers.model import ToolSpec
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox
+    from flue_nb.runtime.sandbox import Sandbox
 
 __all__ = [
     "Step",
@@ -81,7 +81,7 @@ class ToolContext:
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""
         if self.sandbox is None:
-            from .errors import NoSandboxError
+            from flue_nb.runtime.errors import NoSandboxError
 
             raise NoSandboxError(
                 "this agent has no sandbox: attach one in the agent function with "

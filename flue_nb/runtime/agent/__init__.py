@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .errors import ConfigError
+from flue_nb.runtime.errors import ConfigError
 
 __all__ = ["AgentDef", "AgentLike", "SubagentDef", "agent", "as_agent", "define_subagent"]
 

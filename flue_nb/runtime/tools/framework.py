@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .agent import SubagentDef
-from .errors import ToolNameConflictError
-from .skills import Skill
-from .tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.agent import SubagentDef
+from flue_nb.runtime.errors import ToolNameConflictError
+from flue_nb.runtime.agent.skills import Skill
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["RESERVED_NAMES", "activate_skill_tool", "assemble_tools", "read_skill_resource_tool", "task_tool"]
 
@@ -88,9 +88,9 @@ class ReadSkillResourceInput(BaseModel):
 
 def read_skill_resource_tool(skills: Sequence[Skill]) -> Tool:
     """`read_skill_resource`: read a packaged file with `read`'s parameters and limits (8.3)."""
-    from .local import local
-    from .tools import read_tool
-    from .tool import execute_tool
+    from flue_nb.runtime.sandbox.local import local
+    from flue_nb.runtime.tools import read_tool
+    from flue_nb.runtime.tools.tool import execute_tool
 
     by_name = {s.name: s for s in skills if s.resources}
     readers: dict[str, Tool] = {}

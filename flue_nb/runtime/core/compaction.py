@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import ConfigError
-from .messages import (
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
     SignalMessage,
@@ -25,7 +25,7 @@ from .messages import (
     ToolResultMessage,
     UserMessage,
 )
-from .model import Model, ModelInfo, ModelRequest
+from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest
 
 __all__ = [
     "DEFAULT_KEEP_RECENT_TOKENS",

@@ -17,8 +17,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from .errors import ConfigError
-from .tool import Tool, ToolContext, ToolOutput, call_run
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
 __all__ = [
     "ApprovalPolicy",

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .compaction import CompactionConfig, compacted_context, file_lists, reserve_tokens, select_cut, format_summary, summary_request
-from .errors import ContextOverflowError
-from .messages import SummaryMessage
-from .model import ModelRequest
-from .prompt import compose_system, describe_environment
+from flue_nb.runtime.core.compaction import CompactionConfig, compacted_context, file_lists, reserve_tokens, select_cut, format_summary, summary_request
+from flue_nb.runtime.errors import ContextOverflowError
+from flue_nb.runtime.messages import SummaryMessage
+from flue_nb.runtime.providers.model import ModelRequest
+from flue_nb.runtime.agent.prompt import compose_system, describe_environment
 
 if TYPE_CHECKING:
-    from .loop import AgentRun
+    from flue_nb.runtime.core.loop import AgentRun
 
 __all__ = ["compact_window"]
 

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .agent import AgentDef
-from .errors import (
+from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
     ProviderError,
@@ -25,12 +25,12 @@ from .errors import (
     SubmissionRetryExhaustedError,
     SubmissionTimeoutError,
 )
-from .events import EventBus
-from .loop import AgentRun, RunSettings
-from .messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
-from .store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
-from .transcript import Transcript
-from ._window import StoreRecorder, load_window
+from flue_nb.runtime.events import EventBus
+from flue_nb.runtime.core.loop import AgentRun, RunSettings
+from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
+from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.core.transcript import Transcript
+from flue_nb.runtime.core.window import StoreRecorder, load_window
 
 __all__ = ["Conversation"]
 
@@ -183,7 +183,7 @@ class Conversation:
         """Threshold compaction when the loop goes idle (13.3), then the `idle` event."""
         run = self.current_run
         if run is not None and run.rendered is not None and run.rendered.compaction is not False:
-            from .compaction import CompactionConfig, should_compact
+            from flue_nb.runtime.core.compaction import CompactionConfig, should_compact
 
             cfg = run.rendered.compaction
             config = cfg if isinstance(cfg, CompactionConfig) else None

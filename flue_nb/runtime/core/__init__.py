@@ -1,0 +1,1 @@
+"""The engine: the turn loop, conversations, compaction and token accounting (internal)."""
