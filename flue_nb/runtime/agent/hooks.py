@@ -46,8 +46,6 @@ class Rendered:
     skills: list[Any] = field(default_factory=list)
     subagents: list[SubagentDef] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
-    approval: Any = None
-    retry: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

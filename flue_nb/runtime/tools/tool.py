@@ -76,7 +76,6 @@ class ToolContext:
     sandbox: Sandbox | None = None
     step: Step | None = None
     """Set for durable tools (`durable=True`)."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""
