@@ -5,7 +5,8 @@
     │   ├── HookError                    a hook called wrongly (outside a render, twice, ...)
     │   ├── ToolNameConflictError        tool_name_conflict
     │   ├── NoSandboxError               no_sandbox
-    │   └── ModelNotConfiguredError      model_not_configured
+    │   ├── ModelNotConfiguredError      model_not_configured
+    │   └── McpConnectionError           mcp_connection_failed
     ├── ToolInputValidationError         tool_input_validation (becomes an error result)
     ├── StoreError                       store_error
     │   └── SessionBusyError             session_busy
@@ -35,6 +36,7 @@ __all__ = [
     "FlueError",
     "HookError",
     "LimitExceeded",
+    "McpConnectionError",
     "ModelNotConfiguredError",
     "NoSandboxError",
     "ProviderError",
@@ -99,6 +101,17 @@ class ModelNotConfiguredError(ConfigError):
     """No model is configured, or its provider has no credentials."""
 
     type = "model_not_configured"
+
+
+class McpConnectionError(ConfigError):
+    """An MCP server named by `use_mcp()` could not be started, reached or initialised.
+
+    A `ConfigError`: retrying the attempt would not start a server whose command or URL is
+    wrong, so the submission fails at once, before the model runs (pass `optional=True` to run
+    without the server instead).
+    """
+
+    type = "mcp_connection_failed"
 
 
 class ToolInputValidationError(FlueError):
