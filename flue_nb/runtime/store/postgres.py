@@ -1,0 +1,717 @@
+"""`PostgresStore`: the `Store` protocol on a PostgreSQL server (psycopg 3), for teams.
+
+The same contract as `SQLiteStore`, with what a shared server needs on top:
+
+- **The database's clock.** Lease expiry and takeover compare against the server's
+  `clock_timestamp()`, never a kernel's clock, so kernels on machines with skewed clocks still
+  cannot both own a conversation. The write fence is the lease holder itself, as in SQLite.
+- **Order from the database.** Submission and record `seq` come from identity sequences; every
+  write to a conversation first locks its row, so within a conversation the commit order is the
+  `seq` order and a reader following `after_seq` never misses a record.
+- **Faults end.** Every statement runs under `statement_timeout` (a locked row cannot hang a cell
+  forever). A connection the server dropped is re-established, and the transaction is retried
+  when it provably did not commit (it failed before `COMMIT` was sent); otherwise, or when the
+  server stays away past `reconnect_timeout`, the call raises `StoreError`.
+- **Per-user conversation ids.** A conversation id is stored under the user's name
+  (`JUPYTERHUB_USER`, else the OS user) unless it names a namespace (`team:weekly-report`); the
+  caller always sees the id it passed. This is convention: a database role per user is the
+  enforcement (see the README).
+
+One connection per store, guarded by a lock, like `SQLiteStore`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from flue_nb.runtime.errors import SessionBusyError, StoreError
+from flue_nb.runtime.store import (
+    Outcome,
+    Record,
+    RecordKind,
+    Submission,
+    SubmissionState,
+    SubmissionUpdate,
+)
+from flue_nb.runtime.store._pg_schema import (
+    NOW,
+    RECORD_COLUMNS,
+    SCHEMA,
+    SUBMISSION_COLUMNS,
+    migrate,
+    submission_from_pg,
+)
+from flue_nb.runtime.store._sqlite_schema import (
+    RECORD_KINDS,
+    assignments,
+    dump_json,
+    load_json,
+    record_from_row,
+)
+from flue_nb.runtime.store._url import mask_url, namespace_of, scoped_user
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "a postgresql:// store needs psycopg 3: `pip install 'flue_nb[postgres]'`"
+    ) from exc
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+
+_SETTLED = SubmissionState.SETTLED.value
+_FINAL = frozenset({"state", "result", "error"})
+"""Columns a settled submission keeps forever (its outcome is written by `settle` only)."""
+
+
+class _Uncommitted(Exception):
+    """The connection failed before COMMIT was sent: the server rolled the transaction back."""
+
+
+class PostgresStore:
+    """The `Store` protocol on one PostgreSQL database (tables in its `flue` schema)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        user: str | None = None,
+        statement_timeout: float = 15.0,
+        connect_timeout: float = 5.0,
+        reconnect_timeout: float = 30.0,
+    ) -> None:
+        """Connect to `url` (creating and migrating the schema if needed).
+
+        Args:
+            url: `postgresql://user[:password]@host[:port]/dbname[?...]` (any libpq URL).
+            user: whose conversations unscoped ids name; default `JUPYTERHUB_USER`, else the OS user.
+            statement_timeout: seconds any one statement (a lock wait included) may take.
+            connect_timeout: seconds one connection attempt may take.
+            reconnect_timeout: how long a call keeps reconnecting to a server that went away.
+        """
+        self._url = url
+        self.url: str = mask_url(url)
+        """The URL with its password masked: safe to show."""
+        self.path: str = self.url
+        """Same as `url`; what messages name the store by (`SQLiteStore.path` is its file)."""
+        self.user: str = user or scoped_user()
+        """Whose conversations an id without a `namespace:` prefix names."""
+        self.statement_timeout = statement_timeout
+        self.connect_timeout = connect_timeout
+        self.reconnect_timeout = reconnect_timeout
+        self._prefix = f"user:{self.user}:"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._conn: Any = None
+        with self._lock:
+            conn = self._connect_retrying()
+            try:
+                migrate(conn, self.url)
+            except StoreError:
+                conn.close()
+                raise
+            except psycopg.Error as exc:
+                conn.close()
+                raise self._error(exc) from exc
+            self._conn = conn
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        ms = int(self.statement_timeout * 1000)
+        try:
+            return psycopg.connect(
+                self._url,
+                autocommit=True,  # we send BEGIN/COMMIT ourselves, to know which one failed
+                connect_timeout=max(1, int(self.connect_timeout)),
+                options=f"-c search_path={SCHEMA} -c statement_timeout={ms} -c lock_timeout={ms}"
+                " -c idle_in_transaction_session_timeout=" + str(ms * 4),
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+                application_name="flue_nb",
+            )
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+
+    def _connect_retrying(self) -> Any:
+        """Connect, retrying while the server is unreachable, up to `reconnect_timeout`."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay = 0.1
+        while True:
+            try:
+                return self._connect()
+            except StoreError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, psycopg.OperationalError) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _error(self, exc: BaseException) -> StoreError:
+        # psycopg's messages never carry the password; the URL we name is masked.
+        if isinstance(exc, pg_errors.QueryCanceled):
+            return StoreError(
+                f"the store {self.url} did not answer within the statement timeout "
+                f"({self.statement_timeout:g} s); another session may hold a lock: {_first_line(exc)}",
+                path=self.url,
+            )
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            return StoreError(
+                f"the store {self.url} stayed locked by another session past "
+                f"{self.statement_timeout:g} s",
+                path=self.url,
+            )
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(
+                f"cannot reach the store {self.url} ({_first_line(exc)}); check that the server "
+                "is running and the URL is right",
+                path=self.url,
+            )
+        return StoreError(f"the store {self.url} failed: {_first_line(exc)}", path=self.url)
+
+    def _call(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn(conn)` in one transaction; retry it on a fresh connection if it did not commit."""
+        with self._lock:
+            deadline = time.monotonic() + self.reconnect_timeout
+            while True:
+                if self._closed:
+                    raise StoreError(f"the store {self.url} is closed", path=self.url)
+                try:
+                    if self._conn is None or self._conn.closed or self._conn.broken:
+                        self._conn = None
+                        self._conn = self._connect_retrying()
+                    return self._once(self._conn, fn)
+                except _Uncommitted as lost:
+                    cause = lost.__cause__
+                    assert isinstance(cause, BaseException)
+                    if time.monotonic() > deadline:
+                        raise self._error(cause) from cause
+                    self._drop()
+                    time.sleep(0.1)
+
+    def _once(self, conn: Any, fn: Callable[[Any], T]) -> T:
+        try:
+            conn.execute("BEGIN")
+            out = fn(conn)
+        except BaseException as exc:
+            # Also on KeyboardInterrupt: a half-applied write must never become visible.
+            if conn.broken or conn.closed:
+                if isinstance(exc, psycopg.OperationalError):
+                    raise _Uncommitted() from exc
+                raise
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                self._drop()
+            if isinstance(exc, psycopg.Error):
+                raise self._error(exc) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            self._drop()
+            if isinstance(exc, psycopg.OperationalError):
+                raise StoreError(
+                    f"lost the connection to {self.url} while committing; the last write may or "
+                    "may not have been stored",
+                    path=self.url,
+                ) from exc
+            raise self._error(exc) from exc
+        return out
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone anyway
+                pass
+
+    def close(self) -> None:
+        """Release the connection (idempotent); later calls raise `StoreError`."""
+        with self._lock:
+            self._closed = True
+            self._drop()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # -- user scoping -----------------------------------------------------------------------------
+
+    def _key(self, conversation_id: str) -> str:
+        return conversation_id if namespace_of(conversation_id) else self._prefix + conversation_id
+
+    def _cid(self, key: str) -> str:
+        return key[len(self._prefix):] if key.startswith(self._prefix) else key
+
+    def _submission(self, row: tuple[Any, ...]) -> Submission:
+        sub = submission_from_pg(row)
+        sub.conversation_id = self._cid(sub.conversation_id)
+        return sub
+
+    def _record(self, row: tuple[Any, ...]) -> Record:
+        rec = record_from_row(row)
+        rec.conversation_id = self._cid(rec.conversation_id)
+        return rec
+
+    # -- in-transaction helpers -------------------------------------------------------------------
+
+    @staticmethod
+    def _lock_conversation(conn: Any, key: str, now: float) -> str | None:
+        """Create the conversation if needed and lock its row; return the lease holder."""
+        conn.execute(
+            "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+            (key, now),
+        )
+        (holder,) = conn.execute(
+            "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
+        ).fetchone()
+        return holder
+
+    @staticmethod
+    def _fence(conn: Any, key: str, cid: str, owner: str) -> None:
+        """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease."""
+        row = conn.execute(
+            "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
+        ).fetchone()
+        holder = None if row is None else row[0]
+        if holder != owner:
+            raise SessionBusyError(
+                f"{owner!r} no longer owns conversation {cid!r} "
+                f"({'it is free' if holder is None else f'{holder!r} does'}); nothing was written",
+                conversation_id=cid,
+                owner=owner,
+                holder=holder,
+            )
+
+    @staticmethod
+    def _select(conn: Any, submission_id: str) -> tuple[Any, ...] | None:
+        return conn.execute(
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)
+        ).fetchone()
+
+    @staticmethod
+    def _apply(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded: list[tuple[str, Any]]) -> bool:
+        """One compare-and-set on a submission (its row locked); True if it matched and applied."""
+        row = conn.execute(
+            "SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
+        ).fetchone()
+        if row is None:
+            return False
+        state = row[0]
+        if expect and state not in {SubmissionState(s).value for s in expect}:
+            return False
+        if state == _SETTLED and any(name in _FINAL for name, _ in encoded):
+            return False  # the first terminal outcome wins, with its result and error
+        if encoded:
+            columns = ", ".join(
+                f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s"
+                for name, _ in encoded
+            )
+            conn.execute(
+                f"UPDATE submissions SET {columns} WHERE id = %s",
+                (*(value for _, value in encoded), submission_id),
+            )
+        return True
+
+    @staticmethod
+    def _encode(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+        out = []
+        for name, value in assignments(fields):
+            if name == "abort_requested":
+                value = bool(value)
+            elif name == "result" and value is not None:
+                value = dump_json(value, "a submission result")
+            out.append((name, value))
+        return out
+
+    # -- conversations and ownership --------------------------------------------------------------
+
+    def ensure_conversation(self, conversation_id: str, *, now: float) -> None:
+        """Create the conversation if it does not exist."""
+        key = self._key(conversation_id)
+        self._call(lambda conn: conn.execute(
+            "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+            (key, now),
+        ))
+
+    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
+        """Take (or renew) ownership if free, expired by the database's clock, or already ours.
+
+        `now` dates a conversation this creates; the lease itself never reads a kernel's clock.
+        """
+        key = self._key(conversation_id)
+
+        def tx(conn: Any) -> bool:
+            self._lock_conversation(conn, key, now)
+            row = conn.execute(
+                f"UPDATE conversations SET lease_owner = %s, lease_expires = {NOW} + %s"
+                f" WHERE id = %s AND (lease_owner IS NULL OR lease_expires <= {NOW} OR lease_owner = %s)"
+                " RETURNING 1",
+                (owner, ttl, key, owner),
+            ).fetchone()
+            return row is not None
+
+        return self._call(tx)
+
+    def renew_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
+        """Extend our lease and the running submissions' lease columns; False if not ours now.
+
+        A lease that expired but that nobody else took is still ours and is renewed; a released
+        one is not.
+        """
+        key = self._key(conversation_id)
+
+        def tx(conn: Any) -> bool:
+            row = conn.execute(
+                f"UPDATE conversations SET lease_expires = {NOW} + %s WHERE id = %s AND lease_owner = %s"
+                " RETURNING lease_expires",
+                (ttl, key, owner),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute(
+                "UPDATE submissions SET lease_owner = %s, lease_expires = %s"
+                " WHERE conversation_id = %s AND state = %s",
+                (owner, row[0], key, SubmissionState.RUNNING.value),
+            )
+            return True
+
+        return self._call(tx)
+
+    def release_lease(self, conversation_id: str, owner: str) -> None:
+        """Give ownership up (no-op if not ours)."""
+        key = self._key(conversation_id)
+        self._call(lambda conn: conn.execute(
+            "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL"
+            " WHERE id = %s AND lease_owner = %s",
+            (key, owner),
+        ))
+
+    def lease(self, conversation_id: str) -> tuple[str, float] | None:
+        """Current (owner, expires_at by the database's clock) as stored; None if free or unknown."""
+        key = self._key(conversation_id)
+        row = self._call(lambda conn: conn.execute(
+            "SELECT lease_owner, lease_expires FROM conversations WHERE id = %s", (key,)
+        ).fetchone())
+        if row is None or row[0] is None:
+            return None
+        return (row[0], row[1])
+
+    def clock(self) -> float:
+        """The database's clock (seconds since the epoch): what lease expiry is measured in."""
+        return float(self._call(lambda conn: conn.execute(f"SELECT {NOW}").fetchone()[0]))
+
+    # -- submissions ------------------------------------------------------------------------------
+
+    def admit(self, conversation_id: str, text: str, *, submission_id: str, now: float) -> Submission:
+        """Commit a new queued submission and return it (contract 10.1).
+
+        Admitting the same id again with the same conversation and text returns the stored
+        submission unchanged, so a retried admission never duplicates; a different one with a
+        taken id raises `StoreError`.
+        """
+        key = self._key(conversation_id)
+        encoded = dump_json(text, "a submission's text")
+
+        def tx(conn: Any) -> Submission:
+            self._lock_conversation(conn, key, now)
+            existing = self._select(conn, submission_id)
+            if existing is not None:
+                sub = self._submission(existing)
+                if sub.conversation_id == conversation_id and sub.text == text:
+                    return sub
+                raise StoreError(
+                    f"submission id {submission_id!r} is already taken by another submission",
+                    submission_id=submission_id,
+                )
+            row = conn.execute(
+                "INSERT INTO submissions (id, conversation_id, text, state, accepted_at)"
+                f" VALUES (%s, %s, %s::json, %s, %s) RETURNING {SUBMISSION_COLUMNS}",
+                (submission_id, key, encoded, SubmissionState.QUEUED.value, now),
+            ).fetchone()
+            return self._submission(row)
+
+        return self._call(tx)
+
+    def submission(self, submission_id: str) -> Submission | None:
+        """One submission by id."""
+        row = self._call(lambda conn: self._select(conn, submission_id))
+        return None if row is None else self._submission(row)
+
+    def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
+        """The conversation's submissions in admission order (without settled ones if asked)."""
+        sql = f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE conversation_id = %s"
+        params: tuple[Any, ...] = (self._key(conversation_id),)
+        if unsettled:
+            sql += " AND state <> %s"
+            params += (_SETTLED,)
+        rows = self._call(lambda conn: conn.execute(sql + " ORDER BY seq", params).fetchall())
+        return [self._submission(row) for row in rows]
+
+    def update_submission(
+        self,
+        submission_id: str,
+        *,
+        expect: Iterable[SubmissionState] = (),
+        owner: str | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Set columns if the state is in `expect` (or always when empty); True if applied.
+
+        A settled submission never changes state, result or error again (returns False); `settle`
+        is the only way to settle. With `owner`, raises `SessionBusyError` (changing nothing)
+        unless it still holds the conversation's lease.
+        """
+        encoded = self._encode(fields)
+        expected = tuple(expect)
+
+        def tx(conn: Any) -> bool:
+            if owner is not None:
+                row = conn.execute(
+                    "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
+                ).fetchone()
+                if row is None:
+                    return False
+                self._fence(conn, row[0], self._cid(row[0]), owner)
+            return self._apply(conn, submission_id, expected, encoded)
+
+        return self._call(tx)
+
+    def settle(
+        self,
+        submission_id: str,
+        outcome: Outcome,
+        *,
+        result: str | None = None,
+        error: dict[str, Any] | None = None,
+        now: float,
+        owner: str | None = None,
+    ) -> bool:
+        """Settle once: the first terminal outcome wins (contract 10.4).
+
+        A compare-and-set (`UPDATE ... WHERE state <> 'settled' RETURNING`) that also settles every
+        submission joined into this one, each with its own `settlement` record, in one
+        transaction. Returns False if it was already settled. With `owner`, raises
+        `SessionBusyError` and changes nothing unless `owner` still holds the lease.
+        """
+        outcome = Outcome(outcome)
+        error_json = None if error is None else dump_json(error, "a settlement error")
+        result_json = None if result is None else dump_json(result, "a settlement result")
+        data = dump_json({"outcome": outcome.value, "result": result, "error": error}, "a settlement")
+        joined_data = dump_json(
+            {"outcome": outcome.value, "result": result, "error": error, "joined_into": submission_id},
+            "a settlement",
+        )
+
+        def tx(conn: Any) -> bool:
+            row = conn.execute(
+                "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(
+                    f"cannot settle unknown submission {submission_id!r}", submission_id=submission_id
+                )
+            key = row[0]
+            if owner is not None:
+                self._fence(conn, key, self._cid(key), owner)
+            else:
+                self._lock_conversation(conn, key, now)
+            settle_sql = (
+                "UPDATE submissions SET state = %s, outcome = %s, result = %s::json, error = %s::json,"
+                " settled_at = %s, lease_owner = NULL, lease_expires = NULL"
+            )
+            values = (_SETTLED, outcome.value, result_json, error_json, now)
+            won = conn.execute(
+                settle_sql + " WHERE id = %s AND state <> %s RETURNING seq", (*values, submission_id, _SETTLED)
+            ).fetchone()
+            if won is None:
+                return False
+            joined = conn.execute(
+                settle_sql + " WHERE joined_into = %s AND state <> %s RETURNING id, seq",
+                (*values, submission_id, _SETTLED),
+            ).fetchall()
+            # Every accepted submission gets its own settlement record (contract 10.4); a joined
+            # one's names the response that absorbed it.
+            for jid, _ in sorted(joined, key=lambda r: r[1]):
+                conn.execute(
+                    "INSERT INTO records (conversation_id, submission_id, kind, data, created_at)"
+                    " VALUES (%s, %s, 'settlement', %s::json, %s)",
+                    (key, jid, joined_data, now),
+                )
+            conn.execute(
+                "INSERT INTO records (conversation_id, submission_id, kind, data, created_at)"
+                " VALUES (%s, %s, 'settlement', %s::json, %s)",
+                (key, submission_id, data, now),
+            )
+            return True
+
+        return self._call(tx)
+
+    def request_abort(self, conversation_id: str) -> list[str]:
+        """Record a durable abort intent on every unsettled submission; return their ids."""
+        key = self._key(conversation_id)
+
+        def tx(conn: Any) -> list[str]:
+            rows = conn.execute(
+                "UPDATE submissions SET abort_requested = true WHERE conversation_id = %s"
+                " AND state <> %s RETURNING id, seq",
+                (key, _SETTLED),
+            ).fetchall()
+            return [sid for sid, _ in sorted(rows, key=lambda r: r[1])]
+
+        return self._call(tx)
+
+    # -- the record stream ------------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation_id: str,
+        submission_id: str | None,
+        items: Sequence[tuple[RecordKind, dict[str, Any]]],
+        *,
+        now: float,
+        updates: Sequence[SubmissionUpdate] = (),
+        owner: str | None = None,
+    ) -> list[Record]:
+        """Append records (and apply `updates`, and upsert `state` records) atomically.
+
+        If any update's expectation fails, nothing is written and `StoreError` is raised. With
+        `owner`, nothing is written and `SessionBusyError` is raised unless `owner` still holds
+        the conversation's lease.
+        """
+        encoded: list[tuple[RecordKind, str, dict[str, Any]]] = []
+        for kind, data in items:
+            if kind not in RECORD_KINDS:
+                raise ValueError(f"unknown record kind {kind!r}; expected one of {sorted(RECORD_KINDS)}")
+            if kind == "state" and not isinstance(data.get("name"), str):
+                raise ValueError("a `state` record needs a string `name`")
+            encoded.append((kind, dump_json(data, f"a {kind!r} record"), data))
+        states = {
+            i: dump_json(data.get("value"), f"state {data['name']!r}")
+            for i, (kind, _, data) in enumerate(encoded)
+            if kind == "state"
+        }
+        planned = [(u, self._encode(u.fields)) for u in updates]
+        key = self._key(conversation_id)
+
+        def tx(conn: Any) -> list[Record]:
+            # The conversation's row lock comes first, as in every write: one lock order, and
+            # the commit order of a conversation's records is their seq order.
+            if owner is not None:
+                self._fence(conn, key, conversation_id, owner)
+            else:
+                self._lock_conversation(conn, key, now)
+            for update, columns in planned:
+                if not self._apply(conn, update.submission_id, tuple(update.expect), columns):
+                    current = self._select(conn, update.submission_id)
+                    state = None if current is None else current[4]
+                    wanted = [SubmissionState(s).value for s in update.expect]
+                    raise StoreError(
+                        f"submission {update.submission_id!r} is {state or 'unknown'}, not in "
+                        f"{wanted}; nothing was appended",
+                        submission_id=update.submission_id,
+                        state=state,
+                    )
+            out: list[Record] = []
+            for i, (kind, text, data) in enumerate(encoded):
+                (seq,) = conn.execute(
+                    "INSERT INTO records (conversation_id, submission_id, kind, data, created_at)"
+                    " VALUES (%s, %s, %s, %s::json, %s) RETURNING seq",
+                    (key, submission_id, kind, text, now),
+                ).fetchone()
+                if i in states:
+                    conn.execute(
+                        "INSERT INTO state (conversation_id, name, value) VALUES (%s, %s, %s::json)"
+                        " ON CONFLICT (conversation_id, name) DO UPDATE SET value = excluded.value",
+                        (key, data["name"], states[i]),
+                    )
+                out.append(Record(seq, conversation_id, submission_id, kind, load_json(text), float(now)))
+            return out
+
+        return self._call(tx)
+
+    def records(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int = 0,
+        kinds: Iterable[RecordKind] | None = None,
+        submission_id: str | None = None,
+    ) -> list[Record]:
+        """Records in stream order, optionally filtered."""
+        sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s AND seq > %s"
+        params: list[Any] = [self._key(conversation_id), after_seq]
+        if kinds is not None:
+            wanted = list(kinds)
+            if not wanted:
+                return []
+            sql += " AND kind = ANY(%s)"
+            params.append(wanted)
+        if submission_id is not None:
+            sql += " AND submission_id = %s"
+            params.append(submission_id)
+        rows = self._call(lambda conn: conn.execute(sql + " ORDER BY seq", params).fetchall())
+        return [self._record(row) for row in rows]
+
+    def state(self, conversation_id: str) -> dict[str, Any]:
+        """The latest value of every persistent-state name."""
+        key = self._key(conversation_id)
+        rows = self._call(lambda conn: conn.execute(
+            "SELECT name, value::text FROM state WHERE conversation_id = %s ORDER BY name", (key,)
+        ).fetchall())
+        return {name: load_json(value) for name, value in rows}
+
+    # -- partial responses (contract 11.2) --------------------------------------------------------
+
+    def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:
+        """Replace the in-progress response snapshot of a submission.
+
+        With `owner`, raises `SessionBusyError` (writing nothing) unless it holds the lease.
+        """
+        text = dump_json(data, "a partial response")
+
+        def tx(conn: Any) -> None:
+            if owner is not None:
+                row = conn.execute(
+                    "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
+                ).fetchone()
+                if row is not None:
+                    self._fence(conn, row[0], self._cid(row[0]), owner)
+            conn.execute(
+                "INSERT INTO partials (submission_id, data) VALUES (%s, %s::json)"
+                " ON CONFLICT (submission_id) DO UPDATE SET data = excluded.data",
+                (submission_id, text),
+            )
+
+        self._call(tx)
+
+    def partial(self, submission_id: str) -> dict[str, Any] | None:
+        """The snapshot, if a stream was in progress."""
+        row = self._call(lambda conn: conn.execute(
+            "SELECT data::text FROM partials WHERE submission_id = %s", (submission_id,)
+        ).fetchone())
+        return None if row is None else load_json(row[0])
+
+    def clear_partial(self, submission_id: str) -> None:
+        """Forget the snapshot (the response was recorded whole)."""
+        self._call(lambda conn: conn.execute("DELETE FROM partials WHERE submission_id = %s", (submission_id,)))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
