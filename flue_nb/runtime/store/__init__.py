@@ -1,8 +1,10 @@
 """The durable store protocol: conversations, submissions and the append-only record stream.
 
-The runtime writes through this protocol only; `SQLiteStore` (sqlite_store.py) is the embedded
-implementation and `db=":memory:"` gives a private in-memory one for tests. Every method is
-synchronous and each call is one transaction: what it returns has been committed.
+The runtime writes through this protocol only; `SQLiteStore` (sqlite.py) is the embedded
+implementation, `db=":memory:"` gives a private in-memory one for tests, and `PostgresStore`
+(postgres.py) serves a team from one server. Every method is synchronous and each call is one
+transaction: what it returns has been committed. Lease expiry is measured by the store's own clock
+(the `now` arguments date what is written, never who owns what).
 """
 
 from __future__ import annotations
@@ -143,9 +145,18 @@ class Store(Protocol):
         ...
 
     def update_submission(
-        self, submission_id: str, *, expect: Iterable[SubmissionState] = (), **fields: Any
+        self,
+        submission_id: str,
+        *,
+        expect: Iterable[SubmissionState] = (),
+        owner: str | None = None,
+        **fields: Any,
     ) -> bool:
-        """Set columns if the state is in `expect` (or always when empty); True if applied."""
+        """Set columns if the state is in `expect` (or always when empty); True if applied.
+
+        A settled submission's state, result and error never change (False). With `owner`,
+        raises `SessionBusyError` (changing nothing) unless it still holds the lease.
+        """
         ...
 
     def settle(
@@ -205,8 +216,10 @@ class Store(Protocol):
         ...
 
     # a half-streamed response, so recovery can keep what arrived (contract 11.2)
-    def put_partial(self, submission_id: str, data: dict[str, Any]) -> None:
-        """Replace the in-progress response snapshot of a submission."""
+    def put_partial(
+        self, submission_id: str, data: dict[str, Any], *, owner: str | None = None
+    ) -> None:
+        """Replace the in-progress response snapshot of a submission (fenced like `append`)."""
         ...
 
     def partial(self, submission_id: str) -> dict[str, Any] | None:

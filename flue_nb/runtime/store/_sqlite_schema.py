@@ -34,6 +34,7 @@ _UPDATABLE = frozenset(
 )
 
 __all__ = [
+    "DB_NOW",
     "MIGRATIONS",
     "RECORD_COLUMNS",
     "RECORD_KINDS",
@@ -62,6 +63,15 @@ class Migration:
 
     version: int
     statements: tuple[str, ...]
+
+
+DB_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+"""The store's own clock in SQL (seconds since the epoch): leases are measured by it, never by a
+caller's `now`, so a kernel whose clock seam is skewed cannot steal or keep a lease (as with
+PostgreSQL's `clock_timestamp()`)."""
+
+_FINAL = frozenset({"state", "result", "error"})
+"""What a settled submission keeps forever: its state, result and error (outcome is settle's)."""
 
 
 # Statements are run one by one, not with executescript(): executescript() commits first, which
@@ -387,8 +397,8 @@ def apply_update(
     state = row[0]
     if expect and state not in {SubmissionState(s).value for s in expect}:
         return False
-    if state == _SETTLED and any(name == "state" for name, _ in encoded):
-        return False  # first terminal outcome wins: a settled submission stays settled
+    if state == _SETTLED and any(name in _FINAL for name, _ in encoded):
+        return False  # first terminal outcome wins, with its result and error
     if encoded:
         columns = ", ".join(f"{name} = ?" for name, _ in encoded)
         conn.execute(

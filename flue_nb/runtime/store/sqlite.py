@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flue_nb.runtime.store._sqlite_schema import (
+    DB_NOW,
     RECORD_COLUMNS,
     RECORD_KINDS,
     SUBMISSION_COLUMNS,
@@ -199,9 +200,9 @@ class SQLiteStore:
         with self._tx("IMMEDIATE") as conn:
             ensure_conversation(conn, conversation_id, now)
             cur = conn.execute(
-                "UPDATE conversations SET lease_owner = ?, lease_expires = ? WHERE id = ?"
-                " AND (lease_owner IS NULL OR lease_expires <= ? OR lease_owner = ?)",
-                (owner, now + ttl, conversation_id, now, owner),
+                f"UPDATE conversations SET lease_owner = ?, lease_expires = {DB_NOW} + ? WHERE id = ?"
+                f" AND (lease_owner IS NULL OR lease_expires <= {DB_NOW} OR lease_owner = ?)",
+                (owner, ttl, conversation_id, owner),
             )
             return cur.rowcount == 1
 
@@ -212,13 +213,14 @@ class SQLiteStore:
         one is not.
         """
         with self._tx("IMMEDIATE") as conn:
-            expires = now + ttl
-            cur = conn.execute(
-                "UPDATE conversations SET lease_expires = ? WHERE id = ? AND lease_owner = ?",
-                (expires, conversation_id, owner),
-            )
-            if cur.rowcount != 1:
+            row = conn.execute(
+                f"UPDATE conversations SET lease_expires = {DB_NOW} + ? WHERE id = ? AND lease_owner = ?"
+                " RETURNING lease_expires",
+                (ttl, conversation_id, owner),
+            ).fetchone()
+            if row is None:
                 return False
+            (expires,) = row
             conn.execute(
                 "UPDATE submissions SET lease_owner = ?, lease_expires = ?"
                 " WHERE conversation_id = ? AND state = ?",
@@ -236,7 +238,7 @@ class SQLiteStore:
             )
 
     def lease(self, conversation_id: str) -> tuple[str, float] | None:
-        """Current (owner, expires_at) as stored, expired or not; None if free or unknown."""
+        """Current (owner, expires_at by the store's clock), expired or not; None if free."""
         with self._tx("DEFERRED") as conn:
             row = conn.execute(
                 "SELECT lease_owner, lease_expires FROM conversations WHERE id = ?",
@@ -293,15 +295,29 @@ class SQLiteStore:
         return [submission_from_row(row) for row in rows]
 
     def update_submission(
-        self, submission_id: str, *, expect: Iterable[SubmissionState] = (), **fields: Any
+        self,
+        submission_id: str,
+        *,
+        expect: Iterable[SubmissionState] = (),
+        owner: str | None = None,
+        **fields: Any,
     ) -> bool:
         """Set columns if the state is in `expect` (or always when empty); True if applied.
 
-        A settled submission never changes state again (returns False); `settle` is the only
-        way to settle, so `outcome`, `settled_at` and `state=SETTLED` are refused here.
+        A settled submission never changes state, result or error again (returns False);
+        `settle` is the only way to settle, so `outcome`, `settled_at` and `state=SETTLED` are
+        refused here. With `owner`, raises `SessionBusyError` (changing nothing) unless it still
+        holds the conversation's lease.
         """
         encoded = assignments(fields)
         with self._tx("IMMEDIATE") as conn:
+            if owner is not None:
+                row = conn.execute(
+                    "SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)
+                ).fetchone()
+                if row is None:
+                    return False
+                check_owner(conn, row[0], owner)
             return apply_update(conn, submission_id, tuple(expect), encoded)
 
     def settle(
@@ -506,10 +522,21 @@ class SQLiteStore:
 
     # -- partial responses (contract 11.2) --------------------------------------------------------
 
-    def put_partial(self, submission_id: str, data: dict[str, Any]) -> None:
-        """Replace the in-progress response snapshot of a submission."""
+    def put_partial(
+        self, submission_id: str, data: dict[str, Any], *, owner: str | None = None
+    ) -> None:
+        """Replace the in-progress response snapshot of a submission.
+
+        With `owner`, raises `SessionBusyError` (writing nothing) unless it holds the lease.
+        """
         text = dump_json(data, "a partial response")
         with self._tx("IMMEDIATE") as conn:
+            if owner is not None:
+                row = conn.execute(
+                    "SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)
+                ).fetchone()
+                if row is not None:
+                    check_owner(conn, row[0], owner)
             conn.execute(
                 "INSERT INTO partials (submission_id, data) VALUES (?, ?)"
                 " ON CONFLICT (submission_id) DO UPDATE SET data = excluded.data",
