@@ -31,3 +31,32 @@ def workdir(tmp_path, monkeypatch):
     """A temporary working directory that is also the process's cwd."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# -- a throwaway PostgreSQL server, shared by the whole run (tests/pg.py) ------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A running throwaway PostgreSQL server; skips (fails under CI=true) when none can be had."""
+    from tests.pg import PgServer, unavailable
+
+    why = unavailable()
+    if why is None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            why = "psycopg is not installed (pip install 'flue_nb[postgres]')"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL tests must run under CI: {why}")
+        pytest.skip(f"no PostgreSQL server: {why}")
+    server = PgServer().start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a fresh, empty database on the throwaway server."""
+    return pg_server.create_database()
