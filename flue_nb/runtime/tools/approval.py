@@ -5,7 +5,9 @@ input is still validated by `execute_tool` before anyone is asked: an invalid ca
 result and never bothers the user. Every refusal is an error result the model sees, worded so it
 knows the refusal is the user's choice and not a fault to work around.
 
-This module is runtime: the widget's approve/deny buttons reach it only through an `Approver`.
+This module is runtime: the widget's approve/deny buttons (and the kernel's stdin prompt) reach
+it only through an `Approver`. An approver that finds no one to ask returns `Unanswered` with the
+reason, and the fallback policy decides, saying so in the result.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "Fallback",
+    "Unanswered",
     "summarize_call",
     "with_approval",
 ]
@@ -52,8 +55,17 @@ class ApprovalRequest:
     """A short human line saying what would run (`bash: rm -rf build`)."""
 
 
-Approver = Callable[[ApprovalRequest], Awaitable[bool]]
-"""Asks someone about a call; resolves True to run it, False to refuse it."""
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """What an approver returns when it had no one to ask: the fallback policy decides."""
+
+    reason: str
+    """Why no one could be asked (`no chat widget shows this call and ...`), shown in the result."""
+
+
+Approver = Callable[[ApprovalRequest], Awaitable["bool | Unanswered"]]
+"""Asks someone about a call; resolves True to run it, False to refuse it, `Unanswered` when
+there was no one to ask (then the fallback policy applies, as in a headless run)."""
 
 
 def summarize_call(tool_name: str, data: dict[str, Any]) -> str:
@@ -109,9 +121,19 @@ def with_approval(
             return _refused(
                 tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name)
             )
-        if approver is None:
-            facts |= {"approved": fallback == "allow", "reason": "headless", "fallback": fallback}
-            headless = f"no one to ask in a headless run; fallback policy is {fallback}"
+        answer: bool | Unanswered = Unanswered("a headless run")
+        if approver is not None:
+            request = ApprovalRequest(
+                tool_name=tool.name,
+                call_id=ctx.call_id,
+                input=args.model_dump(mode="json"),
+                summary=summarize_call(tool.name, args.model_dump(mode="json")),
+            )
+            answer = await approver(request)
+        if isinstance(answer, Unanswered):
+            reason = "headless" if approver is None else "unanswered"
+            facts |= {"approved": fallback == "allow", "reason": reason, "fallback": fallback}
+            headless = f"no one to ask in {answer.reason}; fallback policy is {fallback}"
             if fallback == "deny":
                 return _refused(
                     tool.name,
@@ -121,13 +143,7 @@ def with_approval(
             return _annotate(
                 await call_run(tool, args, ctx), facts, f"(Ran without asking: {headless}.)"
             )
-        request = ApprovalRequest(
-            tool_name=tool.name,
-            call_id=ctx.call_id,
-            input=args.model_dump(mode="json"),
-            summary=summarize_call(tool.name, args.model_dump(mode="json")),
-        )
-        if not await approver(request):
+        if not answer:
             return _refused(
                 tool.name,
                 facts | {"approved": False, "reason": "declined"},
