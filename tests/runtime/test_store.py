@@ -1,4 +1,9 @@
-"""Tests for `SQLiteStore`: every Store method, migrations, leases and two real processes."""
+"""One contract suite, two backends: every Store method, migrations, leases and two real processes.
+
+`store` runs each contract test on an SQLite file, SQLite in memory and a throwaway PostgreSQL
+server (tests/pg.py); a behaviour that differs between them is a bug in one of them. Tests of one
+backend's own machinery (SQLite's file handling, PostgreSQL's reconnects) say so in their names.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
 
 import flue_nb
 from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
+from flue_nb.runtime.store.sqlite import SQLiteStore as _SQLite
 from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.store.sqlite import SQLiteStore, open_store
 from flue_nb.runtime.store import Outcome, SubmissionState, SubmissionUpdate
@@ -30,11 +37,40 @@ QUEUED, RUNNING, JOINING, JOINED, SETTLED = (
 )
 
 
-@pytest.fixture(params=["file", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "s.sqlite" if request.param == "file" else ":memory:")
+BACKENDS = ["sqlite-file", "sqlite-memory", "postgres"]
+
+
+def open_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A fresh store of `kind`; a `postgres` one is a new database on the throwaway server."""
+    if kind == "postgres":
+        from flue_nb.runtime.store.postgres import PostgresStore
+
+        return PostgresStore(request.getfixturevalue("pg_url"))
+    return _SQLite(tmp_path / "s.sqlite" if kind == "sqlite-file" else ":memory:")
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    s = open_backend(request.param, request, tmp_path)
     yield s
     s.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a durable store lives, for tests that reopen it or share it between processes."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "s.sqlite")
+
+
+def reopen(db: str) -> Any:
+    """Open the store `db` names: an SQLite path or a PostgreSQL URL."""
+    if db.startswith("postgresql://"):
+        from flue_nb.runtime.store.postgres import PostgresStore
+
+        return PostgresStore(db)
+    return _SQLite(db)
 
 
 @pytest.fixture
@@ -523,21 +559,43 @@ def test_partials_put_replace_and_clear(store: SQLiteStore) -> None:
 # -- leases ----------------------------------------------------------------------------------------
 
 
+def _expires_in(store: Any, conversation: str) -> float:
+    """Seconds until the conversation's lease expires, by the store's own clock."""
+    lease = store.lease(conversation)
+    assert lease is not None
+    return lease[1] - time.time()
+
+
 def test_lease_acquire_is_exclusive_until_expiry(store: SQLiteStore) -> None:
     assert store.lease("c") is None
-    assert store.acquire_lease("c", "k1", ttl=30, now=100.0)
-    assert store.lease("c") == ("k1", 130.0)
-    assert not store.acquire_lease("c", "k2", ttl=30, now=129.9)
-    assert store.acquire_lease("c", "k1", ttl=30, now=110.0)  # ours: renewed
-    assert store.lease("c") == ("k1", 140.0)
-    assert store.acquire_lease("c", "k2", ttl=30, now=140.0)  # expires <= now: free
-    assert store.lease("c") == ("k2", 170.0)
+    assert store.acquire_lease("c", "k1", ttl=30, now=time.time())
+    assert store.lease("c")[0] == "k1"  # type: ignore[index]
+    assert 28 < _expires_in(store, "c") <= 30.5
+    assert not store.acquire_lease("c", "k2", ttl=30, now=time.time())
+    assert store.acquire_lease("c", "k1", ttl=60, now=time.time())  # ours: renewed
+    assert 58 < _expires_in(store, "c") <= 60.5
+    assert store.acquire_lease("c", "k1", ttl=0.05, now=time.time())
+    time.sleep(0.15)
+    assert store.acquire_lease("c", "k2", ttl=30, now=time.time())  # expired: free
+    assert store.lease("c")[0] == "k2"  # type: ignore[index]
+
+
+def test_leases_use_the_stores_clock_not_the_callers(store: SQLiteStore) -> None:
+    # A kernel whose clock runs minutes ahead (or behind) can neither steal a live lease nor
+    # make its own outlive the ttl: expiry is measured by the store's clock.
+    assert store.acquire_lease("c", "k1", ttl=30, now=time.time())
+    assert not store.acquire_lease("c", "ahead", ttl=30, now=time.time() + 600)
+    assert store.acquire_lease("d", "behind", ttl=0.05, now=time.time() - 600)
+    time.sleep(0.15)
+    assert store.acquire_lease("d", "k2", ttl=30, now=time.time() - 600)
+    assert store.renew_lease("c", "k1", ttl=30, now=time.time() + 600)
+    assert _expires_in(store, "c") <= 30.5
 
 
 def test_release_lease_only_releases_our_own(store: SQLiteStore) -> None:
     store.acquire_lease("c", "k1", ttl=30, now=0.0)
     store.release_lease("c", "k2")
-    assert store.lease("c") == ("k1", 30.0)
+    assert store.lease("c")[0] == "k1"  # type: ignore[index]
     store.release_lease("c", "k1")
     assert store.lease("c") is None
     assert store.acquire_lease("c", "k2", ttl=30, now=1.0)
@@ -549,22 +607,26 @@ def test_renew_lease_extends_ours_and_the_running_submissions(store: SQLiteStore
     store.admit("c", "wait", submission_id="s2", now=0.0)
     store.acquire_lease("c", "k1", ttl=30, now=0.0)
     store.update_submission("s1", state=RUNNING, lease_owner="k1", lease_expires=30.0)
-    assert store.renew_lease("c", "k1", ttl=30, now=20.0)
-    assert store.lease("c") == ("k1", 50.0)
+    assert store.renew_lease("c", "k1", ttl=60, now=20.0)
+    owner, expires = store.lease("c")  # type: ignore[misc]
+    assert owner == "k1" and 58 < expires - time.time() <= 60.5
     s1, s2 = store.submissions("c")
-    assert (s1.lease_owner, s1.lease_expires) == ("k1", 50.0)
+    assert (s1.lease_owner, s1.lease_expires) == ("k1", expires)
     assert (s2.lease_owner, s2.lease_expires) == (None, None)
     # Expired but nobody took it: still ours.
-    assert store.renew_lease("c", "k1", ttl=30, now=60.0)
+    assert store.renew_lease("c", "k1", ttl=0.05, now=0.0)
+    time.sleep(0.15)
+    assert store.renew_lease("c", "k1", ttl=30, now=0.0)
 
 
 def test_renew_lease_fails_once_lost(store: SQLiteStore) -> None:
     store.admit("c", "run", submission_id="s1", now=0.0)
-    store.acquire_lease("c", "k1", ttl=30, now=0.0)
+    store.acquire_lease("c", "k1", ttl=0.05, now=0.0)
     store.update_submission("s1", state=RUNNING, lease_owner="k1", lease_expires=30.0)
+    time.sleep(0.15)
     assert store.acquire_lease("c", "k2", ttl=30, now=31.0)
     assert not store.renew_lease("c", "k1", ttl=30, now=32.0)
-    assert store.lease("c") == ("k2", 61.0)
+    assert store.lease("c")[0] == "k2"  # type: ignore[index]
     s1 = store.submission("s1")
     assert s1 is not None and s1.lease_owner == "k1"  # the loser did not touch it
     store.release_lease("c", "k2")
@@ -574,8 +636,9 @@ def test_renew_lease_fails_once_lost(store: SQLiteStore) -> None:
 
 def test_owner_fence_keeps_a_writer_that_lost_its_lease_out(store: SQLiteStore) -> None:
     store.admit("c", "hi", submission_id="s1", now=0.0)
-    store.acquire_lease("c", "stalled", ttl=1, now=0.0)
+    store.acquire_lease("c", "stalled", ttl=0.05, now=0.0)
     store.append("c", "s1", [("event", {"n": 1})], now=0.5, owner="stalled")
+    time.sleep(0.15)
     # Expired but nobody took it: still the stalled owner's, its writes are safe.
     store.append("c", "s1", [("event", {"n": 2})], now=5.0, owner="stalled")
     assert store.acquire_lease("c", "taker", ttl=30, now=6.0)
@@ -604,12 +667,57 @@ def test_owner_fence_keeps_a_writer_that_lost_its_lease_out(store: SQLiteStore) 
         store.append("unknown", None, [("event", {})], now=11.0, owner="taker")
 
 
+def test_owner_fence_covers_attempt_start_updates_and_partials(store: SQLiteStore) -> None:
+    # Issue 12.7: a kernel that lost its lease between two attempts must not restart the
+    # submission (state, attempts, lease_owner) nor overwrite its partial response.
+    store.admit("c", "hi", submission_id="s1", now=0.0)
+    store.acquire_lease("c", "k1", ttl=0.05, now=0.0)
+    assert store.update_submission(
+        "s1", owner="k1", state=RUNNING, attempts=1, lease_owner="k1", lease_expires=1.0
+    )
+    store.put_partial("s1", {"text": "k1's"}, owner="k1")
+    time.sleep(0.15)
+    assert store.acquire_lease("c", "k2", ttl=30, now=0.0)
+    with pytest.raises(SessionBusyError, match="'k2' does"):
+        store.update_submission(
+            "s1", owner="k1", state=RUNNING, attempts=2, lease_owner="k1", lease_expires=2.0
+        )
+    with pytest.raises(SessionBusyError):
+        store.put_partial("s1", {"text": "late"}, owner="k1")
+    s1 = store.submission("s1")
+    assert s1 is not None and (s1.attempts, s1.lease_owner) == (1, "k1")
+    assert store.partial("s1") == {"text": "k1's"}
+    assert store.update_submission("s1", owner="k2", attempts=2, lease_owner="k2")
+    store.put_partial("s1", {"text": "k2's"}, owner="k2")
+    assert store.partial("s1") == {"text": "k2's"}
+    assert not store.update_submission("missing", owner="k2", attempts=1)
+
+
+def test_a_settled_submissions_outcome_result_and_error_are_final(store: SQLiteStore) -> None:
+    store.admit("c", "hi", submission_id="s1", now=0.0)
+    store.admit("c", "hi", submission_id="s2", now=0.0)
+    assert store.settle("s1", Outcome.COMPLETED, result="the answer", now=1.0)
+    err = {"type": "x", "message": "first"}
+    assert store.settle("s2", Outcome.FAILED, error=err, now=1.0)
+    assert not store.update_submission("s1", result="rewritten")
+    assert not store.update_submission("s1", error={"type": "late", "message": "m"})
+    assert not store.update_submission("s2", error=None)
+    assert not store.update_submission("s2", result="late", attempts=7)
+    with pytest.raises(StoreError, match="nothing was appended"):
+        store.append(
+            "c", None, [("event", {})], now=2.0, updates=[SubmissionUpdate("s1", (), {"result": "x"})]
+        )
+    s1, s2 = store.submission("s1"), store.submission("s2")
+    assert s1 is not None and (s1.outcome, s1.result, s1.error) == (Outcome.COMPLETED, "the answer", None)
+    assert s2 is not None and (s2.outcome, s2.result, s2.error, s2.attempts) == (Outcome.FAILED, None, err, 0)
+
+
 # -- durability and safety -------------------------------------------------------------------------
 
 
-def test_everything_persists_across_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "s.sqlite"
-    with SQLiteStore(path) as s:
+def test_everything_persists_across_reopen(db: str) -> None:
+    path = db
+    with reopen(path) as s:
         s.admit("c", "hi", submission_id="s1", now=1.0)
         s.acquire_lease("c", "k1", ttl=30, now=1.0)
         s.update_submission("s1", state=RUNNING, attempts=1, started_at=1.5)
@@ -622,7 +730,7 @@ def test_everything_persists_across_reopen(tmp_path: Path) -> None:
         s.put_partial("s1", {"text": "par"})
         s.request_abort("c")
         before = (s.submissions("c"), s.records("c"), s.state("c"), s.lease("c"), s.partial("s1"))
-    with SQLiteStore(path) as s:
+    with reopen(path) as s:
         assert (
             s.submissions("c"),
             s.records("c"),
@@ -632,7 +740,7 @@ def test_everything_persists_across_reopen(tmp_path: Path) -> None:
         ) == before
         s.settle("s1", Outcome.ABORTED, now=3.0)
         seq = s.admit("c", "next", submission_id="s2", now=4.0).seq
-    with SQLiteStore(path) as s:
+    with reopen(path) as s:
         assert s.submission("s1").outcome is Outcome.ABORTED  # type: ignore[union-attr]
         assert seq > before[0][0].seq
 
@@ -709,6 +817,8 @@ _LEASE_WORKER = textwrap.dedent(
     from flue_nb.runtime.store.sqlite import SQLiteStore
     db, owner, tmp, mode = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     ttl = float(sys.argv[5])
+    if db.startswith("postgresql://"):
+        from flue_nb.runtime.store.postgres import PostgresStore as SQLiteStore
     store = SQLiteStore(db)
     (tmp / f"ready-{owner}").touch()
     while not (tmp / "go").exists():
@@ -742,6 +852,8 @@ _APPEND_WORKER = textwrap.dedent(
     from flue_nb.runtime.store.sqlite import SQLiteStore
     from flue_nb.runtime.store import Outcome
     db, name, tmp, n = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+    if db.startswith("postgresql://"):
+        from flue_nb.runtime.store.postgres import PostgresStore as SQLiteStore
     store = SQLiteStore(db)  # both open a fresh file at once: the migration must run once
     (tmp / f"ready-{name}").touch()
     while not (tmp / "go").exists():
@@ -799,9 +911,8 @@ def _run_pair(tmp: Path, procs: list[subprocess.Popen[str]], names: list[str]) -
 
 
 @pytest.mark.parametrize("mode", ["release", "expire"])
-def test_two_processes_contend_for_one_lease(tmp_path: Path, mode: str) -> None:
-    db = tmp_path / "s.sqlite"
-    SQLiteStore(db).close()
+def test_two_processes_contend_for_one_lease(tmp_path: Path, mode: str, db: str) -> None:
+    reopen(db).close()
     ttl = 60.0 if mode == "release" else 1.0
     procs = [_spawn(_LEASE_WORKER, db, owner, tmp_path, mode, ttl) for owner in ("p1", "p2")]
     results = _run_pair(tmp_path, procs, ["p1", "p2"])
@@ -814,13 +925,15 @@ def test_two_processes_contend_for_one_lease(tmp_path: Path, mode: str) -> None:
         assert lost["acquired_at"] >= won["released_at"]
     else:
         assert lost["acquired_at"] >= won["expires"]
-    with SQLiteStore(db) as s:
+    with reopen(db) as s:
         lease = s.lease("c")
         assert lease is not None and lease[0] == lost["owner"]
 
 
-def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "fresh.sqlite"  # not created yet: both processes race to create it
+def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(
+    tmp_path: Path, db: str
+) -> None:
+    # `db` does not exist yet (or is an empty database): both processes race to create it.
     n = 300
     procs = [_spawn(_APPEND_WORKER, db, name, tmp_path, n) for name in ("a", "b")]
     results = _run_pair(tmp_path, procs, ["a", "b"])
@@ -834,9 +947,10 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_pat
     assert len(set(all_subs)) == len(all_subs) == 2 * n
     per_worker = sum(1 + i % 3 for i in range(n))
     assert len(set(all_recs)) == len(all_recs) == 2 * per_worker
-    assert _query(db, "PRAGMA integrity_check") == [("ok",)]
-    assert _query(db, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
-    with SQLiteStore(db) as s:
+    if not db.startswith("postgresql://"):
+        assert _query(Path(db), "PRAGMA integrity_check") == [("ok",)]
+        assert _query(Path(db), "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    with reopen(db) as s:
         for name, result in zip(("a", "b"), results, strict=True):
             records = s.records(name)
             assert [r.seq for r in records if r.kind == "message"] == result["recs"]

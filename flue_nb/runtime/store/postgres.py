@@ -520,13 +520,15 @@ class PostgresStore:
 
         def tx(conn: Any) -> bool:
             row = conn.execute(
-                "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
+                "SELECT conversation_id, state FROM submissions WHERE id = %s", (submission_id,)
             ).fetchone()
             if row is None:
                 raise StoreError(
                     f"cannot settle unknown submission {submission_id!r}", submission_id=submission_id
                 )
-            key = row[0]
+            key, state = row
+            if state == _SETTLED:
+                return False  # already settled: nothing changes, whoever asks
             if owner is not None:
                 self._fence(conn, key, self._cid(key), owner)
             else:
