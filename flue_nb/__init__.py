@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "FlueError": "flue_nb.runtime.errors",
     "HookError": "flue_nb.runtime.errors",
     "LimitExceeded": "flue_nb.runtime.errors",
+    "McpConnectionError": "flue_nb.runtime.errors",
     "ModelNotConfiguredError": "flue_nb.runtime.errors",
     "NoSandboxError": "flue_nb.runtime.errors",
     "ProviderError": "flue_nb.runtime.errors",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "local": "flue_nb.runtime.sandbox.local",
     "tool": "flue_nb.runtime.tools.tool",
     "use_instruction": "flue_nb.runtime.agent.hooks",
+    "use_mcp": "flue_nb.runtime.agent.hooks",
     "use_model": "flue_nb.runtime.agent.hooks",
     "use_persistent_state": "flue_nb.runtime.agent.hooks",
     "use_sandbox": "flue_nb.runtime.agent.hooks",
@@ -95,6 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from flue_nb.runtime.events import Event
     from flue_nb.runtime.agent.hooks import (
         use_instruction,
+        use_mcp,
         use_model,
         use_persistent_state,
         use_sandbox,

@@ -9,12 +9,12 @@ import flue_nb
 
 EXPECTED = [
     "AgentDef", "CompactionConfig", "ConfigError", "ContextOverflowError", "DelegationDepthExceededError",
-    "Event", "FlueError", "HookError", "LimitExceeded", "ModelNotConfiguredError", "NoSandboxError",
+    "Event", "FlueError", "HookError", "LimitExceeded", "McpConnectionError", "ModelNotConfiguredError", "NoSandboxError",
     "ProviderError", "ProviderHTTPError", "Receipt", "RunError", "SandboxError", "SandboxTimeoutError",
     "Session", "SessionBusyError", "StoreError", "SubmissionAbortedError", "SubmissionRetryExhaustedError",
     "SubmissionTimeoutError", "Tool", "ToolContext", "ToolInputValidationError", "ToolNameConflictError",
     "ToolOutput", "ToolRetry", "agent", "define_subagent", "define_tool", "init", "kernel",
-    "load_ipython_extension", "local", "tool", "unload_ipython_extension", "use_instruction", "use_model",
+    "load_ipython_extension", "local", "tool", "unload_ipython_extension", "use_instruction", "use_mcp", "use_model",
     "use_persistent_state", "use_sandbox", "use_skill", "use_subagent", "use_tool",
 ]
 
@@ -42,7 +42,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_importing_flue_nb_is_light():
     mods = _modules_after("import flue_nb")
-    assert not {"anthropic", "tiktoken", "anywidget", "ipywidgets", "IPython", "pydantic"} & mods
+    assert not {"anthropic", "tiktoken", "anywidget", "ipywidgets", "IPython", "pydantic", "mcp"} & mods
 
 
 def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
@@ -56,5 +56,5 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
         "print(flue.init(a, db=':memory:').prompt('hello'))\n"
     )
     mods = _modules_after(code)
-    assert not {"IPython", "ipykernel", "anthropic", "anywidget", "ipywidgets"} & mods
+    assert not {"IPython", "ipykernel", "anthropic", "anywidget", "ipywidgets", "mcp"} & mods
     assert "flue_nb.notebook" not in mods

@@ -8,7 +8,8 @@ is re-read at every turn boundary (contract 9.3).
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "Rendered",
     "render",
     "use_instruction",
+    "use_mcp",
     "use_model",
     "use_persistent_state",
     "use_sandbox",
@@ -46,6 +48,8 @@ class Rendered:
     skills: list[Any] = field(default_factory=list)
     subagents: list[SubagentDef] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
+    mcp: list[Any] = field(default_factory=list)
+    """`McpServer`s declared with `use_mcp`, in order."""
 
 
 @dataclass(slots=True)
@@ -149,6 +153,70 @@ def use_tool(tool: Tool) -> None:
     if any(t.name == tool.name for t in frame.rendered.tools):
         raise ToolNameConflictError(f"two tools are named {tool.name!r}; tool names must be unique")
     frame.rendered.tools.append(tool)
+
+
+def use_mcp(
+    name: str,
+    *,
+    command: Sequence[str] | None = None,
+    url: str | None = None,
+    tools: Sequence[str] | None = None,
+    optional: bool = False,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """Mount an MCP server's tools as `mcp__<name>__<tool>`.
+
+    The connection opens at the first render that declares the server and is reused by later
+    submissions in this process. If it cannot connect, the submission fails before the model runs
+    (`McpConnectionError`), or, with `optional=True`, runs without those tools and the model is
+    told why.
+
+    Args:
+        name: A short name for the server (letters, digits, `_`, `-`); it prefixes its tools.
+        command: Start a stdio server with this command line, e.g. `["python", "server.py"]`.
+        url: Or connect to a streamable-HTTP server at this URL.
+        tools: Mount only these of the server's tools (default: all it lists).
+        optional: Run without the server when it cannot be reached instead of failing.
+        env: Extra environment variables for a stdio server.
+        cwd: Working directory of a stdio server.
+        headers: HTTP headers sent to an HTTP server (e.g. authorization).
+        timeout: Seconds allowed to start the server, initialise and list its tools.
+    """
+    frame = _current("use_mcp")
+    from flue_nb.runtime.tools.mcp import McpServer
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ConfigError(f"`use_mcp()` needs a name of letters, digits, `_` or `-`, got {name!r}")
+    if (command is None) == (url is None):
+        raise ConfigError(f"`use_mcp({name!r})` needs exactly one of `command=[...]` (stdio) or `url=...` (HTTP)")
+    if command is not None:
+        if isinstance(command, str) or not command or not all(isinstance(c, str) and c for c in command):
+            raise ConfigError(
+                f"`use_mcp({name!r})`: `command` must be a non-empty list of strings, "
+                f"e.g. command=['python', 'server.py'], got {command!r}"
+            )
+    if url is not None and not (isinstance(url, str) and re.match(r"https?://", url)):
+        raise ConfigError(f"`use_mcp({name!r})`: `url` must start with http:// or https://, got {url!r}")
+    if tools is not None and (isinstance(tools, str) or not all(isinstance(t, str) for t in tools)):
+        raise ConfigError(f"`use_mcp({name!r})`: `tools` must be a list of tool names, got {tools!r}")
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"`use_mcp({name!r})`: `timeout` must be a positive number of seconds, got {timeout!r}")
+    if any(s.name == name for s in frame.rendered.mcp):
+        raise HookError(f"two MCP servers are named {name!r}; names must be unique")
+    frame.rendered.mcp.append(McpServer(
+        name,
+        command=tuple(command) if command is not None else None,
+        url=url,
+        tools=tuple(tools) if tools is not None else None,
+        optional=bool(optional),
+        env=tuple(sorted(env.items())) if env else None,
+        cwd=str(cwd) if cwd is not None else None,
+        headers=tuple(sorted(headers.items())) if headers else None,
+        timeout=float(timeout),
+    ))
 
 
 def use_skill(skill: Any) -> None:

@@ -24,6 +24,7 @@ from flue_nb.runtime.agent.prompt import compose_system, describe_environment, d
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
 from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
@@ -139,6 +140,7 @@ class AgentRun:
     async def render(self) -> None:
         """Re-render the agent and bring tools, sandbox, prompt and signals up to date (9.3)."""
         rendered = render(self.agent, is_subagent=self.is_subagent, state=self.state, set_state=self._set_state)
+        first = self.rendered is None
         self.rendered = rendered
         spec = rendered.model if rendered.model is not None else self.model_override
         self.model = self._resolve(spec)
@@ -156,16 +158,21 @@ class AgentRun:
         skills = [*rendered.skills, *(self._workspace_skills or [])] if self.sandbox is not None else list(rendered.skills)
         framework = self._framework_tools(tuple(rendered.subagents), tuple(skills))
         sandbox_tools = self._tools_of(self.sandbox) if self.sandbox is not None else []
-        self.tools = assemble_tools(sandbox_tools, framework, rendered.tools)
+        # A required MCP server that cannot connect fails the submission here, before the model runs.
+        mcp_tools, unavailable = await mount_mcp(rendered.mcp, first=first)
+        self.tools = assemble_tools(sandbox_tools, framework, [*rendered.tools, *mcp_tools])
         cwd = self.sandbox.cwd if self.sandbox is not None else None
         roster = make_roster(self.tools, skills, rendered.subagents, cwd)
+        if unavailable:
+            roster["mcp_unavailable"] = unavailable
         if self.transcript.system is None:
             env = await describe_environment(self.sandbox) if self.sandbox is not None else None
             self.transcript.system = compose_system(rendered.instructions, env, skills, rendered.subagents)
             self.transcript.roster = roster
             self.recorder.append([], extra=[("system", {"text": self.transcript.system, "roster": roster})])
-            return
-        signals = diff_roster(self.transcript.roster, roster)
+            signals = unavailable_signals(None, roster)
+        else:
+            signals = diff_roster(self.transcript.roster, roster) + unavailable_signals(self.transcript.roster, roster)
         self.transcript.roster = roster
         if signals:
             self._add(signals, extra=[("event", {"roster": roster})])
