@@ -245,10 +245,15 @@ class Conversation:
             if sub.attempts >= self.agent.max_attempts:
                 cause = f": {last_error.message}" if last_error else ""
                 return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {self.agent.max_attempts} attempts{cause}", last_error)
-            self.store.update_submission(
-                sid, state=S.RUNNING, attempts=sub.attempts + 1, started_at=sub.started_at or now,
-                lease_owner=self.owner, lease_expires=now + self.lease_ttl,
-            )
+            try:
+                # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
+                # must not start another attempt, rewrite the owner or call the model again.
+                self.store.update_submission(
+                    sid, owner=self.owner, state=S.RUNNING, attempts=sub.attempts + 1, started_at=sub.started_at or now,
+                    lease_owner=self.owner, lease_expires=now + self.lease_ttl,
+                )
+            except SessionBusyError:
+                return self._lost(sid)
             self.current = sub
             emit("submission_running", attempt=sub.attempts + 1)
             emit("agent_start", agent=self.agent.name)

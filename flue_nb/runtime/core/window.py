@@ -45,7 +45,7 @@ class StoreRecorder:
         if data is None:
             self.store.clear_partial(self.sid)
         else:
-            self.store.put_partial(self.sid, data)
+            self.store.put_partial(self.sid, data, owner=self.owner)
 
     def step(self, call_id: str, name: str, value: Any) -> None:
         """Record one durable step's value."""
