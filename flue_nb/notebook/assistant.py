@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from flue_nb.runtime.agent import AgentDef, agent
-from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError
 from flue_nb.runtime.agent.hooks import use_model, use_sandbox
 
 from flue_nb.notebook.kernel_sandbox import kernel
@@ -46,10 +46,8 @@ NO_MODEL_HELP = (
 )
 
 
-class NoModelError(ConfigError):
-    """No model setting and no `ANTHROPIC_API_KEY`: `%flue` has nothing to talk to."""
-
-    type = "model_not_configured"
+NoModelError = ModelNotConfiguredError
+"""No model setting and no `ANTHROPIC_API_KEY`: `%flue` has nothing to talk to (the same class)."""
 
 
 def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:

@@ -12,7 +12,23 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from flue_nb.runtime.events import Event
+from flue_nb.runtime.events import (
+    CompactionEnd,
+    CompactionStart,
+    Event,
+    Log,
+    MessageEnd,
+    Signal,
+    SubmissionRecovery,
+    SubmissionRunning,
+    SubmissionSettled,
+    TaskEnd,
+    TaskStart,
+    TextDelta,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+)
 
 __all__ = ["CellView", "Status", "TextView", "summarize_call"]
 
@@ -95,6 +111,8 @@ class CellView:
     _tools: dict[str, _Tool] = field(default_factory=dict, repr=False)
     _recovering: set[str] = field(default_factory=set, repr=False)
     _recovered: set[str] = field(default_factory=set, repr=False)
+    _following: str | None = field(default=None, repr=False)
+    """The response this cell's message joined, whose events this cell shows from then on."""
 
     # --- folding events ---------------------------------------------------------------------
 
@@ -132,83 +150,91 @@ class CellView:
                 return self._other(event)
             return self._own(event)
 
-    def _other(self, ev: Event) -> bool:
-        # Another submission of this conversation: show only recovery, which this cell waited on.
-        sid = ev.submission_id or ""
-        if ev.type == "submission_recovery":
-            return self._recovering_note(sid)
-        if ev.type == "submission_settled":
-            return self._recovered_note(sid, ev.data.get("outcome", "?"))
-        if (
-            ev.type == "log"
-            and ev.data.get("message") == "joined"
-            and ev.data.get("joined_submission_id") == self.submission_id
-        ):
-            self.lines.append(_Line("note", "(joined the response that was already running)"))
-            return True
+    def _other(self, event: Event) -> bool:
+        # Another submission of this conversation: recovery this cell waited on, and the response
+        # this cell's message joined (from the join on, its events are this cell's too).
+        sid = event.submission_id or ""
+        if sid == self._following:
+            return self._own(event)
+        match event:
+            case SubmissionRecovery():
+                return self._recovering_note(sid)
+            case SubmissionSettled(outcome=outcome, result=result, error=error):
+                if not self._recovered_note(sid, outcome):
+                    return False
+                if outcome == "completed" and result:
+                    self.lines.append(_Line("text", chunks=[result]))
+                elif error is not None:
+                    self.lines.append(_Line("note", f"  {error.type}: {_one_line(error.message, 120)}"))
+                return True
+            case MessageEnd(role="user", from_submission_id=origin) if origin == self.submission_id:
+                self._following = sid
+                self.lines.append(_Line("note", "↪ joined the response that was already running"))
+                return True
         return False
 
-    def _own(self, ev: Event) -> bool:
-        d = ev.data
-        if ev.type == "submission_running":
-            self.status = "running"
-            return True
-        if ev.type == "text_delta":
-            if ev.task_id:
-                return False  # a subagent's text shows in its task line, not as the answer
-            if self.lines and self.lines[-1].kind == "text":
-                self.lines[-1].chunks.append(d.get("delta", ""))
-            else:
-                self.lines.append(_Line("text", chunks=[d.get("delta", "")]))
-            return True
-        if ev.type == "tool_start":
-            tool = _Tool(
-                d.get("call_id", ""),
-                d.get("name", "?"),
-                summarize_call(d.get("name", ""), d.get("input")),
-            )
-            self._tools[tool.call_id] = tool
-            self.lines.append(_Line("tool", tool=tool))
-            return True
-        if ev.type == "tool":
-            tool = self._tools.get(d.get("call_id", ""))
-            if tool is None:
+    def _own(self, event: Event) -> bool:
+        match event:
+            case SubmissionRunning():
+                self.status = "running"
+                return True
+            case TextDelta(task_id=None, delta=delta):
+                if self.lines and self.lines[-1].kind == "text":
+                    self.lines[-1].chunks.append(delta)
+                else:
+                    self.lines.append(_Line("text", chunks=[delta]))
+                return True
+            case ToolStart(call_id=call_id, name=name, input=args, task_id=None):
+                tool = _Tool(call_id, name, summarize_call(name, dict(args)))
+                self._tools[call_id] = tool
+                self.lines.append(_Line("tool", tool=tool))
+                return True
+            case ToolEnd(call_id=call_id, is_error=is_error, content=content, duration_ms=ms, task_id=None):
+                tool = self._tools.get(call_id)
+                if tool is None:
+                    return False
+                tool.ok = not is_error
+                tool.error = "" if tool.ok else _one_line(content, 80)
+                tool.preview = _one_line(content) if tool.ok else ""
+                tool.duration_ms = ms
+                return True
+            case Signal(signal_type=kind, changes=changes):
+                what = "; ".join(c.replace("`", "") for c in changes)
+                self.lines.append(_Line("note", f"· signal ({kind}): {what}" if what else f"· signal ({kind})"))
+                return True
+            case CompactionStart(reason=reason):
+                self.lines.append(_Line("note", f"· compacting the context ({reason})…"))
+                return True
+            case CompactionEnd(is_error=True, error=error):
+                self.lines.append(_Line("note", f"· compaction failed: {_one_line(error or '', 80)}"))
+                return True
+            case CompactionEnd(skipped=True):
+                self.lines.append(_Line("note", "· compaction: nothing old enough to fold"))
+                return True
+            case CompactionEnd(tokens_before=before, tokens_after=after, messages_before=mb, messages_after=ma):
+                self.lines.append(_Line("note", f"· compacted: {before:,} → {after:,} tokens ({mb} → {ma} messages)"))
+                return True
+            case TaskStart(agent=agent, description=description):
+                self.lines.append(_Line("note", f"· task → {agent}: {_one_line(description or '')}"))
+                return True
+            case TaskEnd(agent=agent, is_error=True, error=error):
+                self.lines.append(_Line("note", f"· task ← {agent}: ✗ {_one_line(error or '', 80)}"))
+                return True
+            case TaskEnd(agent=agent, text=text):
+                self.lines.append(_Line("note", f"· task ← {agent}: {_one_line(text or '')}"))
+                return True
+            case TurnEnd(usage=usage, task_id=None) if usage is not None:
+                self.tokens["total"] = self.tokens.get("total", 0) + usage.total
                 return False
-            tool.ok = not d.get("is_error", False)
-            tool.error = "" if tool.ok else _one_line(d.get("content", ""), 80)
-            tool.preview = _one_line(d.get("content", "")) if tool.ok else ""
-            tool.duration_ms = d.get("duration_ms")
-            return True
-        if ev.type == "signal":
-            self.lines.append(_Line("note", f"· signal: {d.get('signal_type')}"))
-            return True
-        if ev.type == "compaction_start":
-            self.lines.append(_Line("note", f"· compacting the context ({d.get('reason')})…"))
-            return True
-        if ev.type == "compaction":
-            if d.get("is_error"):
-                text = f"· compaction failed: {_one_line(d.get('error', ''), 80)}"
-            elif d.get("skipped"):
-                text = "· compaction: nothing old enough to fold"
-            else:
-                text = f"· compacted: {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
-            self.lines.append(_Line("note", text))
-            return True
-        if ev.type == "task_start":
-            what = _one_line(d.get("description", ""))
-            self.lines.append(_Line("note", f"· task → {d.get('agent')}: {what}"))
-            return True
-        if ev.type == "turn" and d.get("usage"):
-            self.tokens["total"] = self.tokens.get("total", 0) + int(d["usage"])
-            return False
-        if ev.type == "log" and d.get("retry"):
-            self.lines.append(_Line("note", f"· {d.get('message')}"))
-            return True
-        if ev.type == "submission_settled":
-            self.status = d.get("outcome", "completed")
-            err = d.get("error") or {}
-            self.error = err.get("message", "") if self.status != "completed" else ""
-            return True
+            case Log(kind="retry", message=message):
+                self.lines.append(_Line("note", f"· {message}"))
+                return True
+            case SubmissionSettled(outcome=outcome, error=error):
+                if event.submission_id != self.submission_id:
+                    return False  # the response this cell joined settled; ours follows
+                self.status = outcome
+                self.error = error.message if error is not None and outcome != "completed" else ""
+                return True
         return False
 
     def settle(self, status: Status, error: str = "") -> None:
@@ -258,7 +284,7 @@ class CellView:
                     mark = "…" if t.ok is None else ("✓" if t.ok else err)
                     summary = f" `{t.summary.replace('`', 'ˋ')}`" if t.summary else ""
                     preview = f" → `{t.preview.replace('`', 'ˋ')}`" if t.preview else ""
-                    parts.append(f"> 🔧 **{t.name}**{summary} {mark}{preview}")
+                    parts.append(f"> ▸ **{t.name}**{summary} {mark}{preview}")
             parts.append(f"*{self._footer()}*")
         return "\n\n".join(p for p in parts if p)
 

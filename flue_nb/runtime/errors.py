@@ -6,6 +6,7 @@
     │   ├── ToolNameConflictError        tool_name_conflict
     │   ├── NoSandboxError               no_sandbox
     │   ├── ModelNotConfiguredError      model_not_configured
+    │   ├── CassetteDriftError           cassette_drift (a replay differs from its recording)
     │   └── McpConnectionError           mcp_connection_failed
     ├── ToolInputValidationError         tool_input_validation (becomes an error result)
     ├── StoreError                       store_error
@@ -20,7 +21,11 @@
         │   └── DelegationDepthExceededError   delegation_depth_exceeded
         ├── SubmissionAbortedError       submission_aborted
         ├── SubmissionTimeoutError       submission_timeout
-        └── SubmissionRetryExhaustedError    submission_retry_exhausted
+        ├── SubmissionRetryExhaustedError    submission_retry_exhausted
+        └── InternalError                internal_error (a bug in flue_nb; the submission still settles)
+
+Every class has its own code; `error_from_dict` looks codes up in one explicit table, so a
+stored error always comes back as the class that `except flue_nb.<TheError>` catches.
 
 `ToolRetry` is not an error of ours: tool code raises it to send a message back to the model.
 """
@@ -30,11 +35,13 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "CassetteDriftError",
     "ConfigError",
     "ContextOverflowError",
     "DelegationDepthExceededError",
     "FlueError",
     "HookError",
+    "InternalError",
     "LimitExceeded",
     "McpConnectionError",
     "ModelNotConfiguredError",
@@ -112,6 +119,12 @@ class McpConnectionError(ConfigError):
     """
 
     type = "mcp_connection_failed"
+
+
+class CassetteDriftError(ConfigError):
+    """A replayed request differs from the recorded one, or the cassette ran out."""
+
+    type = "cassette_drift"
 
 
 class ToolInputValidationError(FlueError):
@@ -230,6 +243,12 @@ class SubmissionRetryExhaustedError(RunError):
     type = "submission_retry_exhausted"
 
 
+class InternalError(RunError):
+    """A bug in flue_nb itself; the submission settles `failed` with it instead of hanging."""
+
+    type = "internal_error"
+
+
 class ToolRetry(Exception):
     """Raised by tool code to hand `message` back to the model as an error result."""
 
@@ -238,18 +257,22 @@ class ToolRetry(Exception):
         self.message = message
 
 
-def _all_subclasses(cls: type[FlueError]) -> list[type[FlueError]]:
-    out = []
-    for sub in cls.__subclasses__():
-        out.append(sub)
-        out.extend(_all_subclasses(sub))
-    return out
+ERROR_TYPES: dict[str, type[FlueError]] = {
+    cls.type: cls
+    for cls in (
+        FlueError, ConfigError, HookError, ToolNameConflictError, NoSandboxError, ModelNotConfiguredError,
+        McpConnectionError, CassetteDriftError, ToolInputValidationError, StoreError, SessionBusyError,
+        RunError, ProviderError, ProviderHTTPError, ContextOverflowError, SandboxError, SandboxTimeoutError,
+        LimitExceeded, DelegationDepthExceededError, SubmissionAbortedError, SubmissionTimeoutError,
+        SubmissionRetryExhaustedError, InternalError,
+    )
+}
+"""Type code → class: the one table `error_from_dict` reads (a test checks codes are unique)."""
 
 
 def error_from_dict(data: dict[str, Any]) -> FlueError:
     """Rebuild an error stored by `FlueError.to_dict` (unknown types become a plain `RunError`)."""
-    by_type = {c.type: c for c in [FlueError, *_all_subclasses(FlueError)]}
-    cls = by_type.get(data.get("type", ""), RunError)
+    cls = ERROR_TYPES.get(data.get("type", ""), RunError)
     err = cls.__new__(cls)
     FlueError.__init__(err, data.get("message", ""), **data.get("details", {}))
     if isinstance(err, ProviderError):

@@ -1,13 +1,86 @@
-"""The one event type observers see (contract 15), and the small bus that delivers it."""
+"""What observers see of a conversation (contract 15): one closed union of frozen dataclasses.
+
+Every event carries the envelope of 15.1 — `type`, `event_index` (monotonic per conversation),
+`timestamp`, `conversation_id`, `submission_id`, `turn_id`, `task_id` — and the fields of its own
+type as attributes. Observers (`session.observe`, the cell transcript, the chat widget,
+`flue-nb run`) consume them with `match`:
+
+    match event:
+        case TextDelta(delta=d): ...
+        case ToolEnd(name=n, is_error=True): ...
+
+The types, one per event type of 15.2:
+
+=====================  ===================  ============================================
+type                   class                own fields
+=====================  ===================  ============================================
+agent_start            AgentStart           agent
+agent_end              AgentEnd             agent
+idle                   Idle                 —
+submission_queued      SubmissionQueued     text, accepted_at, state
+submission_running     SubmissionRunning    attempt, agent, model
+submission_settled     SubmissionSettled    outcome, result, error, joined_into, recovered
+submission_recovery    SubmissionRecovery   attempts
+turn_start             TurnStart            turn
+turn                   TurnEnd              turn, stop_reason, usage
+message_start          MessageStart         role
+message_end            MessageEnd           role, text, tool_calls, usage, aborted, from_submission_id
+text_delta             TextDelta            delta
+thinking_delta         ThinkingDelta        delta
+tool_start             ToolStart            call_id, name, input
+tool                   ToolEnd              call_id, name, is_error, content, duration_ms, details, ended
+task_start             TaskStart            agent, description, depth
+task                   TaskEnd              agent, is_error, text, error
+compaction_start       CompactionStart      reason, estimated_tokens
+compaction             CompactionEnd        reason, messages_before, messages_after, duration_ms,
+                                            is_error, tokens_before, tokens_after, summary, error,
+                                            skipped
+signal                 Signal               signal_type, text, changes
+log                    Log                  kind, message, error
+=====================  ===================  ============================================
+
+Events are a live view; the stored records are the truth (15.3): `Session.events()` rebuilds
+this list from the store (streamed deltas come back whole, one per message).
+"""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
-__all__ = ["Event", "EventBus", "EventType"]
+from flue_nb.runtime.messages import Usage
+
+__all__ = [
+    "AgentEnd",
+    "AgentStart",
+    "CompactionEnd",
+    "CompactionStart",
+    "ErrorInfo",
+    "Event",
+    "EventBus",
+    "EventType",
+    "Idle",
+    "Log",
+    "MessageEnd",
+    "MessageStart",
+    "Signal",
+    "SubmissionQueued",
+    "SubmissionRecovery",
+    "SubmissionRunning",
+    "SubmissionSettled",
+    "TaskEnd",
+    "TaskStart",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallInfo",
+    "ToolEnd",
+    "ToolStart",
+    "TurnEnd",
+    "TurnStart",
+]
 
 EventType = Literal[
     "agent_start",
@@ -32,23 +105,305 @@ EventType = Literal[
     "signal",
     "log",
 ]
+Outcome = Literal["completed", "failed", "aborted"]
+CompactionReason = Literal["threshold", "overflow", "manual"]
 
 
-@dataclass(slots=True)
-class Event:
-    """Something that happened in a conversation; `data` holds the type's own fields."""
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """A failure as it is stored: the stable `type` code of contract 16.1 and its message."""
 
-    type: EventType
-    event_index: int
-    timestamp: float
-    conversation_id: str
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any] | None) -> ErrorInfo | None:
+        """The `{type, message}` form the store keeps, as an `ErrorInfo` (None stays None)."""
+        if d is None:
+            return None
+        return cls(str(d.get("type", "error")), str(d.get("message", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallInfo:
+    """A tool call named in an assistant message."""
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Envelope:
+    event_index: int = -1
+    """Monotonic per conversation; set by the bus when the event is published."""
+    timestamp: float = 0.0
+    """Seconds since the epoch; set by the bus."""
+    conversation_id: str = ""
     submission_id: str | None = None
     turn_id: str | None = None
     task_id: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    """Set on events of a subagent's run: the `task` tool call that started it."""
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentStart(_Envelope):
+    """An attempt of a submission starts running the agent."""
+
+    type: Literal["agent_start"] = "agent_start"
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentEnd(_Envelope):
+    """The attempt stopped running the agent (before its submission settles)."""
+
+    type: Literal["agent_end"] = "agent_end"
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Idle(_Envelope):
+    """The queue is empty and nothing runs."""
+
+    type: Literal["idle"] = "idle"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionQueued(_Envelope):
+    """A message was admitted (10.1); `state` is `joining` when a response is live (10.3)."""
+
+    type: Literal["submission_queued"] = "submission_queued"
+    text: str
+    accepted_at: float
+    state: Literal["queued", "joining"] = "queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionRunning(_Envelope):
+    """An attempt of the submission started (11.1)."""
+
+    type: Literal["submission_running"] = "submission_running"
+    attempt: int
+    agent: str
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionSettled(_Envelope):
+    """The submission reached its one terminal outcome (10.4).
+
+    A joined message settles with the response that absorbed it: `joined_into` names that
+    submission and `result` is its reply.
+    """
+
+    type: Literal["submission_settled"] = "submission_settled"
+    outcome: Outcome
+    result: str | None = None
+    error: ErrorInfo | None = None
+    joined_into: str | None = None
+    recovered: bool = False
+    """True when a later owner finished it after the process that started it died."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionRecovery(_Envelope):
+    """A submission left running by a dead owner is being recovered (11.2)."""
+
+    type: Literal["submission_recovery"] = "submission_recovery"
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStart(_Envelope):
+    """A model call starts."""
+
+    type: Literal["turn_start"] = "turn_start"
+    turn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnd(_Envelope):
+    """A model call produced its message (it is stored before this event)."""
+
+    type: Literal["turn"] = "turn"
+    turn: int
+    stop_reason: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageStart(_Envelope):
+    """A message begins: the assistant starts streaming, or a user message enters the window."""
+
+    type: Literal["message_start"] = "message_start"
+    role: Literal["assistant", "user"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageEnd(_Envelope):
+    """A message is complete and stored.
+
+    For a user message, `from_submission_id` is the submission it came from: a message that
+    joined a live response (10.3) differs from the event's `submission_id`.
+    """
+
+    type: Literal["message_end"] = "message_end"
+    role: Literal["assistant", "user"]
+    text: str
+    tool_calls: tuple[ToolCallInfo, ...] = ()
+    usage: Usage | None = None
+    aborted: bool = False
+    from_submission_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_Envelope):
+    """A piece of the assistant's text as it streams."""
+
+    type: Literal["text_delta"] = "text_delta"
+    delta: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta(_Envelope):
+    """A piece of the assistant's thinking as it streams."""
+
+    type: Literal["thinking_delta"] = "thinking_delta"
+    delta: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStart(_Envelope):
+    """A tool call starts running."""
+
+    type: Literal["tool_start"] = "tool_start"
+    call_id: str
+    name: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolEnd(_Envelope):
+    """A tool call ended; `content` is what the model sees.
+
+    `details` is the tool's own structured extra (the `python` tool's namespace diff under
+    `namespace`, its result handle under `handle`). `ended` is `aborted` or `failed` when the run
+    stopped underneath the call.
+    """
+
+    type: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    is_error: bool
+    content: str
+    duration_ms: float | None = None
+    details: Mapping[str, Any] | None = None
+    ended: Literal["completed", "aborted", "failed"] = "completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskStart(_Envelope):
+    """A subagent starts (14.2); its own events carry this `task_id`."""
+
+    type: Literal["task_start"] = "task_start"
+    agent: str
+    description: str | None = None
+    depth: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskEnd(_Envelope):
+    """A subagent finished: `text` is its answer, or `error` says why it failed."""
+
+    type: Literal["task"] = "task"
+    agent: str
+    is_error: bool = False
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionStart(_Envelope):
+    """Compaction begins (13.7)."""
+
+    type: Literal["compaction_start"] = "compaction_start"
+    reason: CompactionReason
+    estimated_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionEnd(_Envelope):
+    """Compaction ended (13.7); `skipped` when nothing was old enough to fold."""
+
+    type: Literal["compaction"] = "compaction"
+    reason: CompactionReason
+    messages_before: int
+    messages_after: int
+    duration_ms: float
+    is_error: bool = False
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: str | None = None
+    error: str | None = None
+    skipped: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signal(_Envelope):
+    """A signal was appended for the model (12.2); `changes` says what changed, one line each."""
+
+    type: Literal["signal"] = "signal"
+    signal_type: Literal["resources", "environment"]
+    text: str
+    changes: tuple[str, ...] = ()
+
+
+LogKind = Literal["retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "tool_call_streaming"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Log(_Envelope):
+    """A diagnostic; `kind` says which (observers branch on it, never on `message`)."""
+
+    type: Literal["log"] = "log"
+    kind: LogKind
+    message: str
+    error: ErrorInfo | None = None
+    call_id: str | None = None
+    name: str | None = None
+
+
+Event = Union[
+    AgentStart,
+    AgentEnd,
+    Idle,
+    SubmissionQueued,
+    SubmissionRunning,
+    SubmissionSettled,
+    SubmissionRecovery,
+    TurnStart,
+    TurnEnd,
+    MessageStart,
+    MessageEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolStart,
+    ToolEnd,
+    TaskStart,
+    TaskEnd,
+    CompactionStart,
+    CompactionEnd,
+    Signal,
+    Log,
+]
+"""Every event an observer can receive."""
 
 Observer = Callable[[Event], None]
+Emit = Callable[[Event], Event]
+"""How the runtime publishes: takes an event, stamps what the caller left unset, delivers it."""
+
+_set = object.__setattr__
 
 
 class EventBus:
@@ -70,32 +425,23 @@ class EventBus:
 
         return stop
 
-    def emit(
-        self,
-        type: EventType,
-        *,
-        submission_id: str | None = None,
-        turn_id: str | None = None,
-        task_id: str | None = None,
-        **data: Any,
-    ) -> Event:
-        """Build the next event and deliver it; an observer's exception never breaks the run."""
-        event = Event(
-            type,
-            self._next_index,
-            self._clock(),
-            self.conversation_id,
-            submission_id,
-            turn_id,
-            task_id,
-            data,
-        )
+    def publish(self, event: Event, *, submission_id: str | None = None, task_id: str | None = None) -> Event:
+        """Stamp the envelope and deliver; an observer's exception never breaks the run.
+
+        The event is new and not yet shared, so stamping it in place is safe (and keeps a
+        10,000-delta answer from copying every event).
+        """
+        _set(event, "event_index", self._next_index)
+        _set(event, "timestamp", self._clock())
+        _set(event, "conversation_id", self.conversation_id)
+        if event.submission_id is None and submission_id is not None:
+            _set(event, "submission_id", submission_id)
+        if event.task_id is None and task_id is not None:
+            _set(event, "task_id", task_id)
         self._next_index += 1
         for cb in list(self._observers):
             try:
                 cb(event)
             except Exception:  # noqa: BLE001 - a broken observer must not fail the agent
-                import logging
-
-                logging.getLogger("flue_nb").exception("event observer failed on %s", type)
+                logging.getLogger("flue_nb").exception("event observer failed on %s", event.type)
         return event

@@ -122,6 +122,10 @@ class ToolResultMessage:
     name: str
     content: str
     is_error: bool = False
+    details: dict[str, Any] | None = field(default=None, compare=False)
+    """The tool's structured extra for observers (never sent to the model)."""
+    duration_ms: float | None = field(default=None, compare=False)
+    """How long the call ran (for observers redrawing it)."""
     kind: Literal["tool_result"] = "tool_result"
 
 
@@ -134,6 +138,8 @@ class SignalMessage:
 
     signal_type: SignalType
     text: str
+    changes: list[str] = field(default_factory=list)
+    """What changed, one line each (for observers; the model reads `text`)."""
     kind: Literal["signal"] = "signal"
 
     def render(self) -> str:
@@ -190,9 +196,14 @@ def message_to_dict(m: Message) -> dict[str, Any]:
     if isinstance(m, UserMessage):
         return {"kind": "user", "text": m.text, "submission_id": m.submission_id}
     if isinstance(m, ToolResultMessage):
-        return {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
+        d: dict[str, Any] = {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
+        if m.details:
+            d["details"] = m.details
+        if m.duration_ms is not None:
+            d["duration_ms"] = m.duration_ms
+        return d
     if isinstance(m, SignalMessage):
-        return {"kind": "signal", "signal_type": m.signal_type, "text": m.text}
+        return {"kind": "signal", "signal_type": m.signal_type, "text": m.text, "changes": m.changes}
     return {"kind": "summary", "text": m.text}
 
 
@@ -211,9 +222,10 @@ def message_from_dict(d: dict[str, Any]) -> Message:
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"))
     if k == "tool_result":
-        return ToolResultMessage(d["call_id"], d["name"], d["content"], d.get("is_error", False))
+        return ToolResultMessage(d["call_id"], d["name"], d["content"], d.get("is_error", False),
+                                 d.get("details"), d.get("duration_ms"))
     if k == "signal":
-        return SignalMessage(d["signal_type"], d["text"])
+        return SignalMessage(d["signal_type"], d["text"], list(d.get("changes") or []))
     if k == "summary":
         return SummaryMessage(d["text"])
     raise ValueError(f"unknown message kind {k!r}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from flue_nb.notebook._live import LiveOutput
 from flue_nb.notebook.display import CellView
-from flue_nb.runtime.events import Event
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.events import ErrorInfo, Event
 
 
-def _ev(type_: str, sid: str | None = "s1", **data) -> Event:
-    return Event(type_, 0, 0.0, "c1", sid, None, None, data)  # type: ignore[arg-type]
+def _delta(text: str, sid: str = "s1") -> Event:
+    return ev.TextDelta(delta=text, submission_id=sid)
 
 
 class _Clock:
@@ -26,8 +27,8 @@ def test_deltas_are_batched_to_one_update_per_interval_plus_the_final_one():
     live.bind("s1")
     for i in range(1000):  # 1000 deltas over 1 s of (fake) time
         clock.now = i / 1000
-        live.feed(_ev("text_delta", delta=f"w{i} "))
-    live.feed(_ev("submission_settled", outcome="completed"))
+        live.feed(_delta(f"w{i} "))
+    live.feed(ev.SubmissionSettled(outcome="completed", submission_id="s1"))
     live.finish()
     assert 2 <= len(sent) <= 1 / 0.1 + 2
     assert sent[-1].startswith("w0 w1 ") and sent[-1].endswith("w999\n[✓ completed]")
@@ -38,7 +39,7 @@ def test_nothing_is_sent_after_the_final_update():
     live = LiveOutput(CellView("hi", "c1"), sent.append, interval=0.0)
     live.bind("s1")
     live.finish("FINAL")
-    live.feed(_ev("text_delta", delta="late"))
+    live.feed(_delta("late"))
     live.flush()
     assert sent == ["FINAL"]
 
@@ -46,40 +47,38 @@ def test_nothing_is_sent_after_the_final_update():
 def test_events_before_the_submission_id_is_known_are_kept():
     view = CellView("hi", "c1")
     live = LiveOutput(view, lambda obj: None, interval=0.0)
-    live.feed(_ev("text_delta", delta="early "))
-    live.feed(_ev("text_delta", sid="other", delta="not ours"))
+    live.feed(_delta("early "))
+    live.feed(_delta("not ours", sid="other"))
     live.bind("s1")
-    live.feed(_ev("text_delta", delta="late"))
+    live.feed(_delta("late"))
     assert view.text_plain() == "early late\n[queued…]"
 
 
 def test_tool_signal_compaction_lines_and_metadata():
     view = CellView("hi", "c1", submission_id="s1")
-    for ev in [
-        _ev("submission_running"),
-        _ev("tool_start", call_id="a", name="bash", input={"command": "ls -la\nmore"}),
-        _ev(
-            "tool",
-            call_id="a",
-            name="bash",
-            is_error=False,
-            content="x.txt\ny.txt",
-            duration_ms=3.5,
-        ),
-        _ev("tool_start", call_id="b", name="read", input={"path": "nope.txt"}),
-        _ev("tool", call_id="b", name="read", is_error=True, content="File not found: nope.txt"),
-        _ev("signal", signal_type="roster_changed", text="..."),
-        _ev("compaction", tokens_before=900, tokens_after=200, is_error=False),
-        _ev("submission_settled", outcome="failed", error={"message": "boom"}),
+    s1 = {"submission_id": "s1"}
+    for event in [
+        ev.SubmissionRunning(attempt=1, agent="a", **s1),
+        ev.ToolStart(call_id="a", name="bash", input={"command": "ls -la\nmore"}, **s1),
+        ev.ToolEnd(call_id="a", name="bash", is_error=False, content="x.txt\ny.txt", duration_ms=3.5, **s1),
+        ev.ToolStart(call_id="b", name="read", input={"path": "nope.txt"}, **s1),
+        ev.ToolEnd(call_id="b", name="read", is_error=True, content="File not found: nope.txt", **s1),
+        ev.Signal(signal_type="resources", text="...", changes=("Mounted tools: `lookup`",), **s1),
+        ev.CompactionStart(reason="threshold", estimated_tokens=900, **s1),
+        ev.CompactionEnd(reason="threshold", messages_before=9, messages_after=3, duration_ms=1.0,
+                         tokens_before=900, tokens_after=200, summary="## Goal\nsecret summary", **s1),
+        ev.SubmissionSettled(outcome="failed", error=ErrorInfo("run_error", "boom"), **s1),
     ]:
-        view.apply(ev)
+        view.apply(event)
     assert view.text_plain().split("\n") == [
         "· bash: ls -la… ✓ → x.txt…",
         "· read: nope.txt ✗ File not found: nope.txt",
-        "· signal: roster_changed",
-        "· compacted: 900 → 200 tokens",
+        "· signal (resources): Mounted tools: lookup",
+        "· compacting the context (threshold)…",
+        "· compacted: 900 → 200 tokens (9 → 3 messages)",
         "[✗ failed: boom]",
     ]
+    assert "Goal" not in view.markdown()  # the summary is never shown as the answer
     meta = view._repr_mimebundle_()[1]["flue"]
     assert meta["tools"][0] == {"name": "bash", "ok": True, "duration_ms": 3.5}
     assert meta["tools"][1]["ok"] is False and meta["status"] == "failed"
@@ -89,11 +88,27 @@ def test_tool_signal_compaction_lines_and_metadata():
 def test_recovery_shown_once_from_the_store_and_from_events():
     view = CellView("hi", "c1", submission_id="s1")
     view.recovery("old")
-    view.apply(_ev("submission_recovery", sid="old"))
-    view.apply(_ev("submission_settled", sid="old", outcome="completed"))
+    view.apply(ev.SubmissionRecovery(attempts=1, submission_id="old"))
+    view.apply(ev.SubmissionSettled(outcome="completed", result="The old answer.", submission_id="old"))
     view.recovery("old", "completed")
     assert view.text_plain().split("\n") == [
         "↻ recovering submission old (interrupted)",
         "↻ recovered submission old: settled completed",
+        "The old answer.",
         "[queued…]",
+    ]
+
+
+def test_a_joined_message_shows_the_response_it_joined_and_its_own_outcome():
+    view = CellView("also this", "c1", submission_id="s2")
+    view.apply(ev.TextDelta(delta="before the join", submission_id="s1"))
+    view.apply(ev.MessageEnd(role="user", text="also this", from_submission_id="s2", submission_id="s1"))
+    view.apply(ev.TextDelta(delta="Handled both.", submission_id="s1"))
+    view.apply(ev.SubmissionSettled(outcome="completed", result="Handled both.", submission_id="s1"))
+    assert view.status == "queued"
+    view.apply(ev.SubmissionSettled(outcome="completed", result="Handled both.", joined_into="s1", submission_id="s2"))
+    assert view.text_plain().split("\n") == [
+        "↪ joined the response that was already running",
+        "Handled both.",
+        "[✓ completed]",
     ]

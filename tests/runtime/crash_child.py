@@ -214,7 +214,7 @@ class Child:
         elif (
             self.mode == "settle"
             and event.type == "turn"
-            and event.data.get("stop_reason") == "end_turn"
+            and event.stop_reason == "end_turn"
         ):
             # The final assistant message is recorded; settlement has not happened.
             self.mark("settle")

@@ -54,9 +54,9 @@ def test_compaction_13_3_threshold_is_checked_before_a_model_call_would_exceed_i
     assert kinds == ["summary", "assistant", "tool_result"]
     start = next(e for e in events if e.type == "compaction_start")
     done = next(e for e in events if e.type == "compaction")
-    assert start.data["reason"] == "threshold" and start.data["estimated_tokens"] > 8_000
-    assert done.data["messages_before"] == 3 and done.data["messages_after"] == 3
-    assert done.data["is_error"] is False and done.data["duration_ms"] >= 0
+    assert start.reason == "threshold" and start.estimated_tokens > 8_000
+    assert done.messages_before == 3 and done.messages_after == 3
+    assert done.is_error is False and done.duration_ms >= 0
 
 
 def test_compaction_13_3_threshold_is_checked_when_the_loop_goes_idle():
@@ -122,7 +122,7 @@ def test_compaction_13_5_overflow_compacts_and_retries_the_turn_once():
     s.observe(events.append)
     s.prompt("one " * 20)
     assert s.prompt("two") == "fits now"
-    assert [e.data["reason"] for e in events if e.type == "compaction_start"] == ["overflow"]
+    assert [e.reason for e in events if e.type == "compaction_start"] == ["overflow"]
     retried = turn_requests(model)[-1]
     assert isinstance(retried.messages[0], SummaryMessage)
 

@@ -57,7 +57,7 @@ def test_delegation_14_2_child_has_fresh_context_shares_sandbox_inherits_model_r
     types = [e.type for e in events]
     assert "task_start" in types and "task" in types
     child_tools = [e for e in events if e.type == "tool" and e.task_id is not None]
-    assert [e.data["name"] for e in child_tools] == ["read"]
+    assert [e.name for e in child_tools] == ["read"]
     # The child's messages are not in the parent's durable history.
     assert not any(isinstance(m, UserMessage) and m.text == "read notes.txt" for m in s.history())
 

@@ -49,9 +49,9 @@ def test_events_15_2_a_tool_run_emits_the_documented_sequence():
         "agent_end", "submission_settled", "idle",
     ]
     tool_event = next(e for e in events if e.type == "tool")
-    assert tool_event.data["name"] == "ping" and tool_event.data["is_error"] is False
-    assert tool_event.data["content"] == "pong" and tool_event.data["duration_ms"] >= 0
-    deltas = "".join(e.data["delta"] for e in events if e.type == "text_delta")
+    assert tool_event.name == "ping" and tool_event.is_error is False
+    assert tool_event.content == "pong" and tool_event.duration_ms >= 0
+    deltas = "".join(e.delta for e in events if e.type == "text_delta")
     assert deltas == "callingdone"
     assert set(types) <= set(get_args(EventType))
 

@@ -280,4 +280,4 @@ def test_abort_11_5_a_tool_interrupted_by_the_user_stops_the_run_instead_of_cont
     assert model.remaining == 1  # the run did not go on to the next model call
     assert s.submissions()[0].outcome == Outcome.ABORTED
     (end,) = [e for e in events if e.type == "tool"]
-    assert end.data["is_error"] and end.data["details"] == {"ended": "aborted"}
+    assert end.is_error and end.ended == "aborted"

@@ -128,7 +128,7 @@ def diff_roster(old: dict[str, Any] | None, new: dict[str, Any]) -> list[SignalM
             f"The environment changed. {where}\n{_full_roster_text(new)}\n"
             "Files and results from the previous environment may be gone; check before relying on them."
         )
-        return [SignalMessage("environment", text)]
+        return [SignalMessage("environment", text, [where])]
     lines = []
     for kind in ("tools", "skills", "subagents"):
         before, after = old.get(kind, {}), new.get(kind, {})
@@ -144,4 +144,4 @@ def diff_roster(old: dict[str, Any] | None, new: dict[str, Any]) -> list[SignalM
             lines.append(f"Changed {label}s: " + ", ".join(f"`{n}`" for n in changed))
     if not lines:
         return []
-    return [SignalMessage("resources", "Your resources changed.\n" + "\n".join(lines))]
+    return [SignalMessage("resources", "Your resources changed.\n" + "\n".join(lines), lines)]

@@ -11,12 +11,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
+    InternalError,
     ProviderError,
     SessionBusyError,
     RunError,
@@ -25,7 +27,8 @@ from flue_nb.runtime.errors import (
     SubmissionRetryExhaustedError,
     SubmissionTimeoutError,
 )
-from flue_nb.runtime.events import EventBus
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
 from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
@@ -33,6 +36,15 @@ from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.core.window import StoreRecorder, load_window
 
 __all__ = ["Conversation"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What an attempt's end means for its submission."""
+
+    kind: Literal["completed", "failed", "aborted", "retry", "lost", "timeout"]
+    error: FlueError | None = None
+    result: str | None = None
 
 log = logging.getLogger("flue_nb")
 
@@ -79,6 +91,7 @@ class Conversation:
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
         self._lease_lost = False
+        self._recovering: set[str] = set()
         store.ensure_conversation(conversation_id, now=settings.clock())
 
     # --- admission (any thread) ---------------------------------------------------------------
@@ -99,12 +112,12 @@ class Conversation:
     def _recorder(self, sid: str | None) -> StoreRecorder:
         return StoreRecorder(self.store, self.id, sid, self.settings.clock, owner=self.owner)
 
-    def emitter(self, sid: str | None) -> Callable[..., Any]:
+    def emitter(self, sid: str | None) -> Emit:
         """An event callback stamped with a submission id."""
-        bus = self.bus
+        publish = self.bus.publish
 
-        def emit(type: str, **data: Any) -> Any:
-            return bus.emit(type, submission_id=sid, turn_id=data.pop("turn_id", None), task_id=data.pop("task_id", None), **data)  # type: ignore[arg-type]
+        def emit(event: ev.Event) -> ev.Event:
+            return publish(event, submission_id=sid)
 
         return emit
 
@@ -113,8 +126,9 @@ class Conversation:
     def kick(self, admitted: Submission | None = None) -> None:
         """Start the worker if idle; note a newly admitted submission."""
         if admitted is not None:
-            self.bus.emit("submission_queued", submission_id=admitted.id, text=admitted.text,
-                          accepted_at=admitted.accepted_at, state=admitted.state.value)
+            state: Literal["queued", "joining"] = "joining" if admitted.state == S.JOINING else "queued"
+            self.bus.publish(ev.SubmissionQueued(submission_id=admitted.id, text=admitted.text,
+                                                 accepted_at=admitted.accepted_at, state=state))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._work())
 
@@ -192,10 +206,11 @@ class Conversation:
                 try:
                     await run.compact("threshold")
                 except FlueError as exc:
-                    self.bus.emit("log", message=f"idle compaction failed: {exc.message}")
+                    self.bus.publish(ev.Log(kind="idle_compaction_failed", message=f"idle compaction failed: {exc.message}",
+                                            error=ErrorInfo(exc.type, exc.message)))
                 finally:
                     self._busy_manual = False
-        self.bus.emit("idle")
+        self.bus.publish(ev.Idle())
 
     def _wake_all(self) -> None:
         for sub in self.store.submissions(self.id):
@@ -217,18 +232,29 @@ class Conversation:
                 if other.state == S.JOINING:
                     self.store.update_submission(other.id, expect=[S.JOINING], state=S.QUEUED)
         final = self.store.submission(sub.id)
-        self.bus.emit("submission_settled", submission_id=sub.id, outcome=final.outcome.value if final and final.outcome else outcome.value,
-                      result=result, error=err)
+        settled = final.outcome.value if final and final.outcome else outcome.value
+        recovered = sub.id in self._recovering
+        self._recovering.discard(sub.id)
+        self.bus.publish(ev.SubmissionSettled(submission_id=sub.id, outcome=settled, result=final.result if final else result,
+                                              error=ErrorInfo.of(final.error if final else err), recovered=recovered))
         self.settled_event(sub.id).set()
+        # Every joined message ends too, naming the response that absorbed it (10.4), so a
+        # stream or an observer waiting on that message ends with the reply it joined.
         for joined in self.store.submissions(self.id):
             if joined.joined_into == sub.id:
+                self.bus.publish(ev.SubmissionSettled(
+                    submission_id=joined.id, outcome=joined.outcome.value if joined.outcome else settled,
+                    result=final.result if final else result,
+                    error=ErrorInfo.of(joined.error), joined_into=sub.id,
+                ))
                 self.settled_event(joined.id).set()
 
     async def _run_submission(self, sub: Submission) -> None:
         sid = sub.id
         emit = self.emitter(sid)
         if sub.state == S.RUNNING:
-            emit("submission_recovery", attempts=sub.attempts)
+            self._recovering.add(sid)
+            emit(ev.SubmissionRecovery(attempts=sub.attempts))
         last_error: FlueError | None = None
         while True:
             sub = self.store.submission(sid)  # type: ignore[assignment]
@@ -245,78 +271,103 @@ class Conversation:
             if sub.attempts >= self.agent.max_attempts:
                 cause = f": {last_error.message}" if last_error else ""
                 return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {self.agent.max_attempts} attempts{cause}", last_error)
+            attempt = sub.attempts + 1
             try:
                 # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
                 # must not start another attempt, rewrite the owner or call the model again.
                 self.store.update_submission(
-                    sid, owner=self.owner, state=S.RUNNING, attempts=sub.attempts + 1, started_at=sub.started_at or now,
+                    sid, owner=self.owner, state=S.RUNNING, attempts=attempt, started_at=sub.started_at or now,
                     lease_owner=self.owner, lease_expires=now + self.lease_ttl,
                 )
             except SessionBusyError:
                 return self._lost(sid)
             self.current = sub
-            emit("submission_running", attempt=sub.attempts + 1)
-            emit("agent_start", agent=self.agent.name)
+            emit(ev.SubmissionRunning(attempt=attempt, agent=self.agent.name, model=self._model_id()))
+            emit(ev.AgentStart(agent=self.agent.name))
             try:
-                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub), remaining))
+                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub, attempt), remaining))
                 text = await asyncio.shield(self._run_task)
-            except asyncio.CancelledError:
+            except BaseException as exc:  # noqa: BLE001 - every failure maps to one decision below
                 if self._run_task is not None and not self._run_task.done():
                     self._run_task.cancel()
                     await asyncio.gather(self._run_task, return_exceptions=True)
-                fresh = self.store.submission(sid)
-                if self._lease_lost:
-                    return self._lost(sid)
-                if fresh is not None and fresh.abort_requested:
-                    self._keep_aborted_stream()
-                    self._close_dangling(sid, "Aborted by the user before this tool call finished.")
-                    self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted by the user"))
-                    return
-                raise
-            except asyncio.TimeoutError:
-                self._keep_aborted_stream()
-                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
-            except SessionBusyError:
-                return self._lost(sid)
-            except SubmissionAbortedError as exc:
-                # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
-                self.store.request_abort(self.id)
-                self._keep_aborted_stream()
-                self._close_dangling(sid, "Aborted by the user before this tool call finished.")
-                return self._settle(sub, Outcome.ABORTED, error=exc)
-            except (ConfigError, StoreError) as exc:
-                self._close_dangling(sid, "The run failed before this tool call finished.")
-                return self._settle(sub, Outcome.FAILED, error=exc)
-            except ProviderError as exc:
-                if not exc.transient:
-                    # Auth, bad request, an overflow that compaction could not cure: retrying won't help.
-                    self._close_dangling(sid, "The run failed before this tool call finished.")
-                    return self._settle(sub, Outcome.FAILED, error=exc)
-                last_error = exc
-                emit("log", message=f"attempt {sub.attempts + 1} failed: {exc.message}", error=exc.to_dict())
-                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(sub.attempts, 5)))
-                continue
-            except RunError as exc:
-                last_error = exc
-                emit("log", message=f"attempt {sub.attempts + 1} failed: {exc.message}", error=exc.to_dict())
-                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(sub.attempts, 5)))
-                continue
-            except Exception as exc:  # noqa: BLE001 - a bug in flue_nb still settles the submission
-                log.exception("flue_nb: internal error in conversation %r", self.id)
-                self._close_dangling(sid, "The run failed before this tool call finished.")
-                return self._settle(sub, Outcome.FAILED, error={"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+                decision = self._decide(sid, exc)
+                if decision is None:
+                    raise
+            else:
+                decision = _Decision("completed", result=text)
             finally:
                 self.current = None
                 self._run_task = None
-                emit("agent_end", agent=self.agent.name)
-            return self._settle(sub, Outcome.COMPLETED, result=text)
+                emit(ev.AgentEnd(agent=self.agent.name))
+            if decision.kind == "retry":
+                last_error = decision.error
+                assert decision.error is not None
+                emit(ev.Log(kind="attempt_failed", message=f"attempt {attempt} failed: {decision.error.message}",
+                            error=ErrorInfo(decision.error.type, decision.error.message)))
+                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(attempt - 1, 5)))
+                continue
+            return self._apply(sub, decision)
+
+    def _decide(self, sid: str, exc: BaseException) -> _Decision | None:
+        """The one place that turns a failure of an attempt into what happens next.
+
+        Returns None when the exception must propagate (the coordinator itself is being
+        cancelled and nobody asked for this submission to stop).
+        """
+        if isinstance(exc, asyncio.CancelledError):
+            if self._lease_lost:
+                return _Decision("lost")
+            fresh = self.store.submission(sid)
+            if fresh is not None and fresh.abort_requested:
+                return _Decision("aborted", error=SubmissionAbortedError("the submission was aborted by the user"))
+            return None
+        if isinstance(exc, asyncio.TimeoutError):
+            return _Decision("timeout")
+        if isinstance(exc, SessionBusyError):
+            return _Decision("lost")
+        if isinstance(exc, SubmissionAbortedError):
+            # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
+            self.store.request_abort(self.id)
+            return _Decision("aborted", error=exc)
+        if isinstance(exc, (ConfigError, StoreError)):
+            return _Decision("failed", error=exc)
+        if isinstance(exc, ProviderError):
+            # Auth, bad request, an overflow that compaction could not cure: retrying won't help.
+            return _Decision("retry" if exc.transient else "failed", error=exc)
+        if isinstance(exc, RunError):
+            return _Decision("retry", error=exc)
+        if isinstance(exc, Exception):
+            log.error("flue_nb: internal error in conversation %r", self.id, exc_info=exc)
+            return _Decision("failed", error=InternalError(f"{type(exc).__name__}: {exc}"))
+        return None
+
+    def _apply(self, sub: Submission, d: _Decision) -> None:
+        if d.kind == "completed":
+            return self._settle(sub, Outcome.COMPLETED, result=d.result)
+        if d.kind == "lost":
+            return self._lost(sub.id)
+        if d.kind == "timeout":
+            self._keep_aborted_stream()
+            return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
+        if d.kind == "aborted":
+            self._keep_aborted_stream()
+            self._close_dangling(sub.id, "Aborted by the user before this tool call finished.")
+            return self._settle(sub, Outcome.ABORTED, error=d.error)
+        self._close_dangling(sub.id, "The run failed before this tool call finished.")
+        return self._settle(sub, Outcome.FAILED, error=d.error)
+
+    def _model_id(self) -> str | None:
+        run = self.current_run
+        return run.model.info.id if run is not None and run.model is not None else None
 
     def _lost(self, sid: str) -> None:
         """We lost the lease mid-run: the new owner recovers `sid`; forget our in-memory window."""
         self._lease_lost = False
         self.transcript = None
         self.current_run = None
-        self.bus.emit("log", submission_id=sid, message="another process took over this conversation; it will finish this submission")
+        self.bus.publish(ev.Log(submission_id=sid, kind="lease_lost",
+                                message="another process took over this conversation; it will finish this submission"))
 
     def _fail_with(self, sub: Submission, cls: type[RunError], message: str, cause: FlueError | None = None) -> None:
         self._load()
@@ -334,8 +385,7 @@ class Conversation:
             return
         msg = run.aborted_message()
         if msg is not None:
-            self._recorder(run.submission_id).append([msg])
-            t.add(msg, None, run.submission_id)
+            t.commit(self._recorder(run.submission_id), [msg], sid=run.submission_id)
             run.streaming = []
 
     def _close_dangling(self, sid: str, text: str) -> list[dict[str, str]]:
@@ -347,19 +397,19 @@ class Conversation:
         if not calls:
             return []
         results: list[Message] = [ToolResultMessage(c.id, c.name, text, is_error=True) for c in calls]
-        seqs = self._recorder(sid).append(results)
-        for m, seq in zip(results, seqs):
-            t.add(m, seq, sid)
+        t.commit(self._recorder(sid), results, sid=sid)
         return [{"id": c.id, "name": c.name} for c in calls]
 
-    async def _attempt(self, sub: Submission) -> str:
+    async def _attempt(self, sub: Submission, attempt: int) -> str:
         t = self._load()
         recorder = self._recorder(sub.id)
+        # The attempt record is fenced by the lease like every write, and lets observers
+        # rebuild `submission_running` / recovery from the store (15.3).
+        recorder.append([], extra=[("event", {"attempt": attempt, "agent": self.agent.name,
+                                              "recovered": sub.id in self._recovering})])
         if sub.id not in t.sids and not self._user_recorded(sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
-            msg = UserMessage(sub.text, sub.id)
-            (seq,) = recorder.append([msg])
-            t.add(msg, seq, sub.id)
+            t.commit(recorder, [UserMessage(sub.text, sub.id)], sid=sub.id)
         partial = self.store.partial(sub.id)
         if partial is not None:
             self._keep_partial(sub.id, partial, recorder, t)
@@ -392,8 +442,7 @@ class Conversation:
             msgs: list[Message] = [AssistantMessage(parts, aborted=True, stop_reason="interrupted"), SignalMessage("interrupted", INTERRUPTED_STREAM)]
             # The marker commits with the messages, so a crash before the snapshot is cleared
             # cannot keep the same stream twice.
-            for m, seq in zip(msgs, recorder.append(msgs, extra=[("event", {"kept_stream": stream_id})])):
-                t.add(m, seq, sid)
+            t.commit(recorder, msgs, sid=sid, extra=[("event", {"kept_stream": stream_id})])
         self.store.clear_partial(sid)
 
     def _user_recorded(self, sid: str) -> bool:
@@ -402,7 +451,7 @@ class Conversation:
             for r in self.store.records(self.id, kinds=["message"], submission_id=sid)
         )
 
-    def _join(self, current: Submission) -> list[tuple[UserMessage, int | None, str]]:
+    def _join(self, current: Submission) -> list[UserMessage]:
         """Absorb waiting messages into the live response at a turn boundary (10.3)."""
         waiting = [
             s for s in self.store.submissions(self.id, unsettled=True)
@@ -411,11 +460,11 @@ class Conversation:
         if not waiting:
             return []
         msgs = [UserMessage(s.text, s.id) for s in waiting]
-        records = self.store.append(
-            self.id, current.id, [("message", message_to_dict(m)) for m in msgs], now=self.settings.clock(), owner=self.owner,
+        self._load().commit(
+            self._recorder(current.id), msgs, sid=current.id, sids=[s.id for s in waiting],
             updates=[SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id}) for s in waiting],
         )
-        return [(m, r.seq, s.id) for m, r, s in zip(msgs, records, waiting)]
+        return msgs
 
     # --- abort and manual compaction ----------------------------------------------------------
 

@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flue_nb.runtime.agent import SubagentDef
-from flue_nb.runtime.errors import DelegationDepthExceededError
-from flue_nb.runtime.tools.framework import TaskInput
-from flue_nb.runtime.messages import UserMessage
-from flue_nb.runtime.tools.tool import ToolContext
-from flue_nb.runtime.core.transcript import Transcript
-
-if TYPE_CHECKING:
-    from flue_nb.runtime.core.loop import AgentRun
-
-__all__ = ["ScopedSandbox", "run_task"]
+__all__ = ["ScopedSandbox", "scoped"]
 
 
 class ScopedSandbox:
@@ -58,44 +48,8 @@ class ScopedSandbox:
         return None
 
 
-async def run_task(parent: AgentRun, args: TaskInput, ctx: ToolContext) -> str:
-    """Run the named subagent one level deeper and return its final text (14.1, 14.2)."""
-    from flue_nb.runtime.core.loop import MAX_DEPTH, AgentRun
-
-    assert parent.rendered is not None
-    depth = parent.depth + 1
-    if depth > MAX_DEPTH:
-        raise DelegationDepthExceededError(
-            f"delegation_depth_exceeded: a task chain may be at most {MAX_DEPTH} deep; do this "
-            "part yourself instead of delegating it"
-        )
-    sub: SubagentDef = next(s for s in parent.rendered.subagents if s.name == args.agent)
-    sandbox = parent.sandbox
-    if sandbox is not None and args.cwd:
-        sandbox = ScopedSandbox(sandbox, os.path.normpath(os.path.join(sandbox.cwd, args.cwd)))
-    task_id = f"{ctx.call_id}"
-    parent_emit = parent.emit
-
-    def emit(type: str, **data: Any) -> Any:
-        data.setdefault("task_id", task_id)
-        return parent_emit(type, **data)
-
-    parent_emit("task_start", task_id=task_id, agent=sub.name, description=args.description, depth=depth)
-    child = AgentRun(
-        sub.agent,
-        transcript=Transcript(),
-        emit=emit,
-        settings=parent.settings,
-        depth=depth,
-        parent_sandbox=sandbox,
-        model_override=sub.model if sub.model is not None else parent.model,
-        tools_cache=parent._sandbox_tools if sandbox is parent.sandbox else None,
-    )
-    child.transcript.add(UserMessage(args.prompt))
-    try:
-        answer = await child.run()
-    except BaseException as exc:
-        parent_emit("task", task_id=task_id, agent=sub.name, is_error=True, error=str(exc))
-        raise
-    parent_emit("task", task_id=task_id, agent=sub.name, is_error=False, text=answer.text)
-    return answer.text or "(the subagent finished without a text answer)"
+def scoped(sandbox: Any, cwd: str | None) -> Any:
+    """The sandbox a task runs in: the parent's, seen from `cwd` when one is given."""
+    if sandbox is None or not cwd:
+        return sandbox
+    return ScopedSandbox(sandbox, os.path.normpath(os.path.join(sandbox.cwd, cwd)))

@@ -12,13 +12,17 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from flue_nb.runtime.agent import AgentDef
-from flue_nb.runtime.errors import ContextOverflowError, ProviderError, SubmissionAbortedError
+from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
+from flue_nb.runtime.core.delegation import scoped
+from flue_nb.runtime.errors import ContextOverflowError, DelegationDepthExceededError, ProviderError, SubmissionAbortedError
 from flue_nb.runtime.tools.framework import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
 from flue_nb.runtime.agent.hooks import Rendered, render
-from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage
+from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
 from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
 from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
 from flue_nb.runtime.sandbox import Sandbox
@@ -34,8 +38,8 @@ MAX_TRANSIENT_RETRIES = 3
 PARTIAL_EVERY = 0.25
 """Seconds between durable snapshots of a streaming response (what a crash can keep)."""
 
-Emit = Callable[..., Any]
-JoinSource = Callable[[], "list[tuple[UserMessage, int | None, str]]"]
+JoinSource = Callable[[], "list[UserMessage]"]
+"""Commits the messages waiting to join (store and window) and returns them."""
 
 
 @dataclass(slots=True)
@@ -100,7 +104,11 @@ class AgentRun:
         self.rendered: Rendered | None = None
         self.model: Model | None = None
         self.tools: list[Tool] = []
-        self.turn = 0
+        self.turn = sum(
+            1 for m, sid in zip(transcript.messages, transcript.sids)
+            if isinstance(m, AssistantMessage) and sid == submission_id
+        )
+        """Responses this submission has had (counted from the window on recovery)."""
         self.streaming: list[Any] = []
         """Parts of the response being streamed (what an abort keeps)."""
 
@@ -155,7 +163,7 @@ class AgentRun:
                 self._workspace_skills = None
         if self.sandbox is not None and self._workspace_skills is None:
             self._workspace_skills = await discover_workspace_skills(self.sandbox)
-        skills = [*rendered.skills, *(self._workspace_skills or [])] if self.sandbox is not None else list(rendered.skills)
+        skills = self._skills(rendered)
         framework = self._framework_tools(tuple(rendered.subagents), tuple(skills))
         sandbox_tools = self._tools_of(self.sandbox) if self.sandbox is not None else []
         # A required MCP server that cannot connect fails the submission here, before the model runs.
@@ -166,8 +174,7 @@ class AgentRun:
         if unavailable:
             roster["mcp_unavailable"] = unavailable
         if self.transcript.system is None:
-            env = await describe_environment(self.sandbox) if self.sandbox is not None else None
-            self.transcript.system = compose_system(rendered.instructions, env, skills, rendered.subagents)
+            self.transcript.system = await self._compose_system()
             self.transcript.roster = roster
             self.recorder.append([], extra=[("system", {"text": self.transcript.system, "roster": roster})])
             signals = unavailable_signals(None, roster)
@@ -177,7 +184,7 @@ class AgentRun:
         if signals:
             self._add(signals, extra=[("event", {"roster": roster})])
             for s in signals:
-                self.emit("signal", signal_type=s.signal_type, text=s.text)
+                self.emit(ev.Signal(signal_type=s.signal_type, text=s.text, changes=tuple(s.changes)))
 
     def _framework_tools(self, subagents: tuple[Any, ...], skills: tuple[Any, ...]) -> list[Tool]:
         # Rebuilt only when the rosters change: a fresh tool would rebuild its JSON schema.
@@ -193,9 +200,7 @@ class AgentRun:
         return cached
 
     def _add(self, messages: list[Message], *, state: dict[str, Any] | None = None, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
-        seqs = self.recorder.append(messages, state=state, extra=extra or [])
-        for m, seq in zip(messages, seqs):
-            self.transcript.add(m, seq, self.submission_id)
+        self.transcript.commit(self.recorder, messages, sid=self.submission_id, state=state, extra=extra or [])
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -216,8 +221,7 @@ class AgentRun:
                 continue
             overflow_retried = False
             self._add([response])
-            self.emit("turn", turn=self.turn, stop_reason=response.stop_reason,
-                      usage=None if response.usage is None else response.usage.total)
+            self.emit(ev.TurnEnd(turn=self.turn, turn_id=f"t{self.turn}", stop_reason=response.stop_reason, usage=response.usage))
             calls = response.tool_calls
             if not calls:
                 if self.pending_state:
@@ -236,9 +240,9 @@ class AgentRun:
     def _take_joins(self) -> None:
         if self.joins is None:
             return
-        for msg, seq, sid in self.joins():
-            self.transcript.add(msg, seq, sid)
-            self.emit("log", message="joined", joined_submission_id=sid, text=msg.text)
+        for msg in self.joins():
+            self.emit(ev.MessageStart(role="user"))
+            self.emit(ev.MessageEnd(role="user", text=msg.text, from_submission_id=msg.submission_id))
 
     async def _before_model_call(self) -> None:
         from flue_nb.runtime.core.compaction import CompactionConfig, should_compact
@@ -256,55 +260,91 @@ class AgentRun:
         """Tokens the window occupies now (contract 13.3)."""
         return self.settings.tokens().used_tokens(self.transcript.messages, system=self.transcript.system or "")
 
-    async def compact(self, reason: str) -> None:
-        """Fold older messages into a summary (contract 13)."""
-        from flue_nb.runtime.core.compact_run import compact_window
+    def _skills(self, rendered: Rendered) -> list[Skill]:
+        if self.sandbox is None:
+            return list(rendered.skills)
+        return [*rendered.skills, *(self._workspace_skills or [])]
 
-        await compact_window(self, reason)
+    async def _compose_system(self) -> str:
+        rendered = self.rendered
+        assert rendered is not None
+        env = await describe_environment(self.sandbox) if self.sandbox is not None else None
+        return compose_system(rendered.instructions, env, self._skills(rendered), rendered.subagents)
+
+    async def compact(self, reason: CompactionReason) -> bool:
+        """Fold older messages into a summary (contract 13); False when nothing could be folded."""
+        from flue_nb.runtime.core.compaction import CompactionConfig
+
+        assert self.rendered is not None and self.model is not None
+        cfg = self.rendered.compaction
+        job = CompactionJob(
+            transcript=self.transcript,
+            model=self.model,
+            config=cfg if isinstance(cfg, CompactionConfig) else CompactionConfig(),
+            counter=self.settings.tokens(),
+            call_model=self.call_model,
+            resolve=self._resolve,
+            recompose=self._compose_system,
+            recorder=self.recorder,
+            emit=self.emit,
+        )
+        return await compact_window(job, reason)
 
     def _request(self) -> ModelRequest:
         assert self.model is not None
         return ModelRequest(self.transcript.system or "", self.transcript.messages, [t.spec() for t in self.tools])
 
-    async def _call_model(self, request: ModelRequest | None = None) -> AssistantMessage:
-        """Stream one response, retrying transient provider errors with backoff (11.3)."""
+    async def _call_model(self) -> AssistantMessage:
+        """Stream the next response of the conversation, as turns observers see."""
+        assert self.model is not None
+        return await self.call_model(self._request(), self.model, visible=True)
+
+    async def call_model(self, request: ModelRequest, model: Model, *, visible: bool = False) -> AssistantMessage:
+        """One model call, retrying transient provider errors with backoff (11.3).
+
+        `visible` calls are turns of the conversation: they emit turn and message events, stream
+        text deltas and keep durable snapshots of the partial response. Other calls (the
+        compaction summary) are quiet: their text is never shown as the answer.
+        """
         failures = 0
         while True:
             try:
-                return await self._stream(request or self._request())
+                if not visible:
+                    return await _collect(model, request)
+                return await self._stream(request, model)
             except ProviderError as exc:
                 if not exc.transient or failures >= MAX_TRANSIENT_RETRIES:
                     raise
                 failures += 1
                 delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
-                self.emit("log", message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
-                          error=exc.to_dict(), retry=failures, delay=delay)
+                self.emit(ev.Log(kind="retry", message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
+                                 error=ErrorInfo(exc.type, exc.message)))
                 await self.settings.sleep(delay)
 
-    async def _stream(self, request: ModelRequest) -> AssistantMessage:
-        assert self.model is not None
-        self.turn += 1
-        turn_id = f"t{self.turn}"
-        self.emit("turn_start", turn=self.turn, turn_id=turn_id)
-        self.emit("message_start", role="assistant", turn_id=turn_id)
+    async def _stream(self, request: ModelRequest, model: Model) -> AssistantMessage:
+        turn = self.turn + 1
+        turn_id = f"t{turn}"
+        self.emit(ev.TurnStart(turn=turn, turn_id=turn_id))
+        self.emit(ev.MessageStart(role="assistant", turn_id=turn_id))
         self.streaming = []
         text: list[str] = []
         thinking: list[str] = []
         last_snapshot = self.settings.clock()
-        stream_id = f"{self.submission_id}:{self.turn}:{id(request)}:{last_snapshot}"
+        stream_id = f"{self.submission_id}:{turn}:{id(request)}:{last_snapshot}"
         done: AssistantMessage | None = None
         try:
-            async for ev in self.model.stream(request):
-                if isinstance(ev, TextDelta):
-                    text.append(ev.text)
-                    self.emit("text_delta", delta=ev.text, turn_id=turn_id)
-                elif isinstance(ev, ThinkingDelta):
-                    thinking.append(ev.thinking)
-                    self.emit("thinking_delta", delta=ev.thinking, turn_id=turn_id)
-                elif isinstance(ev, ToolCallDelta):
-                    self.emit("log", message="tool_call_streaming", call_id=ev.id, name=ev.name, turn_id=turn_id)
-                elif isinstance(ev, ResponseDone):
-                    done = ev.message
+            async for part in model.stream(request):
+                if isinstance(part, TextDelta):
+                    text.append(part.text)
+                    self.emit(ev.TextDelta(delta=part.text, turn_id=turn_id))
+                elif isinstance(part, ThinkingDelta):
+                    thinking.append(part.thinking)
+                    self.emit(ev.ThinkingDelta(delta=part.thinking, turn_id=turn_id))
+                elif isinstance(part, ToolCallDelta):
+                    self.emit(ev.Log(kind="tool_call_streaming", message=f"the model is writing a `{part.name}` call",
+                                     call_id=part.id, name=part.name, turn_id=turn_id))
+                elif isinstance(part, ResponseDone):
+                    done = part.message
                 self.streaming = [ThinkingPart("".join(thinking))] if thinking else []
                 if text:
                     self.streaming.append(TextPart("".join(text)))
@@ -318,9 +358,10 @@ class AgentRun:
         if done is None:
             raise ProviderError("the model's stream ended without a complete response", kind="connection")
         self.streaming = []
-        self.emit("message_end", role="assistant", turn_id=turn_id, text=done.text,
-                  tool_calls=[{"id": c.id, "name": c.name, "input": c.input} for c in done.tool_calls],
-                  usage=None if done.usage is None else done.usage.total)
+        self.turn = turn
+        self.emit(ev.MessageEnd(role="assistant", turn_id=turn_id, text=done.text,
+                                tool_calls=tuple(ToolCallInfo(c.id, c.name, c.input) for c in done.tool_calls),
+                                usage=done.usage))
         return done
 
     def aborted_message(self) -> AssistantMessage | None:
@@ -364,7 +405,7 @@ class AgentRun:
 
     async def _run_one(self, call: Any, by_name: dict[str, Tool]) -> ToolResultMessage:
         started = time.perf_counter()
-        self.emit("tool_start", call_id=call.id, name=call.name, input=call.input)
+        self.emit(ev.ToolStart(call_id=call.id, name=call.name, input=call.input))
         tool = by_name.get(call.name)
         if tool is None:
             names = ", ".join(f"`{n}`" for n in by_name)
@@ -373,22 +414,67 @@ class AgentRun:
             step = None
             if tool.durable:
                 step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
-            ctx = ToolContext(call.id, self.sandbox, step, {"depth": self.depth, "run": self})
+            ctx = ToolContext(call.id, self.sandbox, step)
             try:
                 out = await execute_tool(tool, call.input, ctx)
             except BaseException as exc:
                 # Aborted or failed underneath the tool: observers still see the call end.
-                reason = "aborted" if isinstance(exc, (asyncio.CancelledError, SubmissionAbortedError)) else "failed"
-                self.emit("tool", call_id=call.id, name=call.name, is_error=True, content=f"({reason})",
-                          details={"ended": reason}, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+                reason: Literal["aborted", "failed"] = (
+                    "aborted" if isinstance(exc, (asyncio.CancelledError, SubmissionAbortedError)) else "failed"
+                )
+                self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=True, content=f"({reason})",
+                                     ended=reason, duration_ms=round((time.perf_counter() - started) * 1000, 3)))
                 raise
-        self.emit("tool", call_id=call.id, name=call.name, is_error=out.is_error, content=out.content,
-                  details=out.details, duration_ms=round((time.perf_counter() - started) * 1000, 3))
-        return ToolResultMessage(call.id, call.name, out.content, out.is_error)
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=out.is_error, content=out.content,
+                             details=out.details, duration_ms=duration_ms))
+        return ToolResultMessage(call.id, call.name, out.content, out.is_error, details=out.details, duration_ms=duration_ms)
 
     # --- delegation ---------------------------------------------------------------------------
 
     async def _run_task(self, args: TaskInput, ctx: ToolContext) -> str:
-        from flue_nb.runtime.core.delegation import run_task
+        """Run the named subagent one level deeper and return its final text (14.1, 14.2)."""
+        assert self.rendered is not None
+        depth = self.depth + 1
+        if depth > MAX_DEPTH:
+            raise DelegationDepthExceededError(
+                f"delegation_depth_exceeded: a task chain may be at most {MAX_DEPTH} deep; do this "
+                "part yourself instead of delegating it"
+            )
+        sub = next(s for s in self.rendered.subagents if s.name == args.agent)
+        sandbox = scoped(self.sandbox, args.cwd)
+        task_id = ctx.call_id
+        parent_emit = self.emit
 
-        return await run_task(self, args, ctx)
+        def emit(event: ev.Event) -> ev.Event:
+            if event.task_id is None:
+                object.__setattr__(event, "task_id", task_id)
+            return parent_emit(event)
+
+        parent_emit(ev.TaskStart(task_id=task_id, agent=sub.name, description=args.description, depth=depth))
+        child = AgentRun(
+            sub.agent,
+            transcript=Transcript(),
+            emit=emit,
+            settings=self.settings,
+            depth=depth,
+            parent_sandbox=sandbox,
+            model_override=sub.model if sub.model is not None else self.model,
+            tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
+        )
+        child.transcript.add(UserMessage(args.prompt))
+        try:
+            answer = await child.run()
+        except BaseException as exc:
+            parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, is_error=True, error=str(exc)))
+            raise
+        parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=answer.text))
+        return answer.text or "(the subagent finished without a text answer)"
+
+
+async def _collect(model: Model, request: ModelRequest) -> AssistantMessage:
+    """A model call whose stream nobody watches: only the final message counts."""
+    async for part in model.stream(request):
+        if isinstance(part, ResponseDone):
+            return part.message
+    raise ProviderError("the model's stream ended without a complete response", kind="connection")

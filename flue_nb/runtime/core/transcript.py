@@ -39,6 +39,26 @@ class Transcript:
         self.seqs = list(seqs)
         self.sids = list(sids)
 
+    def commit(
+        self,
+        recorder: Recorder,
+        messages: Sequence[Message],
+        *,
+        sid: str | None,
+        sids: Sequence[str | None] | None = None,
+        state: dict[str, Any] | None = None,
+        extra: Sequence[tuple[str, dict[str, Any]]] = (),
+        updates: Sequence[Any] = (),
+    ) -> None:
+        """The one durable write: store the messages (atomically with the rest), then add them here.
+
+        `sids` names each message's own submission when it differs from the writer's (`sid`),
+        as for messages that join a live response.
+        """
+        seqs = recorder.append(messages, state=state, extra=extra, updates=updates)
+        for m, seq, owner in zip(messages, seqs, sids if sids is not None else [sid] * len(messages)):
+            self.add(m, seq, owner)
+
     def unresolved_calls(self) -> list[Any]:
         """Tool calls of the last assistant message that have no result yet."""
         for i in range(len(self.messages) - 1, -1, -1):
@@ -55,9 +75,14 @@ class Recorder(Protocol):
     """Where a run's messages go."""
 
     def append(
-        self, messages: Sequence[Message], *, state: dict[str, Any] | None = None, extra: Sequence[tuple[str, dict[str, Any]]] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        extra: Sequence[tuple[str, dict[str, Any]]] = (),
+        updates: Sequence[Any] = (),
     ) -> list[int | None]:
-        """Persist messages (and state writes) atomically; return their record seqs."""
+        """Persist messages, state writes, extra records and submission updates atomically."""
         ...
 
     def partial(self, data: dict[str, Any] | None) -> None:
@@ -79,7 +104,14 @@ class MemoryRecorder:
     def __init__(self) -> None:
         self._steps: dict[str, dict[str, Any]] = {}
 
-    def append(self, messages: Sequence[Message], *, state: dict[str, Any] | None = None, extra: Sequence[tuple[str, dict[str, Any]]] = ()) -> list[int | None]:
+    def append(
+        self,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        extra: Sequence[tuple[str, dict[str, Any]]] = (),
+        updates: Sequence[Any] = (),
+    ) -> list[int | None]:
         """Keep nothing; no seqs."""
         return [None] * len(messages)
 

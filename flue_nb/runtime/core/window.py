@@ -7,7 +7,7 @@ from typing import Any
 
 from flue_nb.runtime.core.compaction import compacted_context
 from flue_nb.runtime.messages import Message, message_from_dict, message_to_dict
-from flue_nb.runtime.store import Store
+from flue_nb.runtime.store import Store, SubmissionUpdate
 from flue_nb.runtime.core.transcript import Transcript
 
 __all__ = ["StoreRecorder", "load_window"]
@@ -27,15 +27,20 @@ class StoreRecorder:
         """The lease holder writing; a writer that lost its lease is refused (`SessionBusyError`)."""
 
     def append(
-        self, messages: Sequence[Message], *, state: dict[str, Any] | None = None, extra: Sequence[tuple[str, dict[str, Any]]] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        extra: Sequence[tuple[str, dict[str, Any]]] = (),
+        updates: Sequence[SubmissionUpdate] = (),
     ) -> list[int | None]:
-        """Persist messages, state writes and extra records atomically; return the message seqs."""
+        """Persist messages, state writes, extra records and submission updates atomically."""
         items: list[tuple[Any, dict[str, Any]]] = [("message", message_to_dict(m)) for m in messages]
         items += [("state", {"name": k, "value": v}) for k, v in (state or {}).items()]
         items += list(extra)
         if not items:
             return []
-        records = self.store.append(self.cid, self.sid, items, now=self.clock(), owner=self.owner)
+        records = self.store.append(self.cid, self.sid, items, now=self.clock(), owner=self.owner, updates=list(updates))
         return [r.seq for r in records[: len(messages)]]
 
     def partial(self, data: dict[str, Any] | None) -> None:
@@ -45,7 +50,7 @@ class StoreRecorder:
         if data is None:
             self.store.clear_partial(self.sid)
         else:
-            self.store.put_partial(self.sid, data, owner=self.owner)
+            self.store.put_partial(self.sid, data)
 
     def step(self, call_id: str, name: str, value: Any) -> None:
         """Record one durable step's value."""

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
-from flue_nb.runtime.errors import ConfigError, FlueError, error_from_dict
+from flue_nb.runtime.errors import CassetteDriftError, ConfigError, FlueError, error_from_dict
 from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, SummaryMessage, ToolResultMessage, UserMessage, message_from_dict, message_to_dict
 from flue_nb.runtime.providers.offline import snapshot
 from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
@@ -23,12 +23,6 @@ from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest, Resp
 __all__ = ["CassetteDriftError", "RecordingModel", "ReplayModel", "request_key"]
 
 FORMAT = 1
-
-
-class CassetteDriftError(ConfigError):
-    """A replayed request differs from the recorded one, or the cassette ran out."""
-
-    type = "cassette_drift"
 
 
 def _message_key(m: Message) -> Any:

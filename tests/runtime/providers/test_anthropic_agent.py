@@ -99,9 +99,9 @@ def test_prompt_too_long_compacts_through_the_provider_and_retries_once(server, 
     first_user = retried["messages"][0]
     content = json.dumps(first_user["content"])
     assert "<summary>" in content and "First answer given." in content
-    assert [e.data["reason"] for e in events if e.type == "compaction_start"] == ["overflow"]
+    assert [e.reason for e in events if e.type == "compaction_start"] == ["overflow"]
     done = next(e for e in events if e.type == "compaction")
-    assert done.data["is_error"] is False
+    assert done.is_error is False
     assert "first question" not in json.dumps(retried["messages"])  # folded into the summary
 
 
