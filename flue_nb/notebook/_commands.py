@@ -14,7 +14,7 @@ from IPython.display import display
 from flue_nb.notebook._line import FlueCellError
 from flue_nb.notebook.display import TextView
 
-__all__ = ["compact", "help_view", "store_command"]
+__all__ = ["compact", "help_view", "mcp_view", "store_command"]
 
 
 def compact(session: Any) -> None:
@@ -36,11 +36,37 @@ def help_view(parser: Any) -> TextView:
     text = (
         "%flue MESSAGE  ·  %%flue [options] + message body  ·  %flue SUBCOMMAND\n\n"
         "Subcommands: chat (widget; plain text for now), status, history, abort, compact, "
-        "use AGENT (or `use assistant`), help.\n"
+        "mcp (MCP servers and their tools), use AGENT (or `use assistant`), help.\n"
         "Settings: c.FlueMagics.model / $FLUE_MODEL, c.FlueMagics.db, c.FlueMagics.approval, "
         "c.FlueMagics.lease_ttl.\n\n" + parser.format_help()
     )
     return TextView(text, f"```\n{text}\n```")
+
+
+def mcp_view() -> TextView:
+    """`%flue mcp`: the MCP servers this kernel connected to (or failed to), with their tools."""
+    from flue_nb.runtime.tools.mcp import mcp_servers
+
+    servers = mcp_servers()
+    if not servers:
+        text = (
+            "flue: no MCP servers in this kernel yet. Declare one in an agent with "
+            "flue.use_mcp(NAME, command=[...]) or flue.use_mcp(NAME, url=...); it connects at "
+            "the agent's next prompt."
+        )
+        return TextView(text)
+    plain, md = ["MCP servers in this kernel:"], ["**MCP servers in this kernel**", ""]
+    for s in servers:
+        plain.append(f"- {s.name} ({s.state}): {s.target}")
+        md.append(f"- `{s.name}` ({s.state}): `{s.target}`")
+        if s.tools:
+            plain.append("    tools: " + ", ".join(s.tools))
+            md.append("  - tools: " + ", ".join(f"`{t}`" for t in s.tools))
+        if s.error and s.state != "connected":
+            reason = s.error.splitlines()[0]
+            plain.append(f"    error: {reason}")
+            md.append(f"  - error: {reason}")
+    return TextView("\n".join(plain), "\n".join(md))
 
 
 def store_command(name: str, conversation_id: str, path: str) -> None:

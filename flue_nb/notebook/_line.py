@@ -19,7 +19,7 @@ __all__ = [
     "split_line",
 ]
 
-SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "status", "use")
+SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "mcp", "status", "use")
 _VALUE_OPTIONS = {
     "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval",
 }

@@ -4,6 +4,8 @@ The runtime runs on its own loop (the coordinator thread); a blocking cell waits
 submission's future, and a `--background` cell returns at once while its output keeps updating.
 Consecutive cells continue one conversation per notebook: its default id comes from the notebook
 path (`JPY_SESSION_NAME`), so a restarted kernel reopens it and recovers what was interrupted.
+The agent a conversation talks to is sticky: the last `--agent NAME` or `%flue use NAME` stays
+until changed, and is kept in the store so a restarted kernel remembers it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from flue_nb.notebook._commands import compact, help_view, store_command
+from flue_nb.notebook._commands import compact, help_view, mcp_view, store_command
 from flue_nb.notebook._line import (
     SUBCOMMANDS,
     FlueCellError,
@@ -36,6 +38,10 @@ __all__ = [
     "protect_line_magic",
     "split_line",
 ]
+
+AGENT_CHOICE = "flue_nb.magics:agent"
+"""Persistent-state name under which a conversation keeps the agent its cells talk to (None: the
+default assistant); the colon keeps it apart from names an agent's `use_persistent_state` picks."""
 
 WIDGET_NOT_READY = (
     "flue: the chat widget is not built yet (it is coming in a later version); "
@@ -70,8 +76,9 @@ class FlueMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self.conversation_id = default_conversation_id()
         """The conversation consecutive cells continue (`-c` switches it, `--new` starts one)."""
-        self.agent_name: str | None = None
-        """Set by `%flue use NAME`; None means the default assistant."""
+        self._choices: dict[tuple[str, str], str | None] = {}
+        """(conversation, store) -> the agent its cells talk to, as read from or written to the
+        store (None: the default assistant)."""
         self._agents: dict[tuple[str, str], Any] = {}
         self.opened_at: float | None = None
         """When the last cell opened its conversation in this kernel (None: it was open)."""
@@ -83,7 +90,7 @@ class FlueMagics(Magics):
         "-a",
         "--agent",
         metavar="NAME",
-        help="An @agent function in the namespace to talk to (for this cell).",
+        help="An @agent function in the namespace to talk to (this conversation keeps it).",
     )
     @argument(
         "-c",
@@ -95,7 +102,11 @@ class FlueMagics(Magics):
         "--new", action="store_true", help="Start a fresh conversation (later cells continue it)."
     )
     @argument(
-        "-m", "--model", metavar="SPEC", help="Model for the default assistant, for this cell."
+        "-m",
+        "--model",
+        metavar="SPEC",
+        help="Model for the default assistant, for this cell: anthropic/<id> (or anthropic:<id>), "
+        "or the name of a Model object in the namespace.",
     )
     @argument(
         "--db",
@@ -123,7 +134,7 @@ class FlueMagics(Magics):
     @argument(
         "message",
         nargs="*",
-        help="The message, or a subcommand: chat, status, history, abort, compact, use, help.",
+        help="The message, or a subcommand: chat, status, history, abort, compact, mcp, use, help.",
     )
     @no_var_expand
     @line_cell_magic
@@ -132,11 +143,17 @@ class FlueMagics(Magics):
         argv, rest = split_line(line)
         words = rest.split()
         more_argv, arg = split_line(rest[len(words[0]) :]) if words else ([], "")
-        # A subcommand is the whole line (`use` takes one name); "status of the data?" is a message.
+        # `--` before the message makes it a message whatever its first word.
+        escaped = line[: len(line) - len(line.lstrip())] != line and bool(
+            re.search(r"(^|\s)--\s*$", line[: line.rfind(rest)] if rest else line)
+        )
+        # A subcommand is the whole line ("status of the data?" is a message); `use` always is
+        # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
         if (
             words
+            and not escaped
             and words[0] in SUBCOMMANDS
-            and (not arg or (words[0] == "use" and len(arg.split()) == 1))
+            and (not arg or words[0] == "use")
         ):
             args = self._parse(argv + more_argv)
             if cell is not None and words[0] != "chat":
@@ -281,6 +298,8 @@ class FlueMagics(Magics):
             return display(help_view(self.flue.parser))
         if name == "use":
             return self._use(arg)
+        if name == "mcp":
+            return display(mcp_view())
         if arg:
             raise UsageError(f"`%flue {name}` takes no argument (got {arg!r})")
         if name == "chat":
