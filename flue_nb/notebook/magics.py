@@ -11,6 +11,7 @@ until changed, and is kept in the store so a restarted kernel remembers it.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from typing import Any
