@@ -188,10 +188,20 @@ class Session:
 
 
 def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
+    from flue_nb.runtime.store._url import db_from_env, is_postgres_url, open_any
     from flue_nb.runtime.store.sqlite import open_store
 
     if db is not None and not isinstance(db, (str, os.PathLike)):
         return db, False  # a Store object
+    db = db_from_env(db)
+    if is_postgres_url(db):
+        # One connection per server URL per process, shared by its conversations.
+        url = str(db).strip()
+        with _registry_lock:
+            store = _stores.get(url)
+            if store is None:
+                store = _stores[url] = open_any(url, cwd=cwd)
+            return store, True
     if db is not None and os.fspath(db) == ":memory:":
         return open_store(":memory:", cwd=cwd), False
     path = os.path.abspath(os.path.join(cwd, os.fspath(db))) if db is not None else os.path.join(cwd, ".flue", "flue.sqlite")
@@ -214,7 +224,11 @@ def init(
     settings: RunSettings | None = None,
     lease_ttl: float = 30.0,
 ) -> Session:
-    """Open (or create) a conversation with an agent; `db` defaults to `.flue/flue.sqlite`.
+    """Open (or create) a conversation with an agent.
+
+    `db` is an SQLite path (relative to `cwd`), `":memory:"`, a `postgresql://` URL (the team
+    store, `pip install 'flue_nb[postgres]'`) or a `Store` object; when None, `$FLUE_DB`, else
+    `.flue/flue.sqlite`.
 
     `settings` carries the test seams (sleep, clock, random source, model resolver).
     """

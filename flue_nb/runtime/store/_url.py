@@ -12,7 +12,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["is_postgres_url", "mask_url", "namespace_of", "scoped_user"]
+__all__ = ["db_from_env", "is_postgres_url", "mask_url", "namespace_of", "open_any", "scoped_user", "store_key"]
 
 _SCHEMES = ("postgresql://", "postgres://")
 _PASSWORD_IN_QUERY = re.compile(r"(?i)(password=)[^&]*")
@@ -52,3 +52,32 @@ def scoped_user() -> str:
 def namespace_of(conversation_id: str) -> str | None:
     """The explicit shared namespace (`team` of `team:weekly-report`), or None."""
     return conversation_id.split(":", 1)[0] if _NAMESPACE.match(conversation_id) else None
+
+
+def db_from_env(db: Any) -> Any:
+    """`db` if given, else `$FLUE_DB` (a path or a URL), else None (the default SQLite file)."""
+    if db is None or db == "":
+        return os.environ.get("FLUE_DB") or None
+    return db
+
+
+def store_key(db: Any, cwd: str) -> str:
+    """One key per store: a PostgreSQL URL as given, an SQLite path made absolute."""
+    if is_postgres_url(db):
+        return str(db).strip()
+    if db is None:
+        return os.path.join(cwd, ".flue", "flue.sqlite")
+    if os.fspath(db) == ":memory:":
+        return ":memory:"
+    return os.path.abspath(os.path.join(cwd, os.path.expanduser(os.fspath(db))))
+
+
+def open_any(db: Any, *, cwd: str) -> Any:
+    """Open the store `db` names: a `postgresql://` URL, else an SQLite path (see `open_store`)."""
+    if is_postgres_url(db):
+        from flue_nb.runtime.store.postgres import PostgresStore
+
+        return PostgresStore(str(db).strip())
+    from flue_nb.runtime.store.sqlite import open_store
+
+    return open_store(db, cwd=cwd)
