@@ -145,9 +145,8 @@ class FlueMagics(Magics):
         words = rest.split()
         more_argv, arg = split_line(rest[len(words[0]) :]) if words else ([], "")
         # `--` before the message makes it a message whatever its first word.
-        escaped = line[: len(line) - len(line.lstrip())] != line and bool(
-            re.search(r"(^|\s)--\s*$", line[: line.rfind(rest)] if rest else line)
-        )
+        head = line.rstrip()[: len(line.rstrip()) - len(rest)]
+        escaped = re.search(r"(^|\s)--\s*$", head) is not None
         # A subcommand is the whole line ("status of the data?" is a message); `use` always is
         # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
         if (
@@ -194,21 +193,38 @@ class FlueMagics(Magics):
     # --- sessions ---------------------------------------------------------------------------
 
     def _model_setting(self, args: Any) -> str:
-        return args.model or self.model or os.environ.get("FLUE_MODEL", "")
+        setting = (args.model or self.model or os.environ.get("FLUE_MODEL", "")).strip()
+        # jupyter-ai spells a model `provider:model`; ours is `provider/model`.
+        provider, sep, model_id = setting.partition(":")
+        if sep and "/" not in setting and provider.lower() == "anthropic" and model_id:
+            return f"anthropic/{model_id}"
+        return setting
 
     def _agent(self, args: Any) -> tuple[Any, str]:
         """The agent for this cell and a label for its model."""
         from flue_nb.runtime.agent import AgentDef
 
-        name = args.agent or self.agent_name
+        cid = self._conversation(args)
+        chosen = None if args.agent else self._chosen(cid, self._db(args))
+        name = args.agent or chosen
         if name:
+            if chosen and args.model:
+                raise UsageError(
+                    f"`-m` sets the default assistant's model, but conversation `{cid}` talks to "
+                    f"agent `{chosen}`; `%flue use assistant` first"
+                )
             obj = self.shell.user_ns.get(name)
             if not isinstance(obj, AgentDef):
                 found = "nothing" if obj is None else f"a {type(obj).__name__}"
-                raise UsageError(
-                    f"no @agent named `{name}` in the namespace (found {found}); "
+                why = (
+                    f"conversation `{cid}` talks to agent `{name}` (chosen with --agent or "
+                    f"`%flue use`), but the namespace has {found} by that name: run the cell that "
+                    "defines it, or `%flue use assistant`"
+                    if chosen
+                    else f"no @agent named `{name}` in the namespace (found {found}); "
                     "define it with @flue_nb.agent"
                 )
+                raise UsageError(why)
             return obj, ""
         from flue_nb.notebook.assistant import make_assistant, resolve_spec
 
@@ -218,19 +234,73 @@ class FlueMagics(Magics):
         try:
             spec = resolve_spec(setting, self.shell.user_ns)
         except FlueError as exc:
+            if args.model:
+                raise UsageError(exc.message) from None
             raise FlueCellError(exc.message) from None
+        if isinstance(spec, str):
+            provider, sep, model_id = spec.partition("/")
+            if not (sep and provider.strip().lower() == "anthropic" and model_id.strip()):
+                problem = (
+                    f"unknown model {spec!r}: use `anthropic/<model-id>` (or `anthropic:<model-id>`)"
+                    ", e.g. `anthropic/claude-sonnet-4-6`, or the name of a Model object in the "
+                    "namespace"
+                )
+                if args.model:
+                    raise UsageError(problem)
+                raise FlueCellError(f"flue: {problem} (from the model setting)")
         label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
         return make_assistant(spec, approval=args.approval or self.approval), label
 
     def _conversation(self, args: Any) -> str:
-        if args.new:
-            self.conversation_id = f"{default_conversation_id()}-{uuid.uuid4().hex[:8]}"
-        elif args.conversation:
-            self.conversation_id = args.conversation
-        return self.conversation_id
+        # Once per cell: `--new` must not make two ids when both the agent and the session ask.
+        cid = getattr(args, "conversation_id", None)
+        if cid is None:
+            if args.new:
+                self.conversation_id = f"{default_conversation_id()}-{uuid.uuid4().hex[:8]}"
+            elif args.conversation:
+                self.conversation_id = args.conversation
+            cid = args.conversation_id = self.conversation_id
+        return cid
 
     def _db(self, args: Any) -> str | None:
         return args.db or self.db or None
+
+    def _key(self, cid: str, db: str | None) -> tuple[str, str]:
+        if db and db != ":memory:" and "://" not in db:
+            return cid, os.path.abspath(db)
+        return cid, str(db)
+
+    def _store(self, db: str | None, *, create: bool) -> Any:
+        """The store file `db` names (shared with the sessions), or None: in memory, or absent."""
+        if db == ":memory:":
+            return None
+        if not create and "://" not in (db or ""):
+            path = db or os.path.join(".flue", "flue.sqlite")
+            if not os.path.exists(path):
+                return None
+        from flue_nb.runtime.session import _store_for
+
+        return _store_for(db, os.getcwd())[0]
+
+    def _chosen(self, cid: str, db: str | None) -> str | None:
+        """The agent conversation `cid` talks to (None: the default assistant)."""
+        key = self._key(cid, db)
+        if key not in self._choices:
+            store = self._store(db, create=False)
+            value = store.state(cid).get(AGENT_CHOICE) if store is not None else None
+            self._choices[key] = value if isinstance(value, str) and value else None
+        return self._choices[key]
+
+    def _choose(self, cid: str, db: str | None, name: str | None) -> None:
+        """Make `name` (None: the default assistant) the agent of `cid`, durably."""
+        if self._chosen(cid, db) == name:
+            return
+        self._choices[self._key(cid, db)] = name
+        store = self._store(db, create=True)
+        if store is not None:
+            now = time.time()
+            store.ensure_conversation(cid, now=now)
+            store.append(cid, None, [("state", {"name": AGENT_CHOICE, "value": name})], now=now)
 
     def _session(self, args: Any, *, agent: Any = None) -> Any:
         from flue_nb.runtime.session import init
@@ -239,11 +309,10 @@ class FlueMagics(Magics):
         db = self._db(args)
         if agent is None:
             agent = self._agent(args)[0]
-        key = (cid, os.path.abspath(db) if db and db != ":memory:" else str(db))
+        key = self._key(cid, db)
         previous = self._agents.get(key)
         if previous is not None and previous[0] is not agent:
-            busy = previous[1].status()
-            if busy["running"] or busy["queued"]:
+            if any(s.state.value != "settled" for s in previous[1].submissions()):
                 raise UsageError(
                     f"conversation `{cid}` is busy with agent `{previous[0].name}`; "
                     "wait for it, or `%flue abort`, "
@@ -267,6 +336,8 @@ class FlueMagics(Magics):
         agent, label = self._agent(args)
         try:
             session = self._session(args, agent=agent)
+            if args.agent:
+                self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
             raise FlueCellError(
                 f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
@@ -298,7 +369,7 @@ class FlueMagics(Magics):
         if name == "help":
             return display(help_view(self.flue.parser))
         if name == "use":
-            return self._use(arg)
+            return self._use(arg, args)
         if name == "mcp":
             return display(mcp_view())
         if arg:
@@ -319,7 +390,8 @@ class FlueMagics(Magics):
         elif name == "status":
             from flue_nb.notebook.history import status_view
 
-            label = "" if (args.agent or self.agent_name) else self._model_setting(args)
+            chosen = args.agent or self._chosen(self._conversation(args), self._db(args))
+            label = "" if chosen else self._model_setting(args)
             status = session.status()
             display(
                 status_view(
@@ -343,11 +415,11 @@ class FlueMagics(Magics):
         """The agent for a subcommand: the cell's, else the one this kernel last used, else None."""
         try:
             return self._agent(args)[0]
-        except FlueCellError:
-            cid, db = self._conversation(args), self._db(args)
-            found = self._agents.get(
-                (cid, os.path.abspath(db) if db and db != ":memory:" else str(db))
-            )
+        except (FlueCellError, UsageError):
+            if args.agent or args.model:
+                raise  # what this cell asked for is wrong: say so
+            # No model configured, or the conversation's agent is not defined in this kernel yet.
+            found = self._agents.get(self._key(self._conversation(args), self._db(args)))
             return found[0] if found else None
 
     def _store_label(self, args: Any) -> str:
@@ -356,15 +428,17 @@ class FlueMagics(Magics):
             db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
         )
 
-    def _use(self, name: str) -> None:
+    def _use(self, name: str, args: Any) -> None:
         if not name or len(name.split()) != 1:
             raise UsageError(
-                "usage: `%flue use AGENT` (an @agent in the namespace), "
-                "or `%flue use assistant` for the default"
+                f"`%flue use` takes one name (got {name!r}): `%flue use AGENT` (an @agent in the "
+                "namespace), or `%flue use assistant` for the default. To send a message that "
+                "starts with `use`, write `%flue -- use ...`"
             )
+        cid, db = self._conversation(args), self._db(args)
         if name in ("assistant", "default"):
-            self.agent_name = None
-            print("flue: cells now talk to the default notebook assistant")
+            self._choose(cid, db, None)
+            print(f"flue: conversation `{cid}` now talks to the default notebook assistant")
             return
         from flue_nb.runtime.agent import AgentDef
 
@@ -372,8 +446,11 @@ class FlueMagics(Magics):
             raise UsageError(
                 f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first"
             )
-        self.agent_name = name
-        print(f"flue: cells now talk to agent `{name}` (conversation `{self.conversation_id}`)")
+        self._choose(cid, db, name)
+        print(
+            f"flue: conversation `{cid}` now talks to agent `{name}` until you choose another "
+            "(`%flue use assistant` for the default); the choice is kept in the store"
+        )
 
 
 def load_ipython_extension(ipython: Any) -> None:
