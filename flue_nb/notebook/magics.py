@@ -23,6 +23,7 @@ from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
 from flue_nb.notebook._commands import compact, help_view, mcp_view, store_command
+from flue_nb.runtime.store._url import mask_url, store_key
 from flue_nb.notebook._line import (
     SUBCOMMANDS,
     FlueCellError,
@@ -62,7 +63,8 @@ class FlueMagics(Magics):
     ).tag(config=True)
     db = Unicode(
         "",
-        help="SQLite store path (or ':memory:'); empty: .flue/flue.sqlite in the working dir.",
+        help="SQLite store path (or ':memory:'), or a postgresql:// URL for a team store; "
+        "empty: $FLUE_DB, else .flue/flue.sqlite in the working dir.",
     ).tag(config=True)
     approval = Enum(
         ["allow", "ask", "deny"],
@@ -112,7 +114,8 @@ class FlueMagics(Magics):
     @argument(
         "--db",
         metavar="PATH",
-        help="SQLite store for this cell (default: c.FlueMagics.db, else .flue/flue.sqlite).",
+        help="Store for this cell: an SQLite path or a postgresql:// URL (default: "
+        "c.FlueMagics.db, else $FLUE_DB, else .flue/flue.sqlite).",
     )
     @argument(
         "--approval",
@@ -263,7 +266,7 @@ class FlueMagics(Magics):
         return cid
 
     def _db(self, args: Any) -> str | None:
-        return args.db or self.db or None
+        return args.db or self.db or os.environ.get("FLUE_DB") or None
 
     def _key(self, cid: str, db: str | None) -> tuple[str, str]:
         if db and db != ":memory:" and "://" not in db:
@@ -396,7 +399,7 @@ class FlueMagics(Magics):
             display(
                 status_view(
                     status,
-                    store=self._store_label(args),
+                    store=mask_url(self._store_label(args)),
                     model=label,
                     submissions=session.submissions(),
                 )
@@ -423,10 +426,8 @@ class FlueMagics(Magics):
             return found[0] if found else None
 
     def _store_label(self, args: Any) -> str:
-        db = self._db(args)
-        return (
-            db if db == ":memory:" else os.path.abspath(db or os.path.join(".flue", "flue.sqlite"))
-        )
+        """The store as `store_command` opens it: a URL, `:memory:` or an absolute path."""
+        return store_key(self._db(args), os.getcwd())
 
     def _use(self, name: str, args: Any) -> None:
         if not name or len(name.split()) != 1:
