@@ -70,20 +70,24 @@ def mcp_view() -> TextView:
 
 
 def store_command(name: str, conversation_id: str, path: str) -> None:
-    """`history`, `status` or `abort` from the store file alone (no agent, no session)."""
+    """`history`, `status` or `abort` from the store alone (no agent, no session).
+
+    `path` is an SQLite file or a `postgresql://` URL (shown with its password masked).
+    """
     from flue_nb.notebook.assistant import NO_MODEL_HELP
     from flue_nb.notebook.history import from_store
 
     if name == "compact":
         raise FlueCellError(NO_MODEL_HELP)
-    if path == ":memory:" or not os.path.exists(path):
+    from flue_nb.runtime.store._url import is_postgres_url, mask_url, open_any
+
+    label = mask_url(path) if is_postgres_url(path) else path
+    if not is_postgres_url(path) and (path == ":memory:" or not os.path.exists(path)):
         print(f"flue: conversation `{conversation_id}` has nothing stored yet ({path})")
         return
-    from flue_nb.runtime.store.sqlite import open_store
-
-    store = open_store(path, cwd=os.getcwd())
+    store = open_any(path, cwd=os.getcwd())
     try:
-        shown = from_store(name, store, conversation_id, store_label=path)
+        shown = from_store(name, store, conversation_id, store_label=label)
     finally:
         store.close()
     if isinstance(shown, str):
