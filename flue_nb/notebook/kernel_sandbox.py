@@ -81,11 +81,15 @@ class KernelSandbox(LocalSandbox):
             raise ConfigError(
                 f"approval names unknown tools {unknown}; the kernel sandbox has {sorted(names)}"
             )
+        # In a Jupyter kernel, `ask` asks the chat widget or the cell's stdin (notebook.chat).
+        from flue_nb.notebook.chat._approve import default_approver
+
+        approver = self._approver if self._approver is not None else default_approver()
         return [
             with_approval(
                 t,
                 policy=self._policies.get(t.name, "allow"),
-                approver=self._approver,
+                approver=approver,
                 fallback=self._fallback,
             )
             for t in tools

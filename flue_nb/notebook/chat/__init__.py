@@ -1,0 +1,63 @@
+"""The chat widget: `%flue chat`, `flue_nb.chat()`, and the view a `%%flue` cell shows.
+
+Importing this package needs the `widget` extra (anywidget, ipywidgets); `available()` says
+whether it is installed without importing it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+__all__ = ["available", "chat"]
+
+
+def available() -> bool:
+    """Whether the `widget` extra (anywidget) is installed."""
+    return importlib.util.find_spec("anywidget") is not None
+
+
+def chat(
+    agent: Any = None,
+    *,
+    conversation: str | None = None,
+    db: str | os.PathLike[str] | None = None,
+    model: str | None = None,
+) -> Any:
+    """Open a conversation as a chat widget; display it (it is the cell's value when last).
+
+    Args:
+        agent: An `@agent` function; None means the notebook assistant that `%flue` uses.
+        conversation: The conversation id; None continues the notebook's own (as `%flue` does).
+        db: The store (default `.flue/flue.sqlite` in the working directory).
+        model: For the notebook assistant: a model spec (default `$FLUE_MODEL`).
+
+    Raises:
+        ImportError: the `widget` extra is not installed (`pip install 'flue_nb[widget]'`).
+    """
+    if not available():
+        raise ImportError("the chat widget needs the `widget` extra: pip install 'flue_nb[widget]'")
+    from flue_nb.notebook._line import default_conversation_id
+    from flue_nb.notebook.chat.widget import ChatWidget
+    from flue_nb.runtime.session import init
+
+    label = ""
+    if agent is None:
+        from flue_nb.notebook.assistant import make_assistant, resolve_spec
+
+        setting = model or os.environ.get("FLUE_MODEL", "")
+        spec = resolve_spec(setting, _user_ns())
+        label = spec if isinstance(spec, str) else setting
+        agent = make_assistant(spec)
+    session = init(agent, conversation=conversation or default_conversation_id(), db=db)
+    return ChatWidget(session, model=label)
+
+
+def _user_ns() -> dict[str, Any]:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else {}

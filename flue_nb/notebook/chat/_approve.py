@@ -1,0 +1,77 @@
+"""Who answers the `ask` approval policy in a notebook: the chat widget, else the kernel's stdin.
+
+`notebook_approver` is the `Approver` the kernel sandbox uses. It asks, in order:
+1. a chat widget in this kernel that shows the tool call (its card gets Approve / Deny and the
+   run waits for the click);
+2. the person running the cell, through the kernel's stdin (an `input()` prompt under the cell),
+   when a cell is blocked waiting for the run and its frontend accepts input;
+3. no one: it returns `Unanswered` saying why, and the approval wrapper applies the fallback
+   policy and says which one in the tool's result.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.tools.approval import ApprovalRequest, Unanswered
+
+__all__ = ["NO_ONE", "default_approver", "notebook_approver"]
+
+NO_ONE = (
+    "this kernel: no chat widget shows the call, and no cell is waiting with a frontend "
+    "that accepts input"
+)
+
+
+class _NoStdin(Exception):
+    """Stdin cannot be used for this question (wrong thread, or the frontend refuses input)."""
+
+
+def _prompt(request: ApprovalRequest) -> bool:
+    """Ask on stdin; runs on the kernel's main thread while a `%%flue` cell waits."""
+    if threading.current_thread() is not threading.main_thread():
+        raise _NoStdin("not on the kernel's main thread")
+    from IPython.core.error import StdinNotImplementedError
+
+    try:
+        from ipykernel.kernelbase import Kernel
+
+        if Kernel.initialized() and not getattr(Kernel.instance(), "_allow_stdin", False):
+            raise _NoStdin("the frontend does not accept input")
+    except ImportError:  # plain IPython: input() reads the terminal
+        pass
+    try:
+        answer = input(f"flue: allow {request.summary}? [y/N] ")
+    except (StdinNotImplementedError, EOFError, OSError) as exc:
+        raise _NoStdin(str(exc)) from None
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def notebook_approver(request: ApprovalRequest) -> Any:
+    """Ask the widget showing the call, else stdin, else say no one could be asked."""
+    try:
+        from flue_nb.notebook.chat.widget import open_widgets  # noqa: PLC0415 - widget extra
+    except ImportError:  # no `widget` extra: no widget can be showing the call
+        widgets = []
+    else:
+        widgets = open_widgets()
+    for widget in widgets:
+        if widget.shows(request.call_id) and widget.interactive:
+            return await widget.ask(request.call_id, request.summary)
+    try:
+        return await coordinator().run_on_waiter(lambda: _prompt(request))
+    except _NoStdin:
+        return Unanswered(NO_ONE)
+
+
+def default_approver() -> Any:
+    """`notebook_approver` inside a Jupyter kernel; None (a headless run) anywhere else."""
+    import sys
+
+    if "ipykernel" not in sys.modules:
+        return None
+    from ipykernel.kernelbase import Kernel
+
+    return notebook_approver if Kernel.initialized() else None

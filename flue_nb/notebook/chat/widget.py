@@ -1,0 +1,299 @@
+"""The chat widget: an `anywidget.AnyWidget` drawing one conversation from its events.
+
+`ChatWidget(session)` redraws the conversation from the store (`Session.events()`), then
+observes it live. Events arrive on the runtime's thread; they are folded at once (`ChatFold`)
+and sent to the browser at most `rate` times a second (a timer on the runtime loop sends the
+last pending change), plus at once when a submission settles.
+
+Synced traits (snake_case, plain JSON): `history` (settled submissions), `live` (queued and
+running ones), `status` (the gauge and the queue), `mode` (`chat`, or `cell` for one `%%flue`
+cell's submission), `title`. The browser sends three messages: `send` (a new message, admitted
+with `Session.dispatch`), `stop` (`Session.abort`, the same durable path as the kernel's stop
+button) and `approve` (the answer to a tool card under the `ask` policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from flue_nb.runtime.events import Event
+
+from flue_nb.notebook.chat._fold import ChatFold
+
+__all__ = ["RATE", "ChatWidget"]
+
+RATE = 30.0
+"""Most updates sent to the browser per second while text streams."""
+_STATIC = Path(__file__).resolve().parent.parent / "static"
+
+_open: weakref.WeakSet[ChatWidget] = weakref.WeakSet()
+"""Widgets showing a conversation now: the notebook approver asks the one showing a call."""
+
+
+def open_widgets() -> list[ChatWidget]:
+    """The chat widgets alive in this kernel (for approvals)."""
+    return list(_open)
+
+
+class ChatWidget(anywidget.AnyWidget):
+    """A conversation as a chat: streaming text, tool cards, gauge, queue, Stop, Approve/Deny."""
+
+    _esm = _STATIC / "chat.js"
+    _css = _STATIC / "chat.css"
+
+    mode = traitlets.Unicode("chat").tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    history = traitlets.List().tag(sync=True)
+    live = traitlets.List().tag(sync=True)
+    status = traitlets.Dict().tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    """A problem the last browser request ran into (a message not accepted), shown once."""
+
+    def __init__(
+        self,
+        session: Any,
+        *,
+        mode: str = "chat",
+        model: str = "",
+        rate: float = RATE,
+        redraw: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(mode=mode)
+        self.session = session
+        self.model_label = model
+        self.fold = ChatFold(only=None)
+        self.interval = 1.0 / rate
+        self.updates = 0
+        """How many state updates were sent (for tests and the benchmark)."""
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._last = float("-inf")
+        self._timer: asyncio.TimerHandle | None = None
+        self._approvals: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = {}
+        self._pending: list[Event] | None = None
+        self.title = f"{session.conversation_id}"
+        if redraw:
+            for event in _stored_events(session):
+                self.fold.apply(event)
+        self._stop = session.observe(self._feed)
+        self.on_msg(self._on_browser_msg)
+        _open.add(self)
+        self._push(status=True)
+
+    def __repr__(self) -> str:
+        return f"<flue_nb ChatWidget conversation={self.session.conversation_id!r} mode={self.mode!r}>"
+
+    # --- cell mode ----------------------------------------------------------------------------
+
+    def hold(self) -> None:
+        """Cell mode: keep events until `bind` says which submission this view is for."""
+        with self._lock:
+            self._pending = []
+
+    def bind(self, submission_id: str) -> None:
+        """Cell mode: show only `submission_id`, folding in what arrived since `hold`."""
+        with self._lock:
+            self.fold = ChatFold(only=submission_id)
+            pending, self._pending = self._pending or [], None
+            for event in pending:
+                self.fold.apply(event)
+        self._push(status=True)
+
+    # --- events (runtime thread) --------------------------------------------------------------
+
+    def _feed(self, event: Event) -> None:
+        with self._lock:
+            if self._pending is not None:
+                self._pending.append(event)
+                return
+            if not self.fold.apply(event) and not self.fold.status_dirty:
+                return
+            now = event.type == "submission_settled" or event.type == "submission_queued"
+            wait = self._last + self.interval - self._clock()
+            if wait > 0 and not now:
+                if self._timer is None:
+                    self._timer = _later(wait, self._on_timer)
+                    if self._timer is not None:
+                        return
+                else:
+                    return
+        self._push(status=self.fold.status_dirty)
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+        self._push(status=self.fold.status_dirty)
+
+    def flush(self) -> None:
+        """Send whatever changed now (the final update of a cell view)."""
+        self._push(status=True)
+
+    def _push(self, *, status: bool = False) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            fold = self.fold
+            history = fold.history() if (fold.settled_now or not self.history) else None
+            live = fold.live()
+            fold.settled_now.clear()
+            fold.dirty.clear()
+            state = self._status() if status else None
+            fold.status_dirty = False
+            self._last = self._clock()
+            self.updates += 1
+            # An empty context: ipykernel then addresses the update to the cell running now (as
+            # `handle_publisher` does for display updates), which nbclient and frontends accept.
+            contextvars.Context().run(self._set, history, live, state)
+
+    def _set(self, history: Any, live: Any, state: Any) -> None:
+        with self.hold_sync():
+            if history is not None:
+                self.history = history
+            self.live = live
+            if state is not None:
+                self.status = state
+
+    def _status(self) -> dict[str, Any]:
+        st: Any = None
+        try:
+            st = self.session.status()
+        except Exception:  # noqa: BLE001 - the gauge is best-effort; the transcript goes on
+            st = None
+        get = (lambda k: st.get(k)) if isinstance(st, dict) else (lambda k: getattr(st, k, None))
+        usage = dict(self.fold.usage)
+        totals = get("usage")
+        if totals is not None:
+            for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
+                              ("cache_read", "cache_read_tokens"), ("cache_write", "cache_write_tokens")):  # fmt: skip
+                value = getattr(totals, name, None)
+                if value is None and isinstance(totals, dict):
+                    value = totals.get(key, totals.get(name))
+                if isinstance(value, int):
+                    usage[key] = value
+        for key in ("input", "output", "cache_read", "cache_write"):
+            value = get(f"{key}_tokens")
+            if isinstance(value, int):
+                usage[key] = value
+        queued = list(get("queued") or [])
+        running = list(get("running") or [])
+        return {
+            "agent": get("agent") or "",
+            "model": get("model") or self.model_label,
+            "used_tokens": get("used_tokens"),
+            "context_window": get("context_window"),
+            "threshold": get("compaction_threshold"),
+            "queued": len(queued),
+            "running": bool(running),
+            "usage": usage,
+        }
+
+    # --- the browser's requests (kernel main thread) ------------------------------------------
+
+    def _on_browser_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        if kind == "send":
+            text = str(content.get("text") or "").strip()
+            if text:
+                self.send_message(text)
+        elif kind == "stop":
+            self.stop()
+        elif kind == "approve":
+            self.answer(str(content.get("call_id")), bool(content.get("approved")))
+
+    def send_message(self, text: str) -> Any:
+        """Admit `text` as a new submission (it joins a live response or waits its turn)."""
+        from flue_nb.runtime.errors import FlueError
+
+        try:
+            receipt = self.session.dispatch(text)
+        except FlueError as exc:
+            self.error = f"not sent: {exc.message}"
+            return None
+        self.error = ""
+        return receipt
+
+    def stop(self) -> list[str]:
+        """Abort every unsettled submission of the conversation durably (contract 11.5)."""
+        return self.session.abort()
+
+    # --- approvals (runtime thread asks, browser answers) -------------------------------------
+
+    @property
+    def interactive(self) -> bool:
+        """Whether clicks reach the kernel while the run goes on: a chat leaves the kernel idle,
+        a `%%flue` cell's view is drawn while its cell blocks the kernel's main thread."""
+        return self.mode == "chat"
+
+    def shows(self, call_id: str) -> bool:
+        """Whether this widget draws the tool call `call_id` and can take a click for it."""
+        with self._lock:
+            return self.comm is not None and self.fold.tool(call_id) is not None
+
+    async def ask(self, call_id: str, summary: str) -> bool:
+        """Show Approve / Deny on the call's card and wait for the click."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        with self._lock:
+            self._approvals[call_id] = (loop, fut)
+            self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary)
+        self._push()
+        try:
+            approved = await fut
+        finally:
+            with self._lock:
+                self._approvals.pop(call_id, None)
+        with self._lock:
+            self.fold.mark_tool(call_id, status="running" if approved else "error", ask=None)
+        self._push()
+        return approved
+
+    def answer(self, call_id: str, approved: bool) -> bool:
+        """Answer a waiting approval (any thread); False when nothing waits for `call_id`."""
+        with self._lock:
+            found = self._approvals.get(call_id)
+        if found is None:
+            return False
+        loop, fut = found
+        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(approved))
+        return True
+
+    def close(self) -> None:
+        """Stop observing and close the comm."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop()
+        _open.discard(self)
+        for loop, fut in list(getattr(self, "_approvals", {}).values()):
+            if True:
+                loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(False))
+        super().close()
+
+
+def _later(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle | None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None  # not on the runtime loop: send now instead
+    return loop.call_later(delay, fn)
+
+
+def _stored_events(session: Any) -> list[Event]:
+    """The conversation so far, rebuilt from the store (contract 15.3)."""
+    events = getattr(session, "events", None)
+    if events is None:
+        return []
+    return list(events())
