@@ -18,29 +18,78 @@ __all__ = ["compact", "help_view", "mcp_view", "store_command"]
 
 
 def compact(session: Any) -> None:
-    """`%flue compact`: fold older messages into a summary now."""
+    """`%flue compact`: fold older messages into a summary now, and say what changed."""
     from flue_nb.runtime.errors import FlueError
 
-    before = session.status().get("used_tokens")
+    store, cid = session.store, session.conversation_id
+    earlier = store.records(cid, kinds=["compaction"])
     try:
         session.compact()
     except FlueError as exc:
         raise FlueCellError(f"flue: could not compact: {exc.message}") from None
-    after = session.status().get("used_tokens")
-    done = f": {before} → {after} tokens" if before is not None else ""
-    print(f"flue: compacted the context{done}")
+    after = store.records(cid, after_seq=earlier[-1].seq if earlier else 0, kinds=["compaction"])
+    if not after:
+        print(
+            "flue: nothing to fold: every message is still within the recent part of the context "
+            "that compaction keeps verbatim (no model call was made)"
+        )
+        return
+    d = after[-1].data
+    print(
+        f"flue: compacted the context: {d.get('messages_before')} → {d.get('messages_after')} "
+        f"messages, {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
+    )
+
+
+_HELP_INTRO = [
+    ("%flue MESSAGE", "one line is one message to the agent"),
+    ("%%flue [options]", "the cell body is the message"),
+    ("%flue SUBCOMMAND", "status, history, abort, compact, use AGENT (or `use assistant`), mcp, "
+     "chat (plain text until the widget lands), help"),
+    ("%flue -- MESSAGE", "send a message that starts like a subcommand or an option"),
+]
+_HELP_SETTINGS = (
+    "c.FlueMagics.model (or $FLUE_MODEL), c.FlueMagics.db, c.FlueMagics.approval, "
+    "c.FlueMagics.lease_ttl"
+)
 
 
 def help_view(parser: Any) -> TextView:
-    """`%flue help`: subcommands, settings and every option."""
-    text = (
-        "%flue MESSAGE  ·  %%flue [options] + message body  ·  %flue SUBCOMMAND\n\n"
-        "Subcommands: chat (widget; plain text for now), status, history, abort, compact, "
-        "mcp (MCP servers and their tools), use AGENT (or `use assistant`), help.\n"
-        "Settings: c.FlueMagics.model / $FLUE_MODEL, c.FlueMagics.db, c.FlueMagics.approval, "
-        "c.FlueMagics.lease_ttl.\n\n" + parser.format_help()
-    )
-    return TextView(text, f"```\n{text}\n```")
+    """`%flue help`: usage, subcommands, settings and every option.
+
+    Markdown prose rather than argparse's fixed-width text: a front end wraps it at word
+    boundaries, where a preformatted block of 80-column lines wraps mid-word in a narrow panel.
+    """
+    import textwrap
+
+    options = []
+    for action in parser._actions:  # argparse keeps no public list of its options
+        if not action.option_strings or action.help in (None, "==SUPPRESS=="):
+            continue
+        metavar = f" {action.metavar}" if action.metavar else ""
+        if action.choices:
+            metavar = " " + "|".join(action.choices)
+        flags = ", ".join(f"{o}{metavar}" for o in action.option_strings)
+        options.append((flags, action.help))
+    plain = ["flue: talk to the agent working in this kernel", ""]
+    md = ["**flue**: talk to the agent working in this kernel", ""]
+    for usage, what in _HELP_INTRO:
+        plain.extend(textwrap.wrap(f"{usage}: {what}", 88, subsequent_indent="    "))
+        md.append(f"- `{usage}`: {_md(what)}")
+    plain += ["", "Options:"]
+    md += ["", "**Options**", ""]
+    for flags, what in options:
+        plain.append(f"  {flags}")
+        plain.extend(textwrap.wrap(what, 84, initial_indent="      ", subsequent_indent="      "))
+        md.append(f"- `{flags}`: {_md(what)}")
+    plain += ["", *textwrap.wrap(f"Settings: {_HELP_SETTINGS}.", 88)]
+    md += ["", f"**Settings**: {_md(_HELP_SETTINGS)}."]
+    return TextView("\n".join(plain), "\n".join(md))
+
+
+def _md(text: str) -> str:
+    # `<id>` would be read as an HTML tag and `$name` as the start of LaTeX in a front end.
+    return text.replace("<", "&lt;").replace("$", "\\$")
 
 
 def mcp_view() -> TextView:
