@@ -14,7 +14,7 @@ from IPython.display import display
 from flue_nb.notebook._line import FlueCellError
 from flue_nb.notebook.display import TextView
 
-__all__ = ["compact", "help_view", "mcp_view", "store_command"]
+__all__ = ["compact", "help_view", "history_with_outcomes", "mcp_view", "store_command"]
 
 
 def compact(session: Any) -> None:
@@ -118,6 +118,54 @@ def mcp_view() -> TextView:
     return TextView("\n".join(plain), "\n".join(md))
 
 
+def history_with_outcomes(conversation_id: str, store: Any) -> TextView:
+    """`%flue history`: the conversation from the store, each turn marked with how it ended
+    when that was not plainly completed (aborted, failed, recovered after a kernel died)."""
+    from flue_nb.runtime.messages import message_from_dict
+
+    from flue_nb.notebook.history import history_view
+
+    subs = {s.id: s for s in store.submissions(conversation_id)}
+    recovered = {
+        r.submission_id
+        for r in store.records(conversation_id, kinds=["event"])
+        if r.data.get("recovered")
+    }
+    groups: list[tuple[str | None, list[Any]]] = []
+    for r in store.records(conversation_id, kinds=["message"]):
+        if not groups or groups[-1][0] != r.submission_id:
+            groups.append((r.submission_id, []))
+        groups[-1][1].append(message_from_dict(r.data))
+    if not groups:
+        return history_view(conversation_id, [])
+    plain: list[str] = []
+    md: list[str] = []
+    for sid, messages in groups:
+        view = history_view(conversation_id, messages)
+        plain.append(view.plain)
+        md.append(view.md)
+        for mark in _marks(subs.get(sid) if sid else None, sid in recovered):
+            plain.append(f"  [{mark}]")
+            md.append(f"> *[{mark}]*")
+    return TextView(
+        "\n".join(plain),
+        "\n\n".join(md),
+        {"conversation_id": conversation_id, "messages": sum(len(m) for _, m in groups)},
+    )
+
+
+def _marks(sub: Any, recovered: bool) -> list[str]:
+    marks = ["recovered after its kernel stopped mid-run"] if recovered else []
+    if sub is None or sub.joined_into:
+        return marks
+    if sub.outcome is None:
+        marks.append(f"{sub.state.value}…")
+    elif sub.outcome.value != "completed":
+        why = (sub.error or {}).get("message", "")
+        marks.append(f"{sub.outcome.value}: {why}" if why else sub.outcome.value)
+    return marks
+
+
 def store_command(name: str, conversation_id: str, path: str) -> None:
     """`history`, `status` or `abort` from the store alone (no agent, no session).
 
@@ -136,7 +184,10 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
         return
     store = open_any(path, cwd=os.getcwd())
     try:
-        shown = from_store(name, store, conversation_id, store_label=label)
+        if name == "history":
+            shown: Any = history_with_outcomes(conversation_id, store)
+        else:
+            shown = from_store(name, store, conversation_id, store_label=label)
     finally:
         store.close()
     if isinstance(shown, str):

@@ -22,7 +22,13 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from flue_nb.notebook._commands import compact, help_view, mcp_view, store_command
+from flue_nb.notebook._commands import (
+    compact,
+    help_view,
+    history_with_outcomes,
+    mcp_view,
+    store_command,
+)
 from flue_nb.runtime.store._url import mask_url, store_key
 from flue_nb.notebook._line import (
     SUBCOMMANDS,
@@ -387,9 +393,7 @@ class FlueMagics(Magics):
             return store_command(name, self._conversation(args), self._store_label(args))
         session = self._session(args, agent=agent)
         if name == "history":
-            from flue_nb.notebook.history import history_view
-
-            display(history_view(session.conversation_id, session.history()))
+            display(history_with_outcomes(session.conversation_id, session.store))
         elif name == "status":
             from flue_nb.notebook.history import status_view
 
