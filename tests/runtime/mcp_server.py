@@ -10,6 +10,8 @@ import base64
 import os
 import sys
 
+import anyio
+
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 
@@ -42,6 +44,13 @@ def dot() -> Image:
 def fail(why: str) -> str:
     """Raise an error with the given reason."""
     raise ValueError(why)
+
+
+@app.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await anyio.sleep(seconds)
+    return "slept"
 
 
 @app.tool()

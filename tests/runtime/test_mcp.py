@@ -47,7 +47,7 @@ def test_stdio_server_tools_mount_as_mcp_names_with_the_servers_own_schema():
     model = ScriptedModel(["hi"])
     session(calc_agent(model)).prompt("hello")
     request = model.requests[0]
-    assert names(request) == ["task", *(f"mcp__calc__{n}" for n in ("add", "pid", "dot", "fail", "crash", "grow"))]
+    assert names(request) == ["task", *(f"mcp__calc__{n}" for n in ("add", "pid", "dot", "fail", "slow", "crash", "grow"))]
     add = next(t for t in request.tools if t.name == "mcp__calc__add")
     assert add.description == "Add two integers."
     assert add.input_schema["required"] == ["a", "b"]
@@ -131,6 +131,7 @@ def test_an_optional_server_that_cannot_start_mounts_nothing_and_the_model_is_to
     [signal] = signals(model.requests[0])
     assert signal.signal_type == "resources"
     assert "MCP server `gone` is unavailable" in signal.text and "not found" in signal.text
+    assert len(signal.changes) == 1 and signal.changes[0].startswith("MCP server `gone` is unavailable")
     s.prompt("again")
     assert len(signals(model.requests[1])) == 1  # still down: not announced a second time
 
@@ -148,6 +149,27 @@ def test_a_server_crashing_mid_call_is_an_error_result_and_the_next_call_restart
     assert "went away during this call" in crashed.content and "crashing on purpose" in crashed.content
     assert not second.is_error and second.content != first.content  # a new server process
     assert signals(model.requests[3]) == []  # same tools after the restart: nothing to announce
+
+
+def test_an_abort_during_a_call_settles_aborted_and_the_connection_stays_usable():
+    model = ScriptedModel([
+        reply("", tool_call("mcp__calc__pid")), reply("", tool_call("mcp__calc__slow", seconds=30)),
+        reply("", tool_call("mcp__calc__pid")), reply("same server"),
+    ])
+    s = session(calc_agent(model))
+    receipt = s.dispatch("sleep")
+    deadline = time.monotonic() + 30
+    while len(model.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the slow call is in flight
+    started = time.monotonic()
+    s.abort()
+    with pytest.raises(flue.SubmissionAbortedError):
+        s.read(receipt, timeout=20)
+    assert time.monotonic() - started < 10
+    assert s.prompt("again") == "same server"
+    pids = [r.content for r in results(model.requests[3]) if r.name == "mcp__calc__pid"]
+    assert len(pids) == 2 and pids[0] == pids[1]
 
 
 def test_a_server_that_crashes_and_cannot_restart_is_unmounted_and_the_model_told(tmp_path):

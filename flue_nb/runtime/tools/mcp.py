@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -237,6 +238,8 @@ def close_mcp_servers(timeout: float = 10.0) -> None:
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
     co = coordinator()
+    if co.thread is threading.current_thread():
+        raise RuntimeError("close_mcp_servers() blocks: call it from outside the runtime's loop")
     co.submit(close_all()).result(timeout)
 
 
@@ -353,4 +356,4 @@ def unavailable_signals(old: dict[str, Any] | None, new: dict[str, Any]) -> list
         + reason.splitlines()[0]
         for n, reason in fresh.items()
     ]
-    return [SignalMessage("resources", "Your resources changed.\n" + "\n".join(lines))]
+    return [SignalMessage("resources", "Your resources changed.\n" + "\n".join(lines), lines)]
