@@ -176,6 +176,22 @@ class ScriptedModel:
             yield event
 
 
+def _function_error(fn: Any, exc: Exception) -> ProviderError:
+    import traceback
+
+    name = getattr(fn, "__name__", "fn")
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        code = f": {last.line.strip()}" if last.line else ""
+        where = f" at {last.filename}, line {last.lineno}, in {last.name}{code}"
+    return ProviderError(
+        f"FunctionModel's function `{name}` raised {type(exc).__name__}: {exc}{where}",
+        kind="other",
+    )
+
+
 class FunctionModel:
     """A model whose responses come from `fn(request)` (sync or async), returning a step."""
 
@@ -204,9 +220,14 @@ class FunctionModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Answer with whatever `fn` returns for this request."""
         self.requests.append(snapshot(request))
-        step = self.fn(request)
-        if inspect.isawaitable(step):
-            step = await step
+        try:
+            step = self.fn(request)
+            if inspect.isawaitable(step):
+                step = await step
+        except Exception as exc:
+            # The user's function is the model here: its bug is a model error (not retried)
+            # that points at the user's line, not an internal error of the runtime.
+            raise _function_error(self.fn, exc) from exc
         if not isinstance(step, (Reply, Fail, str)):
             raise ConfigError(f"FunctionModel's function returned {step!r}; return reply(...), fail(...) or a str")
         async for event in _stream_step(step, self._info.id, self.delay):
