@@ -38,18 +38,27 @@ def run_message(
     model: str,
     background: bool,
     opened_at: float | None = None,
+    widget: bool = False,
 ) -> None:
     """Dispatch `message` and show it; block until it settles unless `background`.
 
     `opened_at` is when this kernel opened the conversation, if this cell did: work admitted
     before then and unsettled at that time was left by an earlier kernel, and opening the
     session started its recovery, perhaps before this cell could watch its events.
+
+    `widget`: the frontend draws widgets, so the cell shows the chat view of its submission,
+    with the text transcript as the fallback in the same bundle (see `notebook.chat`).
     """
     view = CellView(message, session.conversation_id, agent=agent)
     view.notes["model"] = model
     _note_lease(session, view)
-    handle = display(view if background else BLANK, display_id=True)
-    live = LiveOutput(view, handle_publisher(handle))
+    chat = _cell_chat(session, model) if widget else None
+    first = view if background else BLANK
+    handle = display(first if chat is None else chat.bundle(first), display_id=True)
+    publish = handle_publisher(handle)
+    # With the widget, the display is never re-sent while the run streams (a frontend would
+    # rebuild the widget's view at each update); the widget updates itself over its comm.
+    live = LiveOutput(view, publish if chat is None else chat.quiet)
     stop = session.observe(live.feed)
     _show_recovery(session, view, opened_at)
 
@@ -60,6 +69,8 @@ def run_message(
         view.tokens = usage_totals(records)
         _show_recovery(session, view, opened_at)
         live.finish(result)
+        if chat is not None:
+            publish(chat.final(view, result))
 
     with contextlib.ExitStack() as waiting:
         if not background:
@@ -73,16 +84,26 @@ def run_message(
             if isinstance(exc, FlueError):
                 raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
             raise
+        if chat is not None:
+            chat.bind(receipt.submission_id)
         if background:
             # Set before `bind`, which replays early events: a fast run may have settled already.
             live.on_settled = lambda: (stop(), final())
         live.bind(receipt.submission_id)
         if background:
             return
-        _wait(session, receipt, view, live, stop, final)
+        _wait(session, receipt, view, live, stop, final, chat)
 
 
-def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any) -> None:
+def _cell_chat(session: Any, model: str) -> Any:
+    from flue_nb.notebook.chat.cell import CellChat
+
+    return CellChat(session, model)
+
+
+def _wait(
+    session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any, chat: Any = None
+) -> None:
     try:
         view.reply = session.read(receipt)
     except KeyboardInterrupt:
@@ -97,7 +118,7 @@ def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, fina
         stop()
     view.settle("completed")
     final(BLANK)
-    display(view)
+    display(view if chat is None else chat.bundle(view))
 
 
 def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> None:

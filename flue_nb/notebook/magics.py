@@ -51,10 +51,7 @@ AGENT_CHOICE = "flue_nb.magics:agent"
 """Persistent-state name under which a conversation keeps the agent its cells talk to (None: the
 default assistant); the colon keeps it apart from names an agent's `use_persistent_state` picks."""
 
-WIDGET_NOT_READY = (
-    "flue: the chat widget is not built yet (it is coming in a later version); "
-    "showing this conversation as plain text instead."
-)
+NO_WIDGET_EXTRA = "the chat widget needs the `widget` extra: pip install 'flue_nb[widget]'"
 
 
 @magics_class
@@ -79,6 +76,12 @@ class FlueMagics(Magics):
     ).tag(config=True)
     lease_ttl = Float(
         30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat."
+    ).tag(config=True)
+    widget = Enum(
+        ["auto", "always", "never"],
+        "auto",
+        help="Draw a `%%flue` cell's run as the chat widget: `auto` when the frontend draws "
+        "widgets (JupyterLab, Notebook 7), `always`, or `never` (the text transcript only).",
     ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
@@ -131,7 +134,7 @@ class FlueMagics(Magics):
     @argument(
         "--no-widget",
         action="store_true",
-        help="Plain text/markdown output (the default until the widget lands).",
+        help="Plain text/markdown output instead of the chat widget.",
     )
     @argument(
         "--background", action="store_true", help="Return at once; the output keeps updating."
@@ -360,7 +363,48 @@ class FlueMagics(Magics):
             model=label,
             background=args.background,
             opened_at=self.opened_at,
+            widget=self._draws_widget(args),
         )
+
+    def _draws_widget(self, args: Any) -> bool:
+        """Whether this cell shows the chat view (with the text transcript as its fallback)."""
+        if args.no_widget or self.widget == "never":
+            return False
+        from flue_nb.notebook.chat import available
+
+        if not available():
+            return False
+        from flue_nb.notebook.chat._frontend import renders_widgets
+
+        return self.widget == "always" or renders_widgets()
+
+    def _chat(self, args: Any, cell: str | None) -> bool:
+        """`%flue chat`: open the chat widget; False (after saying why) to show text instead."""
+        from flue_nb.notebook.chat import available
+
+        if args.no_widget or not available():
+            why = "--no-widget" if args.no_widget else NO_WIDGET_EXTRA
+            print(f"flue: showing this conversation as text ({why})")
+            return False
+        from flue_nb.runtime.errors import FlueError
+
+        agent, label = self._agent(args)
+        try:
+            session = self._session(args, agent=agent)
+        except FlueError as exc:
+            raise FlueCellError(
+                f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
+            ) from None
+        from flue_nb.notebook.chat._frontend import WithWidget
+        from flue_nb.notebook.chat.widget import ChatWidget
+        from flue_nb.notebook.history import history_view
+
+        chat = ChatWidget(session, model=label)
+        # Where widgets don't render (nbconvert, a terminal), the history shows as text.
+        display(WithWidget(history_view(session.conversation_id, session.history()), chat))
+        if cell is not None and cell.strip():
+            chat.send_message(cell.strip())
+        return True
 
     def _interpolate(self, message: str) -> str:
         from IPython.utils.text import DollarFormatter
@@ -384,7 +428,8 @@ class FlueMagics(Magics):
         if arg:
             raise UsageError(f"`%flue {name}` takes no argument (got {arg!r})")
         if name == "chat":
-            print(WIDGET_NOT_READY)
+            if self._chat(args, cell):
+                return None
             if cell is not None and cell.strip():
                 return self._send(cell, args)
             name = "history"
@@ -465,6 +510,9 @@ def load_ipython_extension(ipython: Any) -> None:
     transforms = ipython.input_transformer_manager.line_transforms
     if protect_line_magic not in transforms:
         transforms.append(protect_line_magic)
+    from flue_nb.notebook.chat._frontend import watch
+
+    watch()  # a frontend that draws widgets says so when it connects: cells then draw the chat
 
 
 def unload_ipython_extension(ipython: Any) -> None:

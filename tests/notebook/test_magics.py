@@ -134,14 +134,56 @@ def test_subcommands_status_use_abort_compact_help_chat(kernel):
     assert "conversation: subs" in status and "submissions: 1 completed" in status
     assert "use AGENT" in kernel.ok("%flue help").text()
     assert "nothing was running" in kernel.ok("%flue abort").stdout
-    assert "flue: compacted the context" in kernel.ok("%flue -m echo compact").stdout
+    assert "flue: nothing to fold" in kernel.ok("%flue -m echo compact").stdout
     used = kernel.ok("%flue use shouty")
-    assert "agent `shouty`" in used.stdout
+    assert "now talks to agent `shouty`" in used.stdout
     assert "QUIET PLEASE" in kernel.ok("%flue quiet please").text()
     kernel.ok("%flue use assistant")
-    chat = kernel.ok("%flue chat")
-    assert "not built yet" in chat.stdout and "user: quiet please" in chat.text()
+    chat = kernel.ok("%flue chat --no-widget")
+    assert "as text (--no-widget)" in chat.stdout and "user: quiet please" in chat.text()
     assert "UsageError" in kernel.run("%flue use nosuchagent").all_text()
+
+
+def test_help_is_markdown_that_wraps_without_the_rst_marker(kernel):
+    shown = kernel.ok("%flue help")
+    md, plain = shown.text("text/markdown"), shown.text()
+    assert "::" not in md and "::" not in plain and "```" not in md
+    assert "- `-m SPEC, --model SPEC`:" in md and "anthropic/&lt;id>" in md
+    assert max(len(line) for line in plain.splitlines()) <= 90
+
+
+def test_bad_model_spec_and_use_with_two_names_are_usage_errors_at_once(kernel):
+    # IPython prints a UsageError (no traceback) instead of running anything.
+    bad = kernel.run("%flue -c spec -m not/a/model hello")
+    assert "UsageError: unknown model 'not/a/model'" in bad.all_text(), bad.all_text()
+    two = kernel.run("%flue -c spec use a b")
+    assert "UsageError: `%flue use` takes one name" in two.all_text(), two.all_text()
+    assert "(no messages yet)" in kernel.ok("%flue -c spec history").text()  # nothing was sent
+    escaped = kernel.ok("%flue -c spec -m echo -- use a b")
+    assert "echo: use a b" in escaped.text()
+
+
+def test_provider_colon_model_spelling_is_accepted(kernel):
+    # jupyter-ai's spelling; the request itself is refused (no key, no internet in tests).
+    run = kernel.run("%flue -c colon -m anthropic:claude-sonnet-4-6 hello")
+    assert "UsageError" not in run.all_text() and "unknown model" not in run.all_text()
+    assert "model anthropic/claude-sonnet-4-6" in kernel.ok("%flue -c colon -m anthropic:claude-sonnet-4-6 status").text()
+
+
+def test_an_exception_in_a_function_model_is_a_model_error_with_the_users_line(kernel):
+    kernel.ok(
+        "def broken_brain(req):\n"
+        "    table = {}\n"
+        "    return table['answer']\n"
+        "broken = FunctionModel(broken_brain)"
+    )
+    run = kernel.run("%flue -c broken -m broken hello")
+    text = run.all_text()
+    assert "internal error" not in text, text
+    assert "FunctionModel's function `broken_brain` raised KeyError: 'answer'" in text
+    assert "return table['answer']" in text
+    history = kernel.ok("%flue -c broken -m broken history").text()
+    assert "[failed: FunctionModel's function `broken_brain` raised KeyError" in history
 
 
 def test_conversation_switch_and_new(kernel):
@@ -232,6 +274,7 @@ def test_abort_stops_a_background_run_and_its_output_says_so(kernel):
     final = latest()
     assert final.endswith("[■ aborted: the submission was aborted by the user]"), final
     assert "submissions: 1 aborted" in kernel.ok("%flue status").text()
+    assert "[aborted: the submission was aborted by the user]" in kernel.ok("%flue history").text()
 
 
 def test_a_users_own_kernel_agent_runs_python_on_the_main_thread_too(kernel):
@@ -257,3 +300,30 @@ def test_without_a_model_history_and_status_read_the_store_and_recover_nothing(k
     status = kernel.ok("%flue -c plain status").text()
     assert "agent: none chosen in this kernel" in status and "submissions: 1 completed" in status
     assert "no model is configured" in kernel.run("%flue -c plain compact").error_text
+
+
+def test_the_agent_is_sticky_per_conversation_and_survives_a_restart(tmp_path):
+    k = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        k.ok(SETUP)
+        k.ok("%config FlueMagics.model = 'echo'")
+        assert "HELLO" in k.ok("%%flue -c sticky --agent shouty\nhello").text()
+        assert "AGAIN" in k.ok("%%flue\nagain").text()  # no --agent: still shouty
+        assert "echo: elsewhere" in k.ok("%flue -c other elsewhere").text()  # its own choice
+        k.restart()
+        k.ok(SETUP)
+        k.ok("%config FlueMagics.model = 'echo'")
+        assert "AFTER RESTART" in k.ok("%flue -c sticky after restart").text()
+        k.ok("%flue -c sticky use assistant")
+        assert "echo: plain" in k.ok("%flue -c sticky plain").text()
+        k.restart()  # the agent is not defined in the new kernel: say so, send nothing
+        k.ok("%config FlueMagics.model = 'echo'")
+        k.ok("%flue -c other2 use assistant")
+        k.ok(SETUP.replace("def shouty", "def shouty_unused"))
+        k.ok("%flue -c sticky use shouty_unused")
+        k.ok("del shouty_unused")
+        missing = k.run("%flue -c sticky hello?").all_text()
+        assert "UsageError: conversation `sticky` talks to agent `shouty_unused`" in missing
+        assert "%flue use assistant" in missing
+    finally:
+        k.shutdown()

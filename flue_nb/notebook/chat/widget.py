@@ -271,6 +271,13 @@ class ChatWidget(anywidget.AnyWidget):
         loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(approved))
         return True
 
+    def detach(self) -> None:
+        """Stop following the conversation (a cell view whose submission settled)."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop()
+        _open.discard(self)
+
     def close(self) -> None:
         """Stop observing and close the comm."""
         stop = getattr(self, "_stop", None)

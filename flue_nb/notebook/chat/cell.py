@@ -1,0 +1,37 @@
+"""The chat view of one `%%flue` cell's submission, beside the cell's text transcript."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flue_nb.notebook.chat._frontend import WithWidget
+from flue_nb.notebook.chat.widget import ChatWidget
+
+__all__ = ["CellChat"]
+
+
+class CellChat:
+    """A `ChatWidget` in cell mode, and the display bundles that carry it."""
+
+    def __init__(self, session: Any, model: str) -> None:
+        self.widget = ChatWidget(session, mode="cell", model=model, redraw=False)
+        self.widget.hold()
+
+    def bind(self, submission_id: str) -> None:
+        """The cell's submission is known: draw it (and what it did already)."""
+        self.widget.bind(submission_id)
+
+    def bundle(self, fallback: Any) -> WithWidget:
+        """`fallback` (the transcript, or an empty output) with the widget's view."""
+        return WithWidget(fallback, self.widget)
+
+    def quiet(self, _obj: Any) -> None:
+        """The live display's publisher while the widget streams: nothing to re-send."""
+
+    def final(self, view: Any, result: Any) -> Any:
+        """The live display's last content; the widget stops following the conversation."""
+        self.widget.flush()
+        self.widget.detach()
+        if result is not None:
+            return result  # BLANK: a blocking cell shows its final bundle as a new output
+        return self.bundle(view)
