@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "ToolOutput": "flue_nb.runtime.tools.tool",
     "ToolRetry": "flue_nb.runtime.errors",
     "agent": "flue_nb.runtime.agent",
+    "chat": "flue_nb.notebook.chat",
     "define_subagent": "flue_nb.runtime.agent",
     "define_tool": "flue_nb.runtime.tools.tool",
     "init": "flue_nb.runtime.session",
@@ -90,6 +91,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from flue_nb.notebook.chat import chat
     from flue_nb.notebook.kernel_sandbox import kernel
     from flue_nb.runtime.agent import AgentDef, agent, define_subagent
     from flue_nb.runtime.core.compaction import CompactionConfig
