@@ -8,6 +8,9 @@ idle, a third message from B runs in B. Afterwards the file passes `PRAGMA integ
 every submission settled exactly once, no two processes ran submissions at the same time, and the
 records' seqs are unique and increasing.
 
+Both run on SQLite and on PostgreSQL; B also runs with its clock seam skewed by ten minutes,
+which must change nothing (leases are measured by the store's clock, not a kernel's).
+
 This module is also the owner program: `python test_two_owners.py a|b --db PATH --dir DIR`.
 """
 
@@ -51,6 +54,7 @@ def _owner_main() -> None:
     parser.add_argument("role", choices=["a", "b"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--dir", required=True)
+    parser.add_argument("--skew", type=float, default=0.0, help="seconds added to this clock")
     args = parser.parse_args()
     role, d = args.role, Path(args.dir)
 
@@ -85,8 +89,12 @@ def _owner_main() -> None:
         flue.use_model(model, compaction=False)
         return "You answer questions."
 
+    from flue_nb.runtime.core.loop import RunSettings
+
+    skewed = RunSettings(clock=lambda: time.time() + args.skew) if args.skew else None
     session = flue.init(
-        shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL
+        shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL,
+        settings=skewed,
     )
     store = session.store
 
@@ -221,9 +229,31 @@ if __name__ == "__main__":
 # --- the test ---------------------------------------------------------------------------------
 
 
-def _start(role: str, d: Path, *flags: str) -> subprocess.Popen[bytes]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The shared store: a file in the test's directory, or a fresh PostgreSQL database."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "store.sqlite")
+
+
+def _open(db: str) -> Any:
+    if db.startswith("postgresql://"):
+        from flue_nb.runtime.store.postgres import PostgresStore
+
+        return PostgresStore(db)
+    return SQLiteStore(db)
+
+
+def _check_integrity(db: str) -> None:
+    if not db.startswith("postgresql://"):
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def _start(role: str, d: Path, *flags: str, db: str) -> subprocess.Popen[bytes]:
     out = open(d / f"{role}.out", "w")  # noqa: SIM115 - closed when the process is reaped
-    cmd = [sys.executable, __file__, role, "--db", str(d / "store.sqlite"), "--dir", str(d), *flags]
+    cmd = [sys.executable, __file__, role, "--db", db, "--dir", str(d), *flags]
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=d)
     out.close()
     return proc
@@ -257,14 +287,17 @@ def _windows(d: Path) -> dict[str, list[tuple[float, float]]]:
     return windows
 
 
-def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Path) -> None:
-    a = _start("a", tmp_path)
+@pytest.mark.parametrize("skew", [0, 600], ids=["same_clock", "b_clock_10_min_ahead"])
+def test_second_process_is_admitted_durably_but_waits_for_the_lease(
+    tmp_path: Path, db: str, skew: int
+) -> None:
+    a = _start("a", tmp_path, db=db)
     deadline = time.monotonic() + 30.0
     while not (tmp_path / "a_streaming").exists():
         assert a.poll() is None, f"owner a exited early:\n{(tmp_path / 'a.out').read_text()}"
         assert time.monotonic() < deadline, "owner a never started streaming"
         time.sleep(0.01)
-    b_report = _finish(_start("b", tmp_path), "b", tmp_path)
+    b_report = _finish(_start("b", tmp_path, "--skew", str(skew), db=db), "b", tmp_path)
     a_report = _finish(a, "a", tmp_path)
 
     # B was admitted while A ran, and did not take the conversation over.
@@ -292,10 +325,8 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Pa
             )
 
     # The file is sound and every submission settled exactly once.
-    db = tmp_path / "store.sqlite"
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    with SQLiteStore(db) as store:
+    _check_integrity(db)
+    with _open(db) as store:
         subs = store.submissions(CONVERSATION)
         records = store.records(CONVERSATION)
     assert [s.text for s in subs] == [A_MESSAGE, *B_MESSAGES, B_LATE]
@@ -339,17 +370,17 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str) -> None:
 
 @pytest.mark.parametrize("resume", ["after_the_taker_settled", "while_the_taker_streams"])
 def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_over(
-    tmp_path: Path, resume: str
+    tmp_path: Path, resume: str, db: str
 ) -> None:
     # SIGSTOP stands for a kernel that stops running without dying (a suspended laptop, a
     # debugger, a C call holding the GIL): its lease expires and the next owner recovers.
-    stalled = _start("stalled", tmp_path)
+    stalled = _start("stalled", tmp_path, db=db)
     try:
         _wait_for(tmp_path / "stalled_streaming", stalled, "the stalled owner streaming")
         time.sleep(0.4)  # past the first partial snapshot
         os.kill(stalled.pid, signal.SIGSTOP)
         time.sleep(STALL_LEASE_TTL + 0.5)
-        with SQLiteStore(tmp_path / "store.sqlite") as store:
+        with _open(db) as store:
             (sub,) = store.submissions(CONVERSATION)
             stopped_at = (sub.state, store.partial(sub.id), store.lease(CONVERSATION))
         if (
@@ -359,9 +390,9 @@ def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_ove
         ):
             pytest.fail(f"the owner was not stopped mid-stream with an expired lease: {stopped_at}")
         if resume == "after_the_taker_settled":
-            taker = _finish(_start("taker", tmp_path), "taker", tmp_path)
+            taker = _finish(_start("taker", tmp_path, db=db), "taker", tmp_path)
         else:
-            proc = _start("taker", tmp_path, "--slow")
+            proc = _start("taker", tmp_path, "--slow", db=db)
             _wait_for(tmp_path / "taker_streaming", proc, "the taker streaming")
             os.kill(stalled.pid, signal.SIGCONT)  # both run now; only the taker owns the lease
             taker = _finish(proc, "taker", tmp_path)
@@ -370,11 +401,10 @@ def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_ove
             os.kill(stalled.pid, signal.SIGCONT)
     stale = _finish(stalled, "stalled", tmp_path)
 
-    with SQLiteStore(tmp_path / "store.sqlite") as store:
+    with _open(db) as store:
         (sub,) = store.submissions(CONVERSATION)
         records = store.records(CONVERSATION)
-    with sqlite3.connect(tmp_path / "store.sqlite") as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    _check_integrity(db)
     settlements = [r for r in records if r.kind == "settlement"]
     outcomes = (taker["result"], stale["result"], sub.state, sub.result, len(settlements))
     if outcomes != (TAKER_TEXT, TAKER_TEXT, SubmissionState.SETTLED, TAKER_TEXT, 1):
