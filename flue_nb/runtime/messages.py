@@ -13,6 +13,7 @@ from typing import Any, Literal, Union
 __all__ = [
     "AssistantMessage",
     "AssistantPart",
+    "ImagePart",
     "Message",
     "SignalMessage",
     "SignalType",
@@ -23,7 +24,10 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "image_from_dict",
+    "image_to_dict",
     "message_from_dict",
+    "message_images",
     "message_to_dict",
 ]
 
@@ -82,12 +86,41 @@ AssistantPart = Union[TextPart, ThinkingPart, ToolCall]
 
 
 @dataclass(slots=True)
+class ImagePart:
+    """An image in a user message or a tool result (a figure, an attachment, a `read` image).
+
+    The JSON form keeps only the reference (`digest`, type, size, label); the bytes live in the
+    store's blob table, once per digest, and are loaded back into `data` with the window.
+    """
+
+    media_type: str
+    """`image/png`, `image/jpeg`, `image/gif` or `image/webp`."""
+    digest: str
+    """sha256 hex of `data`: the key in the store's blob table and in cassettes."""
+    width: int
+    height: int
+    label: str = ""
+    """What the image is, in a few words (`figure 1`, `plot.png`): shown where bytes are not."""
+    data: bytes | None = field(default=None, repr=False, compare=False)
+    """The encoded image; None when the bytes could not be loaded (the model gets `describe()`)."""
+    kind: Literal["image"] = "image"
+
+    def describe(self) -> str:
+        """One line standing for the image where its bytes are not sent (compaction, history)."""
+        fmt = self.media_type.rsplit("/", 1)[-1].upper()
+        name = f"{self.label}, " if self.label else ""
+        return f"[image: {name}{self.width}×{self.height} {fmt}, sha256 {self.digest[:12]}]"
+
+
+@dataclass(slots=True)
 class UserMessage:
     """A person's (or a script's) message."""
 
     text: str
     submission_id: str | None = None
     """The submission that brought it in (None for messages built by hand)."""
+    images: list[ImagePart] = field(default_factory=list)
+    """Images the person attached (`--attach`, `prompt(..., images=[...])`)."""
     kind: Literal["user"] = "user"
 
 
@@ -126,6 +159,8 @@ class ToolResultMessage:
     """The tool's structured extra for observers (never sent to the model)."""
     duration_ms: float | None = field(default=None, compare=False)
     """How long the call ran (for observers redrawing it)."""
+    images: list[ImagePart] = field(default_factory=list)
+    """Images sent to the model next to `content` (figures the code drew, an image `read`)."""
     kind: Literal["tool_result"] = "tool_result"
 
 
@@ -162,6 +197,26 @@ class SummaryMessage:
 Message = Union[UserMessage, AssistantMessage, ToolResultMessage, SignalMessage, SummaryMessage]
 
 
+def image_to_dict(p: ImagePart) -> dict[str, Any]:
+    """The JSON form of an image: the reference only, never the bytes."""
+    d: dict[str, Any] = {"kind": "image", "media_type": p.media_type, "digest": p.digest, "width": p.width, "height": p.height}
+    if p.label:
+        d["label"] = p.label
+    return d
+
+
+def image_from_dict(d: dict[str, Any]) -> ImagePart:
+    """An image reference from its JSON form (`data` is filled in from the store's blobs)."""
+    return ImagePart(d["media_type"], d["digest"], int(d["width"]), int(d["height"]), d.get("label", ""))
+
+
+def message_images(m: Message) -> list[ImagePart]:
+    """The images a message carries (user attachments, tool-result figures), in order."""
+    if isinstance(m, (UserMessage, ToolResultMessage)):
+        return m.images
+    return []
+
+
 def _part_to_dict(p: AssistantPart) -> dict[str, Any]:
     if isinstance(p, TextPart):
         return {"kind": "text", "text": p.text}
@@ -194,13 +249,18 @@ def message_to_dict(m: Message) -> dict[str, Any]:
             "aborted": m.aborted,
         }
     if isinstance(m, UserMessage):
-        return {"kind": "user", "text": m.text, "submission_id": m.submission_id}
+        d: dict[str, Any] = {"kind": "user", "text": m.text, "submission_id": m.submission_id}
+        if m.images:
+            d["images"] = [image_to_dict(p) for p in m.images]
+        return d
     if isinstance(m, ToolResultMessage):
-        d: dict[str, Any] = {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
+        d = {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
         if m.details:
             d["details"] = m.details
         if m.duration_ms is not None:
             d["duration_ms"] = m.duration_ms
+        if m.images:
+            d["images"] = [image_to_dict(p) for p in m.images]
         return d
     if isinstance(m, SignalMessage):
         return {"kind": "signal", "signal_type": m.signal_type, "text": m.text, "changes": m.changes}
@@ -220,10 +280,11 @@ def message_from_dict(d: dict[str, Any]) -> Message:
             aborted=d.get("aborted", False),
         )
     if k == "user":
-        return UserMessage(d["text"], d.get("submission_id"))
+        return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])
     if k == "tool_result":
         return ToolResultMessage(d["call_id"], d["name"], d["content"], d.get("is_error", False),
-                                 d.get("details"), d.get("duration_ms"))
+                                 d.get("details"), d.get("duration_ms"),
+                                 [image_from_dict(p) for p in d.get("images") or ()])
     if k == "signal":
         return SignalMessage(d["signal_type"], d["text"], list(d.get("changes") or []))
     if k == "summary":

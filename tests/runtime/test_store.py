@@ -146,6 +146,7 @@ def test_tables_are_strict_and_foreign_keys_are_on(file_store: SQLiteStore) -> N
         "records",
         "state",
         "partials",
+        "blobs",
     }
     assert all(strict.values())
     file_store.ensure_conversation("c", now=1.0)
@@ -958,3 +959,16 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(
             assert [x.seq for x in s.submissions(name)] == result["subs"]
         stream = [r.seq for name in ("a", "b") for r in s.records(name)]
         assert len(stream) == len(set(stream))
+
+
+def test_blobs_are_kept_once_by_digest_in_parts_and_read_back_whole(store: Any) -> None:
+    import hashlib
+
+    big = bytes(range(256)) * 5000  # 1.28 MB: three parts
+    digest = hashlib.sha256(big).hexdigest()
+    assert store.blob(digest) is None
+    store.put_blob(digest, big)
+    store.put_blob(digest, big)  # the same image again (another figure, another request)
+    assert store.blob(digest) == big
+    store.put_blob("e" * 64, b"")
+    assert store.blob("e" * 64) == b""

@@ -230,6 +230,20 @@ class Store(Protocol):
         """Forget the snapshot (the response was recorded whole)."""
         ...
 
+    # image bytes, content-addressed: messages keep an `ImagePart`'s digest, the store its bytes
+    # once, however many messages, requests or submissions refer to them
+    def put_blob(self, digest: str, data: bytes) -> None:
+        """Keep `data` under `digest` (its sha256 hex); a no-op when already kept.
+
+        Not fenced by the lease: the same digest always means the same bytes, and a blob that no
+        record refers to (a writer stopped between the two) is harmless.
+        """
+        ...
+
+    def blob(self, digest: str) -> bytes | None:
+        """The bytes kept under `digest`, or None."""
+        ...
+
     def close(self) -> None:
         """Release the connection."""
         ...

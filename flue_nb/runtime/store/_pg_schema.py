@@ -14,7 +14,7 @@ from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Submission
 from flue_nb.runtime.store._sqlite_schema import Migration, load_json, submission_from_row
 
-__all__ = ["MIGRATIONS", "NOW", "RECORD_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "SUBMISSION_COLUMNS", "migrate", "submission_from_pg"]
+__all__ = ["BLOB_CHUNK", "MIGRATIONS", "NOW", "RECORD_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "SUBMISSION_COLUMNS", "migrate", "submission_from_pg"]
 
 SCHEMA = "flue"
 """The PostgreSQL schema (namespace) holding flue_nb's tables."""
@@ -80,7 +80,24 @@ _V1 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1,)
+# Image bytes, once per sha256 digest (messages keep only the digest), in parts of at most
+# BLOB_CHUNK bytes (as in the SQLite store).
+_V2 = Migration(
+    2,
+    (
+        """CREATE TABLE blobs (
+            digest text NOT NULL,
+            part integer NOT NULL CHECK (part >= 0),
+            data bytea NOT NULL,
+            PRIMARY KEY (digest, part)
+        )""",
+    ),
+)
+
+BLOB_CHUNK = 512 * 1024
+"""Bytes per `blobs` row."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -34,6 +34,7 @@ _UPDATABLE = frozenset(
 )
 
 __all__ = [
+    "BLOB_CHUNK",
     "DB_NOW",
     "MIGRATIONS",
     "RECORD_COLUMNS",
@@ -136,7 +137,24 @@ _V1 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1,)
+# Image bytes, once per sha256 digest (messages keep only the digest), in parts of at most
+# BLOB_CHUNK bytes so no single row or statement holds a whole large image.
+_V2 = Migration(
+    2,
+    (
+        """CREATE TABLE blobs (
+            digest TEXT NOT NULL,
+            part INTEGER NOT NULL CHECK (part >= 0),
+            data BLOB NOT NULL,
+            PRIMARY KEY (digest, part)
+        ) STRICT""",
+    ),
+)
+
+BLOB_CHUNK = 512 * 1024
+"""Bytes per `blobs` row."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -37,6 +37,7 @@ from flue_nb.runtime.store import (
     SubmissionUpdate,
 )
 from flue_nb.runtime.store._pg_schema import (
+    BLOB_CHUNK,
     NOW,
     RECORD_COLUMNS,
     SCHEMA,
@@ -712,6 +713,29 @@ class PostgresStore:
     def clear_partial(self, submission_id: str) -> None:
         """Forget the snapshot (the response was recorded whole)."""
         self._call(lambda conn: conn.execute("DELETE FROM partials WHERE submission_id = %s", (submission_id,)))
+
+    # -- image bytes, content-addressed --------------------------------------------------------
+
+    def put_blob(self, digest: str, data: bytes) -> None:
+        """Keep `data` under its sha256 `digest`, in parts; a no-op when it is already kept."""
+        parts = [data[i : i + BLOB_CHUNK] for i in range(0, len(data), BLOB_CHUNK)] or [b""]
+
+        def tx(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO blobs (digest, part, data) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (digest, part) DO NOTHING",
+                    [(digest, i, part) for i, part in enumerate(parts)],
+                )
+
+        self._call(tx)
+
+    def blob(self, digest: str) -> bytes | None:
+        """The bytes kept under `digest`, or None."""
+        rows = self._call(lambda conn: conn.execute(
+            "SELECT data FROM blobs WHERE digest = %s ORDER BY part", (digest,)
+        ).fetchall())
+        return b"".join(bytes(r[0]) for r in rows) if rows else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flue_nb.runtime.store._sqlite_schema import (
+    BLOB_CHUNK,
     DB_NOW,
     RECORD_COLUMNS,
     RECORD_KINDS,
@@ -555,6 +556,27 @@ class SQLiteStore:
         """Forget the snapshot (the response was recorded whole)."""
         with self._tx("IMMEDIATE") as conn:
             conn.execute("DELETE FROM partials WHERE submission_id = ?", (submission_id,))
+
+    # -- image bytes, content-addressed ----------------------------------------------------------
+
+    def put_blob(self, digest: str, data: bytes) -> None:
+        """Keep `data` under its sha256 `digest`, in parts; a no-op when it is already kept."""
+        parts = [data[i : i + BLOB_CHUNK] for i in range(0, len(data), BLOB_CHUNK)] or [b""]
+        with self._tx("IMMEDIATE") as conn:
+            if conn.execute("SELECT 1 FROM blobs WHERE digest = ? LIMIT 1", (digest,)).fetchone():
+                return
+            conn.executemany(
+                "INSERT INTO blobs (digest, part, data) VALUES (?, ?, ?)",
+                [(digest, i, part) for i, part in enumerate(parts)],
+            )
+
+    def blob(self, digest: str) -> bytes | None:
+        """The bytes kept under `digest`, or None."""
+        with self._tx("DEFERRED") as conn:
+            rows = conn.execute(
+                "SELECT data FROM blobs WHERE digest = ? ORDER BY part", (digest,)
+            ).fetchall()
+        return b"".join(r[0] for r in rows) if rows else None
 
 
 def open_store(

@@ -1,0 +1,280 @@
+"""Images the model sees: turning bytes, files, figures and rich objects into `ImagePart`s.
+
+Everything an image goes through before a model sees it happens here: its type and size are read
+from the header, it is scaled down to the provider's limits (long edge ≤ `MAX_EDGE` px, at most
+`MAX_BYTES` bytes) and it gets its content address (sha256). Pillow does the scaling and is
+imported only when an image needs it (the `images` extra); matplotlib only when a figure is
+rendered. `import flue_nb` loads neither.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+import os
+import struct
+from typing import Any
+
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.messages import ImagePart
+
+__all__ = [
+    "IMAGE_MEDIA_TYPES",
+    "MAX_BYTES",
+    "MAX_EDGE",
+    "MAX_IMAGES_PER_RESULT",
+    "image_from_bytes",
+    "image_from_object",
+    "image_tokens",
+    "rich_image",
+    "sniff",
+]
+
+MAX_EDGE = 1568
+"""Longest edge sent, in pixels: Anthropic scales anything larger down itself, at a cost."""
+MAX_BYTES = 1_000_000
+"""Largest encoded image kept (well under the API's 5 MB): bigger ones are re-encoded smaller."""
+MAX_IMAGES_PER_RESULT = 4
+"""Images one tool result may carry; the rest are named in a text note instead."""
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The formats the model accepts."""
+
+
+def image_tokens(part: ImagePart) -> int:
+    """Tokens an image occupies in the context: ≈ width × height / 750 (Anthropic's figure)."""
+    return max(1, math.ceil(part.width * part.height / 750))
+
+
+def sniff(data: bytes) -> tuple[str, int, int] | None:
+    """(media type, width, height) from the header of a PNG, JPEG, GIF or WebP; else None."""
+    try:
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            w, h = struct.unpack(">II", data[16:24])
+            return "image/png", w, h
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            w, h = struct.unpack("<HH", data[6:10])
+            return "image/gif", w, h
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _sniff_webp(data)
+        if data[:2] == b"\xff\xd8":
+            return _sniff_jpeg(data)
+    except (struct.error, IndexError):
+        return None
+    return None
+
+
+def _sniff_webp(data: bytes) -> tuple[str, int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8X":
+        w = int.from_bytes(data[24:27], "little") + 1
+        h = int.from_bytes(data[27:30], "little") + 1
+        return "image/webp", w, h
+    if chunk == b"VP8L":
+        b = data[21:25]
+        w = 1 + (((b[1] & 0x3F) << 8) | b[0])
+        h = 1 + (((b[3] & 0x0F) << 10) | (b[2] << 2) | ((b[1] & 0xC0) >> 6))
+        return "image/webp", w, h
+    if chunk == b"VP8 ":
+        w, h = struct.unpack("<HH", data[26:30])
+        return "image/webp", w & 0x3FFF, h & 0x3FFF
+    return None
+
+
+def _sniff_jpeg(data: bytes) -> tuple[str, int, int] | None:
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            i += 2
+            continue
+        length = struct.unpack(">H", data[i + 2 : i + 4])[0]
+        # SOF0..SOF15 carry the frame size, except DHT (C4), JPG (C8) and DAC (CC).
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            h, w = struct.unpack(">HH", data[i + 5 : i + 9])
+            return "image/jpeg", w, h
+        i += 2 + length
+    return None
+
+
+def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
+    """An `ImagePart` for encoded image bytes, scaled down to `MAX_EDGE` / `MAX_BYTES` if needed.
+
+    Raises `ConfigError` when the bytes are not a PNG, JPEG, GIF or WebP image, or when they are
+    too large and Pillow (`pip install 'flue_nb[images]'`) is not there to scale them.
+    """
+    head = sniff(data)
+    if head is None:
+        raise ConfigError(
+            f"{label or 'the data'} is not a PNG, JPEG, GIF or WebP image "
+            f"({len(data):,} bytes starting {data[:8]!r})"
+        )
+    media_type, width, height = head
+    if max(width, height) > MAX_EDGE or len(data) > MAX_BYTES:
+        data, media_type, width, height = _shrink(data, label)
+    return ImagePart(media_type, hashlib.sha256(data).hexdigest(), width, height, label, data)
+
+
+def _shrink(data: bytes, label: str) -> tuple[bytes, str, int, int]:
+    """Scale to `MAX_EDGE`, then re-encode (PNG, else JPEG at falling quality) under `MAX_BYTES`."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ConfigError(
+            f"{label or 'an image'} is larger than {MAX_EDGE} px or {MAX_BYTES:,} bytes and Pillow "
+            "is not installed to scale it down: `pip install 'flue_nb[images]'`"
+        ) from None
+    with Image.open(io.BytesIO(data)) as img:
+        img.load()
+        fmt = img.format or "PNG"
+        if getattr(img, "n_frames", 1) > 1:
+            img.seek(0)  # an animation: its first frame stands for it
+        if max(img.size) > MAX_EDGE:
+            scale = MAX_EDGE / max(img.size)
+            size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+            img = img.resize(size, Image.Resampling.LANCZOS)
+        out = _encode(img, "PNG" if fmt in ("PNG", "GIF", "WEBP") else "JPEG", 90)
+        quality = 85
+        while len(out[0]) > MAX_BYTES:
+            if quality >= 45:
+                out = _encode(img, "JPEG", quality)
+                quality -= 20
+            else:
+                img = img.resize((max(1, img.width * 3 // 4), max(1, img.height * 3 // 4)))
+                out = _encode(img, "JPEG", 70)
+        return out[0], out[1], img.width, img.height
+
+
+def _encode(img: Any, fmt: str, quality: int) -> tuple[bytes, str]:
+    buf = io.BytesIO()
+    if fmt == "JPEG":
+        if img.mode not in ("RGB", "L"):
+            from PIL import Image
+
+            # JPEG has no alpha: flatten onto white, as a transparent plot shows on a page.
+            rgba = img.convert("RGBA")
+            flat = Image.new("RGB", rgba.size, (255, 255, 255))
+            flat.paste(rgba, mask=rgba.getchannel("A"))
+            img = flat
+        img.save(buf, format="JPEG", quality=quality, optimize=True)
+        return buf.getvalue(), "image/jpeg"
+    img.save(buf, format="PNG", optimize=True)
+    return buf.getvalue(), "image/png"
+
+
+def _figure_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    # As the notebook's inline backend draws it: tight box, white around transparent axes.
+    fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white")
+    return buf.getvalue()
+
+
+def _is_figure(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__name__ in ("Figure", "SubFigure") and cls.__module__.startswith("matplotlib")
+
+
+def _decode(value: Any) -> bytes | None:
+    if isinstance(value, tuple):  # `_repr_png_` may return (data, metadata)
+        value = value[0]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=False)
+        except ValueError:
+            return None
+    return None
+
+
+def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
+    """The image an object shows itself as in a notebook, as (bytes, None), or (None, why not).
+
+    Looks at a matplotlib figure, a PIL image, `_repr_mimebundle_`, `_repr_png_`, `_repr_jpeg_`
+    and `_repr_svg_` (SVG only when `cairosvg` is there to rasterise it). (None, None) when the
+    object has no image form at all.
+    """
+    if _is_figure(obj):
+        return _figure_png(obj), None
+    if type(obj).__module__.startswith("PIL.") and hasattr(obj, "save"):
+        buf = io.BytesIO()
+        obj.save(buf, format="PNG")
+        return buf.getvalue(), None
+    svg: Any = None
+    bundle_fn = getattr(obj, "_repr_mimebundle_", None)
+    if callable(bundle_fn) and not isinstance(obj, type):
+        try:
+            bundle = bundle_fn(include=None, exclude=None)
+        except Exception:  # noqa: BLE001 - a broken repr means no image, not a failed call
+            bundle = None
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        if isinstance(bundle, dict):
+            for mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+                data = _decode(bundle.get(mime))
+                if data:
+                    return data, None
+            svg = bundle.get("image/svg+xml")
+    for name in ("_repr_png_", "_repr_jpeg_"):
+        fn = getattr(obj, name, None)
+        if callable(fn) and not isinstance(obj, type):
+            try:
+                data = _decode(fn())
+            except Exception:  # noqa: BLE001 - as above
+                data = None
+            if data:
+                return data, None
+    fn = getattr(obj, "_repr_svg_", None)
+    if svg is None and callable(fn) and not isinstance(obj, type):
+        try:
+            svg = fn()
+        except Exception:  # noqa: BLE001 - as above
+            svg = None
+    if isinstance(svg, tuple):
+        svg = svg[0]
+    if isinstance(svg, (str, bytes)) and svg:
+        return _rasterise_svg(svg)
+    return None, None
+
+
+def _rasterise_svg(svg: str | bytes) -> tuple[bytes | None, str | None]:
+    try:
+        import cairosvg  # type: ignore[import-not-found,import-untyped]
+    except ImportError:
+        return None, "an SVG image (the model takes PNG, JPEG, GIF or WebP; install `cairosvg` to convert SVG)"
+    raw = svg.encode() if isinstance(svg, str) else svg
+    try:
+        return cairosvg.svg2png(bytestring=raw), None
+    except Exception as exc:  # noqa: BLE001 - a bad SVG is a note, not a failure
+        return None, f"an SVG image that could not be converted ({type(exc).__name__})"
+
+
+def image_from_object(obj: Any, *, label: str = "") -> ImagePart:
+    """An `ImagePart` from what a person attaches: an `ImagePart`, bytes, an image file's path,
+    a matplotlib figure, a PIL image, an `IPython.display.Image` or any object with an image repr.
+
+    Raises `ConfigError` saying what was wrong with `obj`.
+    """
+    if isinstance(obj, ImagePart):
+        if obj.data is None:
+            raise ConfigError(f"image {obj.describe()} has no bytes to send")
+        return obj
+    if isinstance(obj, (bytes, bytearray)):
+        return image_from_bytes(bytes(obj), label=label)
+    if isinstance(obj, (str, os.PathLike)):
+        path = os.fspath(obj)
+        if not os.path.isfile(path):
+            raise ConfigError(f"no image file {path!r}")
+        with open(path, "rb") as f:
+            return image_from_bytes(f.read(), label=label or os.path.basename(path))
+    data, why_not = rich_image(obj)
+    if data is None:
+        raise ConfigError(
+            f"{label or type(obj).__name__!r} is not an image: attach a matplotlib figure, an "
+            "IPython.display.Image, a PIL image, image bytes or a path to a PNG/JPEG/GIF/WebP file"
+            + (f" (it is {why_not})" if why_not else "")
+        )
+    return image_from_bytes(data, label=label or type(obj).__name__)
