@@ -1,0 +1,209 @@
+"""The chat widget's kernel side: its synced traits, its batching, its buttons (no browser)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+
+import flue_nb as flue
+from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
+from flue_nb.notebook.chat._approve import notebook_approver
+from flue_nb.notebook.chat.widget import RATE, ChatWidget
+from flue_nb.runtime.events import (
+    CompactionEnd,
+    CompactionStart,
+    MessageEnd,
+    Signal,
+    SubmissionQueued,
+    SubmissionSettled,
+    TaskEnd,
+    TaskStart,
+    ToolEnd,
+    ToolStart,
+)
+from flue_nb.notebook.chat._fold import RESULT_CHARS, ChatFold
+
+
+def _session(tmp_path: Path, model: Any, *, approval: str = "allow", cid: str = "w") -> Any:
+    sandbox = flue.kernel(tmp_path, namespace={}, approval=approval, approver=notebook_approver)  # type: ignore[arg-type]
+
+    @flue.agent
+    def helper() -> str:
+        flue.use_model(model)
+        flue.use_sandbox(sandbox)
+        return "Be brief."
+
+    return flue.init(helper, conversation=cid, db=str(tmp_path / "flue.sqlite"))
+
+
+def _all_parts(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for b in blocks for p in b["parts"]]
+
+
+def test_a_run_becomes_text_and_tool_cards_with_namespace_diff_and_outcome(tmp_path: Path) -> None:
+    model = ScriptedModel([
+        reply("Looking **now**.", tool_call("bash", "c1", command="echo hi"), tool_call("python", "c2", code="x = 6 * 7")),
+        reply("x is `42`.", usage=(1200, 30)),
+    ])  # fmt: skip
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    assert session.prompt("what is x?") == "x is `42`."
+    [block] = w.history
+    assert block["text"] == "what is x?" and block["outcome"] == "completed"
+    kinds = [(p["kind"], p.get("name"), p.get("status")) for p in block["parts"]]
+    assert kinds == [("text", None, None), ("tool", "bash", "ok"), ("tool", "python", "ok"), ("text", None, None)]
+    bash, py = block["parts"][1], block["parts"][2]
+    assert bash["summary"] == "echo hi" and bash["result"]["text"].strip() == "hi"
+    assert bash["duration_ms"] is not None and bash["duration_ms"] >= 0
+    assert py["namespace"] == {"added": ["x"], "changed": [], "removed": []}
+    assert w.status["usage"]["input"] == 1200 and w.status["usage"]["output"] == 30
+    assert w.status["context_window"] == 200_000
+    assert w.live == []
+    assert repr(w) == "<flue_nb ChatWidget conversation='w' mode='chat'>"
+
+
+def test_streaming_is_batched_and_the_final_text_is_identical(tmp_path: Path) -> None:
+    words = [f"w{i} " for i in range(10_000)]
+    text = "".join(words)
+    model = FunctionModel(lambda req: reply(text), delay=0.0001)
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    seen: list[float] = []
+    w.observe(lambda change: seen.append(time.monotonic()), names=["live", "history"])
+    started = time.monotonic()
+    session.prompt("go")
+    elapsed = time.monotonic() - started
+    [block] = w.history
+    assert "".join(p["text"] for p in block["parts"] if p["kind"] == "text") == text
+    assert w.fold.text() == text
+    # At most RATE updates a second while streaming, plus the first and the settlement ones.
+    assert w.updates <= RATE * elapsed + 5, (w.updates, elapsed)
+
+
+def test_long_results_are_clipped_with_their_full_size(tmp_path: Path) -> None:
+    fold = ChatFold()
+    big = "\n".join(f"line {i}" for i in range(5000))
+    fold.apply(ToolStart(submission_id="s", call_id="c", name="read", input={"path": "big.txt"}))
+    fold.apply(ToolEnd(submission_id="s", call_id="c", name="read", is_error=False, content=big, duration_ms=3.0))
+    [tool] = _all_parts(fold.live())
+    assert tool["result"]["clipped"] and len(tool["result"]["text"]) == RESULT_CHARS
+    assert tool["result"]["lines"] == 5000 and tool["result"]["bytes"] == len(big.encode())
+
+
+def test_signals_compaction_tasks_joined_and_recovered_runs_are_drawn() -> None:
+    fold = ChatFold()
+    fold.apply(SubmissionQueued(submission_id="s1", text="first", accepted_at=1.0))
+    fold.apply(Signal(submission_id="s1", signal_type="resources", text="<signal/>", changes=("Mounted tools: `x`",)))
+    fold.apply(CompactionStart(submission_id="s1", reason="threshold", estimated_tokens=9000))
+    fold.apply(CompactionEnd(submission_id="s1", reason="threshold", messages_before=9, messages_after=3,
+                             duration_ms=5.0, tokens_before=9000, tokens_after=1200, summary="## Goal\nfind x"))  # fmt: skip
+    fold.apply(ToolStart(submission_id="s1", call_id="t1", name="task", input={"description": "review"}))
+    fold.apply(TaskStart(submission_id="s1", task_id="t1", agent="reviewer", description="review"))
+    fold.apply(ToolStart(submission_id="s1", task_id="t1", call_id="t2", name="read", input={"path": "a.py"}))
+    fold.apply(TaskEnd(submission_id="s1", task_id="t1", agent="reviewer", text="fine"))
+    fold.apply(SubmissionQueued(submission_id="s2", text="and this", accepted_at=2.0, state="joining"))
+    fold.apply(MessageEnd(submission_id="s1", role="user", text="and this", from_submission_id="s2"))
+    fold.apply(SubmissionSettled(submission_id="s1", outcome="completed", result="done", recovered=True))
+    fold.apply(SubmissionSettled(submission_id="s2", outcome="completed", joined_into="s1"))
+    s1, s2 = fold.history()
+    kinds = [p["kind"] for p in s1["parts"]]
+    assert kinds == ["signal", "compaction", "tool", "user", "text"]
+    assert s1["parts"][0]["changes"] == ["Mounted tools: `x`"]
+    comp = s1["parts"][1]
+    assert (comp["tokens_before"], comp["tokens_after"], comp["summary"]) == (9000, 1200, "## Goal\nfind x")
+    task = s1["parts"][2]["task"]
+    assert task["agent"] == "reviewer" and task["text"] == "fine"
+    assert [p["name"] for p in task["parts"]] == ["read"]
+    assert task["parts"][0]["status"] == "failed"  # its submission settled underneath it
+    assert s1["parts"][3] == {"kind": "user", "text": "and this", "from": "s2"}
+    assert s1["recovered"] and s1["parts"][4]["text"] == "done"  # a recovered run's answer
+    assert s2["state"] == "joined" and s2["joined_into"] == "s1"
+
+
+def test_a_message_sent_while_busy_is_queued_then_joins(tmp_path: Path) -> None:
+    def answer(req: Any) -> Any:
+        users = [m.text for m in req.messages if m.kind == "user"]
+        if len(req.messages) == 1:  # a slow first turn that calls a tool: a turn boundary follows
+            return reply(" ".join(f"t{i}" for i in range(150)), tool_call("bash", command="echo busy"))
+        return reply("saw: " + " | ".join(users))
+
+    session = _session(tmp_path, FunctionModel(answer, delay=0.01))
+    w = ChatWidget(session)
+    first = w.send_message("first")
+    _until(lambda: any(b["state"] == "running" for b in w.live))
+    second = w.send_message("second")
+    _until(lambda: any(b["id"] == second.submission_id and b["state"] in ("joining", "queued") for b in w.live))
+    assert session.read(first).startswith("saw: first")
+    session.read(second)
+    _until(lambda: not w.live)
+    by_id = {b["id"]: b for b in w.history}
+    assert by_id[second.submission_id]["state"] == "joined"
+    assert {"kind": "user", "text": "second", "from": second.submission_id} in by_id[first.submission_id]["parts"]
+
+
+def test_approve_runs_the_tool_and_deny_refuses_it(tmp_path: Path) -> None:
+    model = ScriptedModel([
+        reply("", tool_call("bash", "a1", command="echo approved > a.txt")), reply("ran"),
+        reply("", tool_call("bash", "a2", command="echo denied > d.txt")), reply("refused"),
+    ])  # fmt: skip
+    session = _session(tmp_path, model, approval="ask")
+    w = ChatWidget(session)
+    for call_id, yes, name in (("a1", True, "a.txt"), ("a2", False, "d.txt")):
+        receipt = w.send_message("go")
+        _until(lambda: _tool(w, call_id).get("status") == "awaiting_approval")
+        assert "bash: echo" in _tool(w, call_id)["ask"]
+        assert w.answer(call_id, yes)
+        session.read(receipt)
+        _until(lambda: not w.live)
+        assert (tmp_path / name).exists() is yes
+        card = _tool(w, call_id)
+        assert card["status"] == ("ok" if yes else "error")
+        assert card["approval"]["reason"] == ("approved" if yes else "declined")
+
+
+def test_stop_aborts_durably(tmp_path: Path) -> None:
+    model = FunctionModel(lambda req: reply(" ".join(f"s{i}" for i in range(4000))), delay=0.002)
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    receipt = w.send_message("go")
+    _until(lambda: any(b["state"] == "running" for b in w.live))
+    w.stop()
+    with pytest.raises(flue.SubmissionAbortedError):
+        session.read(receipt)
+    _until(lambda: bool(w.history) and w.history[-1]["outcome"] == "aborted")
+    assert [s.outcome.value for s in session.submissions()] == ["aborted"]
+
+
+def test_no_one_to_ask_falls_back_and_says_which_policy(tmp_path: Path, monkeypatch: Any) -> None:
+    def no_stdin(prompt: str = "") -> str:
+        raise EOFError("no stdin")  # what a cell's input() meets when its frontend has none
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    model = ScriptedModel([reply("", tool_call("bash", "n1", command="echo x > n.txt")), reply("ok")])
+    session = _session(tmp_path, model, approval="ask")  # no widget open on this conversation
+    session.prompt("go")
+    result = [m for m in session.history() if m.kind == "tool_result"][-1]
+    text = str(result)
+    assert "no one to ask in this kernel" in text and "fallback policy is deny" in text
+    assert not (tmp_path / "n.txt").exists()
+
+
+def _tool(w: ChatWidget, call_id: str) -> dict[str, Any]:
+    for block in [*w.history, *w.live]:
+        for p in block["parts"]:
+            if p.get("call_id") == call_id:
+                return p
+    return {}
+
+
+def _until(cond: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
