@@ -42,6 +42,16 @@ _NO_KEY_MESSAGE = (
 )
 
 
+_TLS: list[Any] = []
+
+
+def _tls_context() -> Any:
+    """One TLS context for every client of this process (what httpx2 would build for each)."""
+    if not _TLS:
+        _TLS.append(httpx2.create_ssl_context())
+    return _TLS[0]
+
+
 class AnthropicModel:
     """A `Model` backed by the Anthropic Messages API through the official async SDK."""
 
@@ -91,7 +101,12 @@ class AnthropicModel:
             raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
         credential = {"api_key": key} if key is not None else {"auth_token": token}
         base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        return anthropic.AsyncAnthropic(**credential, base_url=base_url, max_retries=0)
+        # Building a client per call is cheap except for its TLS context (~20 ms of reading the
+        # CA bundle, every cell): that one is shared, the client and its pool stay per call.
+        http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+        return anthropic.AsyncAnthropic(
+            **credential, base_url=base_url, max_retries=0, http_client=http_client
+        )
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `messages.create` for `request` (without `stream`)."""
