@@ -221,10 +221,11 @@ def test_mounting_a_server_mid_conversation_is_a_resources_signal_not_a_prompt_r
     assert signal.signal_type == "resources" and "Mounted tools: `mcp__calc__add`" in signal.text
 
 
-def test_streamable_http_server_on_loopback():
+def test_streamable_http_server_on_loopback_and_its_death_mid_conversation():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
     proc = subprocess.Popen([*CALC, "--http", str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -235,14 +236,28 @@ def test_streamable_http_server_on_loopback():
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
                 time.sleep(0.1)
-        model = ScriptedModel([reply("", tool_call("mcp__web__add", a=1, b=2)), reply("3")])
-        agent = make_agent(model, extra=lambda: flue.use_mcp("web", url=f"http://127.0.0.1:{port}/mcp", tools=["add"]))
-        assert session(agent).prompt("add") == "3"
-        assert results(model.requests[1])[0].content == "3"
-        assert [(m.name, m.target, m.state) for m in mcp_servers()] == [("web", f"http://127.0.0.1:{port}/mcp", "connected")]
+        seen = []
+
+        def model_fn(request):
+            seen.append(request)
+            if len(seen) == 1:
+                return reply("", tool_call("mcp__web__add", a=1, b=2))
+            if len(seen) == 2:
+                assert [(m.name, m.target, m.state) for m in mcp_servers()] == [("web", url, "connected")]
+                proc.kill()
+                proc.wait(10)
+                return reply("", tool_call("mcp__web__add", a=3, b=4))
+            return reply("the server is gone")
+
+        agent = make_agent(FunctionModel(model_fn), extra=lambda: flue.use_mcp("web", url=url, tools=["add"]))
+        assert session(agent).prompt("add") == "the server is gone"
+        assert results(seen[1])[0].content == "3"
+        gone = results(seen[2])[-1]
+        assert gone.is_error and "went away during this call" in gone.content
+        assert "mcp__web__add" not in names(seen[2])
+        assert any("MCP server `web` is unavailable" in sig.text for sig in signals(seen[2]))
     finally:
-        close_mcp_servers()
-        proc.terminate()
+        proc.kill()
         proc.wait(10)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,9 +31,10 @@ from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
 from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
+from flue_nb.runtime.messages import ImagePart, image_from_dict, image_to_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
 from flue_nb.runtime.core.transcript import Transcript
-from flue_nb.runtime.core.window import StoreRecorder, load_window
+from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
 
 __all__ = ["Conversation"]
 
@@ -96,11 +97,17 @@ class Conversation:
 
     # --- admission (any thread) ---------------------------------------------------------------
 
-    def admit(self, text: str) -> Submission:
-        """Commit a queued submission before any model work (10.1). Thread-safe."""
+    def admit(self, text: str, images: Sequence[ImagePart] = ()) -> Submission:
+        """Commit a queued submission before any model work (10.1). Thread-safe.
+
+        `images` (with their bytes) are stored before the submission is: a submission that
+        exists always finds its attachments, whatever crash happens in between.
+        """
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("a message must be a non-empty string")
         sid = f"sub_{uuid.uuid4().hex[:16]}"
+        if images:
+            self._attach(sid, list(images))
         sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock())
         if self.current is not None:
             # A response is live: this message will join it at the next turn boundary (10.3). If
@@ -108,6 +115,25 @@ class Conversation:
             if self.store.update_submission(sid, expect=[S.QUEUED], state=S.JOINING):
                 sub.state = S.JOINING
         return sub
+
+    def _attach(self, sid: str, images: list[ImagePart]) -> None:
+        # The bytes go to the blob table (once per digest); an `event` record (not tied to the
+        # submission row, which does not exist yet) names them for the submission.
+        put_images(self.store, [UserMessage("", images=images)])
+        data = {"attachments_for": sid, "images": [image_to_dict(p) for p in images]}
+        self.store.append(self.id, None, [("event", data)], now=self.settings.clock())
+
+    def _attachments(self, sid: str) -> list[ImagePart]:
+        """The images admitted with submission `sid`, bytes loaded (none for most messages)."""
+        for r in self.store.records(self.id, kinds=["event"]):
+            if r.data.get("attachments_for") == sid:
+                images = [image_from_dict(d) for d in r.data["images"]]
+                load_images(self.store, [UserMessage("", images=images)])
+                return images
+        return []
+
+    def _user_message(self, sub: Submission) -> UserMessage:
+        return UserMessage(sub.text, sub.id, self._attachments(sub.id))
 
     def _recorder(self, sid: str | None) -> StoreRecorder:
         return StoreRecorder(self.store, self.id, sid, self.settings.clock, owner=self.owner)
@@ -409,7 +435,7 @@ class Conversation:
                                               "recovered": sub.id in self._recovering})])
         if sub.id not in t.sids and not self._user_recorded(sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
-            t.commit(recorder, [UserMessage(sub.text, sub.id)], sid=sub.id)
+            t.commit(recorder, [self._user_message(sub)], sid=sub.id)
         partial = self.store.partial(sub.id)
         if partial is not None:
             self._keep_partial(sub.id, partial, recorder, t)
@@ -459,7 +485,7 @@ class Conversation:
         ]
         if not waiting:
             return []
-        msgs = [UserMessage(s.text, s.id) for s in waiting]
+        msgs = [self._user_message(s) for s in waiting]
         self._load().commit(
             self._recorder(current.id), msgs, sid=current.id, sids=[s.id for s in waiting],
             updates=[SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id}) for s in waiting],
