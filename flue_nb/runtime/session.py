@@ -8,7 +8,7 @@ import queue
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +64,16 @@ class Session:
 
     # --- admission and outcomes ---------------------------------------------------------------
 
-    def dispatch(self, message: str) -> Receipt:
-        """Admit a message durably and return at once; it runs (or joins) in admission order."""
-        sub = self._conv.admit(message)
+    def dispatch(self, message: str, *, images: Sequence[Any] = ()) -> Receipt:
+        """Admit a message durably and return at once; it runs (or joins) in admission order.
+
+        `images` are attached to the message: matplotlib figures, `IPython.display.Image`s, PIL
+        images, image bytes or paths of PNG/JPEG/GIF/WebP files (scaled to the model's limits).
+        """
+        from flue_nb.runtime.images import image_from_object
+
+        parts = [image_from_object(obj) for obj in images]
+        sub = self._conv.admit(message, parts)
         self._co.call(self._conv.kick, sub)
         return Receipt(sub.id, sub.accepted_at, self._conv.id)
 
@@ -86,19 +93,19 @@ class Session:
             raise
         return self._outcome(sub)
 
-    def prompt(self, message: str, *, timeout: float | None = None) -> str:
-        """Send a message and block until it settles; return the reply."""
+    def prompt(self, message: str, *, images: Sequence[Any] = (), timeout: float | None = None) -> str:
+        """Send a message (with `images` attached, see `dispatch`) and block until it settles."""
         with self._co.waiting():  # from admission on: code the `python` tool runs comes here
-            return self.read(self.dispatch(message), timeout=timeout)
+            return self.read(self.dispatch(message, images=images), timeout=timeout)
 
     async def aread(self, receipt: Receipt | str) -> str:
         """`read` for async code running on another event loop."""
         sid = receipt.submission_id if isinstance(receipt, Receipt) else receipt
         return self._outcome(await asyncio.wrap_future(self._co.submit(self._settled(sid))))
 
-    async def aprompt(self, message: str) -> str:
+    async def aprompt(self, message: str, *, images: Sequence[Any] = ()) -> str:
         """`prompt` for async code running on another event loop."""
-        return await self.aread(self.dispatch(message))
+        return await self.aread(self.dispatch(message, images=images))
 
     async def _settled(self, sid: str) -> Submission:
         store = self._conv.store

@@ -231,7 +231,8 @@ def _clip(text: str, limit: int) -> str:
 
 def _serialise(message: Message) -> str:
     if isinstance(message, UserMessage):
-        return f"[User]\n{message.text}"
+        # Images fold to one line each: the summariser never receives their bytes.
+        return "\n".join([f"[User]\n{message.text}", *(p.describe() for p in message.images)])
     if isinstance(message, AssistantMessage):
         pieces = []
         for part in message.parts:
@@ -250,7 +251,8 @@ def _serialise(message: Message) -> str:
     if isinstance(message, ToolResultMessage):
         label = "Tool error" if message.is_error else "Tool result"
         content = _clip(message.content, _MAX_RESULT_CHARS)
-        return f"[{label} {message.call_id} from {message.name}]\n{content}"
+        images = "".join(f"\n{p.describe()}" for p in message.images)
+        return f"[{label} {message.call_id} from {message.name}]\n{content}{images}"
     if isinstance(message, SignalMessage):
         return f"[Runtime notice]\n{message.render()}"
     return f"[Earlier summary]\n{message.text}"

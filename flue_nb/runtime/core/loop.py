@@ -27,6 +27,7 @@ from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, T
 from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
+from flue_nb.runtime.images import cap_images
 from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
@@ -426,9 +427,11 @@ class AgentRun:
                                      ended=reason, duration_ms=round((time.perf_counter() - started) * 1000, 3)))
                 raise
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=out.is_error, content=out.content,
+        content, images = cap_images(out.content, list(out.images))
+        self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=out.is_error, content=content,
                              details=out.details, duration_ms=duration_ms))
-        return ToolResultMessage(call.id, call.name, out.content, out.is_error, details=out.details, duration_ms=duration_ms)
+        return ToolResultMessage(call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms,
+                                 images=images)
 
     # --- delegation ---------------------------------------------------------------------------
 

@@ -25,7 +25,9 @@ from flue_nb.runtime.messages import (
     ThinkingPart,
     ToolResultMessage,
     UserMessage,
+    message_images,
 )
+from flue_nb.runtime.images import image_tokens
 
 __all__ = [
     "ENCODING_NAME",
@@ -152,7 +154,9 @@ def _shape(message: Message) -> tuple[int, int]:
                 chars += len(part.thinking)
         return len(message.parts), chars
     if isinstance(message, ToolResultMessage):
-        return 0, len(message.content)
+        return len(message.images), len(message.content)
+    if isinstance(message, UserMessage):
+        return len(message.images), len(message.text)
     return 0, len(message.text)
 
 
@@ -198,6 +202,7 @@ class TokenCounter:
         if entry is not None and entry[1] == shape:
             return entry[2]
         tokens = self._count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
+        tokens += sum(image_tokens(p) for p in message_images(message))
         if entry is None and len(self._cache) >= self._max_entries:
             # Dicts keep insertion order: drop the oldest quarter rather than grow without bound.
             for old in list(self._cache)[: max(1, self._max_entries // 4)]:

@@ -6,11 +6,30 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flue_nb.runtime.core.compaction import compacted_context
-from flue_nb.runtime.messages import Message, message_from_dict, message_to_dict
+from flue_nb.runtime.messages import Message, message_from_dict, message_images, message_to_dict
 from flue_nb.runtime.store import Store, SubmissionUpdate
 from flue_nb.runtime.core.transcript import Transcript
 
-__all__ = ["StoreRecorder", "load_window"]
+__all__ = ["StoreRecorder", "load_images", "load_window", "put_images"]
+
+
+def put_images(store: Store, messages: Sequence[Message]) -> None:
+    """Keep the bytes of every image the messages carry in the store's blob table (once each)."""
+    for m in messages:
+        for image in message_images(m):
+            if image.data is not None:
+                store.put_blob(image.digest, image.data)
+
+
+def load_images(store: Store, messages: Sequence[Message]) -> None:
+    """Fill in the bytes of the messages' images from the blob table (each digest read once)."""
+    cache: dict[str, bytes | None] = {}
+    for m in messages:
+        for image in message_images(m):
+            if image.data is None:
+                if image.digest not in cache:
+                    cache[image.digest] = store.blob(image.digest)
+                image.data = cache[image.digest]
 
 
 class StoreRecorder:
@@ -35,6 +54,8 @@ class StoreRecorder:
         updates: Sequence[SubmissionUpdate] = (),
     ) -> list[int | None]:
         """Persist messages, state writes, extra records and submission updates atomically."""
+        # Image bytes first, by digest: a record never names a blob the store does not hold.
+        put_images(self.store, messages)
         items: list[tuple[Any, dict[str, Any]]] = [("message", message_to_dict(m)) for m in messages]
         items += [("state", {"name": k, "value": v}) for k, v in (state or {}).items()]
         items += list(extra)
@@ -88,4 +109,5 @@ def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[st
         kept = [r for r in msgs if r.seq >= first]
         context = compacted_context(last_compaction.data["summary"], [message_from_dict(r.data) for r in kept])
         t.reset(context, [None, *(r.seq for r in kept)], [None, *(r.submission_id for r in kept)])
+    load_images(store, t.messages)
     return t, store.state(conversation_id)

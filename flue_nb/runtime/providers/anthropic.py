@@ -8,6 +8,7 @@ the SDK's exception types.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -21,7 +22,7 @@ import httpx2
 from flue_nb.runtime.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
 from flue_nb.runtime.errors import ProviderHTTPError
 from flue_nb.runtime.messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
-from flue_nb.runtime.messages import TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
+from flue_nb.runtime.messages import ImagePart, TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
 from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
 from flue_nb.runtime.providers.model import ToolCallDelta, ToolSpec
 from flue_nb.runtime.providers import check_model_request
@@ -287,18 +288,32 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
             # An assistant message with nothing sendable is skipped, so the user items on
             # either side of it still merge into one turn.
         elif isinstance(m, ToolResultMessage):
-            result = {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content}
+            content: str | list[dict[str, Any]] = m.content
+            if m.images:
+                # Images travel inside the tool_result, next to its text.
+                content = [{"type": "text", "text": m.content}] if m.content.strip() else []
+                content += [_image_block(p) for p in m.images]
+            result = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
             results.append({**result, "is_error": m.is_error})
         else:
             text = _user_text(m)
             # The API rejects empty or whitespace-only text blocks.
             if text.strip():
                 texts.append({"type": "text", "text": text})
+            if isinstance(m, UserMessage):
+                texts.extend(_image_block(p) for p in m.images)
     flush_user()
     if wire and wire[-1]["role"] == "user":
         # A breakpoint on the newest block lets the next call read the whole history from cache.
         wire[-1]["content"][-1] = {**wire[-1]["content"][-1], "cache_control": _EPHEMERAL}
     return wire
+
+
+def _image_block(p: ImagePart) -> dict[str, Any]:
+    if p.data is None:  # the bytes were lost (a damaged store): say what stood there
+        return {"type": "text", "text": f"{p.describe()} (its bytes are no longer available)"}
+    source = {"type": "base64", "media_type": p.media_type, "data": base64.b64encode(p.data).decode("ascii")}
+    return {"type": "image", "source": source}
 
 
 def _user_text(m: Message) -> str:

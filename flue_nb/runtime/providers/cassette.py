@@ -28,11 +28,15 @@ FORMAT = 1
 def _message_key(m: Message) -> Any:
     # What must match for a replay to mean anything. Tool result text is left out on purpose:
     # it comes from the user's files and clock (a path listing, a duration) and may vary.
+    # Images count by digest for the person's attachments (the input), by number in tool results
+    # (a figure's bytes depend on the plotting library's version; that it is there does not).
     if isinstance(m, UserMessage):
-        return ["user", m.text]
+        return ["user", m.text, [p.digest for p in m.images]] if m.images else ["user", m.text]
     if isinstance(m, AssistantMessage):
         return ["assistant", m.text, [[c.name, c.input] for c in m.tool_calls]]
     if isinstance(m, ToolResultMessage):
+        if m.images:
+            return ["tool_result", m.name, m.is_error, len(m.images)]
         return ["tool_result", m.name, m.is_error]
     if isinstance(m, SignalMessage):
         return ["signal", m.signal_type]
@@ -48,6 +52,11 @@ def request_key(request: ModelRequest) -> dict[str, Any]:
         "tools": [t.name for t in request.tools],
         "messages": [_message_key(m) for m in request.messages],
     }
+
+
+def _images(request: ModelRequest) -> dict[str, dict[str, Any]]:
+    """The request's images by digest (what they were, never their bytes): a cassette stays small."""
+    return {p.digest: {"media_type": p.media_type, "width": p.width, "height": p.height, "label": p.label} for p in request.images}
 
 
 def _event_to_dict(ev: StreamEvent) -> dict[str, Any]:
@@ -104,6 +113,9 @@ class RecordingModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Pass through to the real model, recording the request and what came back."""
         turn: dict[str, Any] = {"request": request_key(request), "events": []}
+        images = _images(request)
+        if images:
+            turn["images"] = images
         try:
             async for ev in self.model.stream(request):
                 turn["events"].append(_event_to_dict(ev))

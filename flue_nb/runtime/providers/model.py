@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from flue_nb.runtime.messages import AssistantMessage, Message
+from flue_nb.runtime.messages import AssistantMessage, ImagePart, Message, message_images
 
 __all__ = [
     "Model",
@@ -54,6 +54,14 @@ class ModelRequest:
     max_tokens: int | None = None
     purpose: Literal["turn", "compaction"] = "turn"
     """Why the runtime calls the model; offline models may answer compaction requests differently."""
+
+    @property
+    def images(self) -> list[ImagePart]:
+        """Every image the request carries (attachments, figures in tool results), in order.
+
+        Each has its bytes in `data`, so an offline model can look at what the agent drew.
+        """
+        return [p for m in self.messages for p in message_images(m)]
 
 
 @dataclass(frozen=True, slots=True)

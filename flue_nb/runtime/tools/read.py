@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
@@ -50,7 +51,12 @@ class ReadInput(BaseModel):
 DESCRIPTION = f"""Read a text file. Returns its lines as they are (no line numbers added).
 Output is cut to {MAX_LINES} lines or 50 KB, whichever comes first; a cut ends with a note saying \
 which lines were shown and the `offset` to continue from. Use `offset` (1-indexed line number) \
-and `limit` (line count) to page through long files. Binary files are refused."""
+and `limit` (line count) to page through long files. A PNG, JPEG, GIF or WebP image comes back \
+as an image you can see (scaled to at most 1568 px); other binary files are refused."""
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_MAX_IMAGE_FILE = 50 * 1024 * 1024
+"""Image files larger than this are not loaded (a photo that large is not worth scaling here)."""
 
 
 @dataclass
@@ -155,6 +161,10 @@ def read_tool(sandbox: Sandbox) -> Tool:
             )
         if st.kind != "file":  # a FIFO or device would block or never end
             return ToolOutput(f"`{args.path}` is not a regular file.", is_error=True)
+        if args.path.lower().endswith(_IMAGE_SUFFIXES):
+            image = await _read_image(sandbox, args.path, st.size)
+            if image is not None:
+                return image
         start = args.offset or 1
         chunks = sandbox.read_chunks(args.path, _CHUNK)
         try:
@@ -164,6 +174,10 @@ def read_tool(sandbox: Sandbox) -> Tool:
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if win.binary and not args.path.lower().endswith(_IMAGE_SUFFIXES):
+            image = await _read_image(sandbox, args.path, st.size)  # an image under another name
+            if image is not None:
+                return image
         if win.binary:
             return ToolOutput(
                 f"`{args.path}` looks like a binary file (it contains NUL bytes); `read` shows "
@@ -200,3 +214,30 @@ def read_tool(sandbox: Sandbox) -> Tool:
         return ToolOutput(text)
 
     return Tool("read", DESCRIPTION, ReadInput, run)  # type: ignore[arg-type]
+
+
+async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutput | None:
+    """The file as an image result when it is a PNG, JPEG, GIF or WebP; None when it is not one."""
+    from flue_nb.runtime.images import image_from_bytes, sniff
+
+    if size is not None and size > _MAX_IMAGE_FILE:
+        return ToolOutput(
+            f"`{path}` is an image file of {size:,} bytes, too large to load (the limit is "
+            f"{_MAX_IMAGE_FILE:,}). Make a smaller copy with `bash` or `python` and read that.",
+            is_error=True,
+        )
+    data = await sandbox.read_file(path)
+    head = sniff(data)
+    if head is None:
+        return None
+    try:
+        image = image_from_bytes(data, label=path)
+    except ConfigError as exc:  # too large to send and no Pillow to scale it: the model can't fix that
+        return ToolOutput(f"`{path}` is an image that cannot be shown: {exc}", is_error=True)
+    media_type, width, height = head
+    fmt = media_type.rsplit("/", 1)[-1].upper()
+    text = f"Image `{path}`: {width}×{height} {fmt}, {len(data):,} bytes."
+    if (image.width, image.height) != (width, height) or image.media_type != media_type:
+        sent = image.media_type.rsplit("/", 1)[-1].upper()
+        text += f" Scaled to {image.width}×{image.height} {sent} ({len(image.data or b''):,} bytes) to send it."
+    return ToolOutput(text, images=[image], details={"image": {"width": width, "height": height, "media_type": media_type}})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
+from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class ToolOutput:
     is_error: bool = False
     details: dict[str, Any] | None = None
     """Extra facts for observers (the widget, provenance); never sent to the model."""
+    images: list[ImagePart] = field(default_factory=list)
+    """Images sent to the model with `content` (at most `MAX_IMAGES_PER_RESULT` are kept)."""
 
 
 class Step:
