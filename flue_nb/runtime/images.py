@@ -25,6 +25,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_EDGE",
     "MAX_IMAGES_PER_RESULT",
+    "cap_images",
     "image_from_bytes",
     "image_from_object",
     "image_tokens",
@@ -98,6 +99,19 @@ def _sniff_jpeg(data: bytes) -> tuple[str, int, int] | None:
             return "image/jpeg", w, h
         i += 2 + length
     return None
+
+
+def cap_images(content: str, images: list[ImagePart]) -> tuple[str, list[ImagePart]]:
+    """At most `MAX_IMAGES_PER_RESULT` images for one tool result; a note names the ones left out."""
+    if len(images) <= MAX_IMAGES_PER_RESULT:
+        return content, images
+    kept, left = images[:MAX_IMAGES_PER_RESULT], images[MAX_IMAGES_PER_RESULT:]
+    names = ", ".join(p.label or f"{p.width}×{p.height}" for p in left)
+    note = (
+        f"[{len(left)} more image(s) not shown ({names}): a result carries at most "
+        f"{MAX_IMAGES_PER_RESULT}. Draw fewer figures per call, or show them in another call.]"
+    )
+    return (f"{content}\n\n{note}" if content else note), kept
 
 
 def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
