@@ -510,6 +510,10 @@ def load_ipython_extension(ipython: Any) -> None:
     transforms = ipython.input_transformer_manager.line_transforms
     if protect_line_magic not in transforms:
         transforms.append(protect_line_magic)
+    from flue_nb.notebook._warm import warm_up
+
+    magics = ipython.magics_manager.registry.get("FlueMagics")
+    warm_up(getattr(magics, "model", "") or "")  # the first cell's imports, off the main path
     from flue_nb.notebook.chat._frontend import watch
 
     watch()  # a frontend that draws widgets says so when it connects: cells then draw the chat

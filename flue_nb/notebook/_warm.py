@@ -1,0 +1,64 @@
+"""Warming up at extension load: what the first `%flue` cell needs, loaded on a background thread.
+
+On its way to the first model request, a fresh kernel's first cell would import the runtime
+(~0.3 s), the Anthropic SDK (1.2-1.6 s) and load the tokenizer (~0.4 s). A daemon thread started
+when the extension loads does that while the person is still typing, so the cell is left with
+only its own work. Python's import lock makes this safe: a cell that needs a module still being
+imported waits for that import to finish; it never sees half a module.
+
+The SDK is imported only when a model setting or `ANTHROPIC_API_KEY` says it will be used, so a
+kernel that works offline (or never runs `%flue`) does not pay its memory. `FLUE_WARMUP=0`
+turns the whole thing off.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+__all__ = ["warm_up"]
+
+_RUNTIME = (
+    "flue_nb.runtime.session",
+    "flue_nb.runtime.store.sqlite",
+    "flue_nb.notebook.assistant",
+    "flue_nb.notebook._run",
+)
+_started: list[threading.Thread] = []
+
+
+def warm_up(model_setting: str = "") -> threading.Thread | None:
+    """Start loading the first cell's imports in the background (once per process).
+
+    Args:
+        model_setting: The configured model (`c.FlueMagics.model` or `$FLUE_MODEL`), if any.
+
+    Returns:
+        The warm-up thread (already started), or None when turned off or already started.
+    """
+    if _started or os.environ.get("FLUE_WARMUP", "").strip() in ("0", "false", "no"):
+        return None
+    setting = (model_setting or os.environ.get("FLUE_MODEL", "")).strip().lower()
+    anthropic = setting.startswith("anthropic") or (
+        not setting and bool(os.environ.get("ANTHROPIC_API_KEY"))
+    )
+    thread = threading.Thread(target=_load, args=(anthropic,), name="flue-warmup", daemon=True)
+    _started.append(thread)
+    thread.start()
+    return thread
+
+
+def _load(anthropic: bool) -> None:
+    try:
+        for name in _RUNTIME:
+            importlib.import_module(name)
+        if anthropic:
+            from flue_nb.runtime.providers import anthropic as provider
+
+            provider._tls_context()  # noqa: SLF001 - what every client of the process shares
+        from flue_nb.runtime.core.tokens import count_text
+
+        count_text("warm up")
+    except Exception:  # noqa: BLE001 - only a head start: the cell imports (and reports) itself
+        pass
