@@ -1,0 +1,145 @@
+"""The chat widget in real kernels run by nbclient: its synced state, as the notebook stores it.
+
+nbclient keeps every widget's last state in `nb.metadata.widgets`, so these tests read what a
+browser would have drawn without one. Two notebooks share a working directory (and its store):
+the second, in a fresh kernel, redraws the first one's conversation from the store alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env
+
+pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+
+pytestmark = pytest.mark.kernel
+
+VIEW = "application/vnd.jupyter.widget-view+json"
+
+SETUP = """\
+import flue_nb as flue
+from flue_nb.models import ScriptedModel, FunctionModel, reply, tool_call
+%config FlueMagics.db = 'flue.sqlite'
+model = ScriptedModel([
+    reply("Looking **now**.", tool_call("bash", "c1", command="echo hi from bash"),
+          tool_call("python", "c2", code="answer = 6 * 7")),
+    reply("The answer is `42`.", usage=(1200, 30)),
+    reply("Again: 42."),
+])
+asker = ScriptedModel([reply("", tool_call("bash", "c3", command="echo nope > asked.txt")), reply("Refused.")])
+
+@flue.agent
+def helper():
+    flue.use_model(model)
+    flue.use_sandbox(flue.kernel(approval={"bash": "allow", "python": "allow"}))
+    return "Be brief."
+"""
+
+
+# nbclient runs in a child process: its kernel client leaves zmq sockets for the garbage
+# collector, which our warnings-as-errors would turn into failures of unrelated tests.
+RUN = """
+import sys, nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+NotebookClient(nb, kernel_name=sys.argv[2], timeout=120,
+               resources={"metadata": {"path": sys.argv[3]}}).execute()
+nbformat.write(nb, sys.argv[1])
+"""
+
+
+def _run(cells: list[str], root: Path, cwd: Path) -> Any:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    path = root / f"nb-{len(list(root.glob('nb-*.ipynb')))}.ipynb"
+    nbformat.write(nb, path)
+    _spec_manager(root)  # the kernelspec, in the data dir the child's environment names
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(path), KERNEL_NAME, str(cwd)],
+        env=jupyter_env(root), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return nbformat.read(path, as_version=4)
+
+
+def _widgets(nb: Any) -> list[dict[str, Any]]:
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    return [m["state"] for m in state.values() if "history" in m["state"]]
+
+
+def _parts(block: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [(p["kind"], p.get("name"), p.get("status")) for p in block["parts"]]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory: Any) -> tuple[Path, Path]:
+    return tmp_path_factory.mktemp("jupyter"), tmp_path_factory.mktemp("work")
+
+
+@pytest.fixture(scope="module")
+def first(dirs: tuple[Path, Path]) -> Any:
+    root, cwd = dirs
+    return _run(
+        [
+            SETUP,
+            '%config FlueMagics.widget = "always"',
+            "%%flue --agent helper -c w1\nwhat is six times seven?",
+            "%%flue --agent helper -c w1 --no-widget\nand again?",
+            "%%flue -c w2 -m asker --approval ask\nwrite a file",
+            "%flue chat --agent helper -c w1",
+        ],
+        root,
+        cwd,
+    )
+
+
+def test_a_cell_draws_its_run_as_the_widget_with_the_transcript_as_fallback(first: Any) -> None:
+    outputs = first.cells[2].outputs
+    final = outputs[-1]
+    assert VIEW in final["data"], final
+    assert "The answer is `42`." in final["data"]["text/markdown"]
+    assert final["data"]["text/plain"].endswith("[✓ completed]")
+    assert final["metadata"]["flue"]["status"] == "completed"  # the provenance `flue-nb run` reads
+    [view] = [w for w in _widgets(first) if w["mode"] == "cell" and w["history"][0]["text"].startswith("what")]
+    [block] = view["history"]
+    assert block["outcome"] == "completed"
+    assert _parts(block) == [
+        ("text", None, None), ("tool", "bash", "ok"), ("tool", "python", "ok"), ("text", None, None),
+    ]  # fmt: skip
+    bash, py = block["parts"][1], block["parts"][2]
+    assert bash["result"]["text"].strip() == "hi from bash"
+    assert py["namespace"]["added"] == ["answer"]
+    assert view["status"]["usage"]["input"] == 1200
+
+
+def test_no_widget_keeps_the_text_transcript_only(first: Any) -> None:
+    assert all(VIEW not in o.get("data", {}) for o in first.cells[3].outputs)
+
+
+def test_ask_without_a_widget_or_stdin_says_which_fallback_it_used(first: Any, dirs: Any) -> None:
+    text = "".join(o.get("data", {}).get("text/plain", "") for o in first.cells[4].outputs)
+    assert "Not approved: no one to ask in this kernel" in text
+    [view] = [w for w in _widgets(first) if w["history"][0]["text"] == "write a file"]
+    card = view["history"][0]["parts"][0]
+    assert card["status"] == "error" and "fallback policy is deny" in card["result"]["text"]
+    assert card["approval"] == {"approved": False, "reason": "unanswered", "fallback": "deny", "via": None}
+    assert not (dirs[1] / "asked.txt").exists()
+
+
+def test_chat_redraws_the_conversation_in_a_fresh_kernel_from_the_store(first: Any, dirs: Any) -> None:
+    [same_kernel] = [w for w in _widgets(first) if w["mode"] == "chat"]
+    root, cwd = dirs
+    second = _run([SETUP, "%flue chat --agent helper -c w1"], root, cwd)
+    [fresh] = _widgets(second)
+    for chat in (same_kernel, fresh):
+        assert [b["text"] for b in chat["history"]] == ["what is six times seven?", "and again?"]
+        assert [b["outcome"] for b in chat["history"]] == ["completed", "completed"]
+        assert _parts(chat["history"][0])[1:3] == [("tool", "bash", "ok"), ("tool", "python", "ok")]
+        assert chat["history"][0]["parts"][2]["namespace"]["added"] == ["answer"]
+        assert chat["status"]["usage"]["input"] >= 1200
+    assert fresh["history"] == same_kernel["history"]
