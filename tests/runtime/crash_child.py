@@ -224,9 +224,9 @@ class Child:
     def open(self) -> Any:
         db: Any = self.db
         if self.mode == "recover_keep":
-            from flue_nb.runtime.store.sqlite import SQLiteStore
+            from flue_nb.runtime.store._url import open_any
 
-            db = StopAtClearPartial(SQLiteStore(self.db), self)
+            db = StopAtClearPartial(open_any(self.db, cwd=str(self.dir)), self)
         self.session = flue.init(
             self.build_agent(),
             conversation=self.conversation,

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, Record, SubmissionState
 
 pytestmark = pytest.mark.crash
@@ -88,7 +87,7 @@ def _matrix_lines() -> list[str]:
     )
     lines = ["", "crash matrix (SIGKILL, then a new process recovers)", head, "-" * len(head)]
     for mode, t in MATRIX.items():
-        label = f"{mode}: {KILL_POINTS[mode]}"
+        label = f"{mode}: {KILL_POINTS[mode.split()[0]]}"
         lines.append(
             f"{label:<62} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} {t.lost:>4} "
             f"{t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
@@ -113,13 +112,25 @@ def crash_matrix(request: pytest.FixtureRequest) -> Any:
 # --- running one repetition -------------------------------------------------------------------
 
 
+def _db(d: Path) -> str:
+    """The repetition's store: a PostgreSQL URL if it has one (`pg_url`), else its SQLite file."""
+    url = d / "pg_url"
+    return url.read_text() if url.exists() else str(d / "store.sqlite")
+
+
+def _open(d: Path) -> Any:
+    from flue_nb.runtime.store._url import open_any
+
+    return open_any(_db(d), cwd=str(d))
+
+
 def _child(mode: str, d: Path) -> list[str]:
     return [
         sys.executable,
         str(CHILD),
         mode,
         "--db",
-        str(d / "store.sqlite"),
+        _db(d),
         "--conversation",
         CONVERSATION,
         "--dir",
@@ -199,7 +210,7 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
     if mode == "admitting":
         return []
     first, second = marker["first"], marker["second"]
-    with SQLiteStore(d / "store.sqlite") as store:
+    with _open(d) as store:
         s1, s2 = store.submission(first), store.submission(second)
         records = store.records(CONVERSATION)
         partial = store.partial(first)
@@ -261,7 +272,7 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
 
 def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     """Classify every accepted submission and every tool run after recovery."""
-    with SQLiteStore(d / "store.sqlite") as store:
+    with _open(d) as store:
         subs = store.submissions(CONVERSATION)
         records = store.records(CONVERSATION)
     receipts = _lines(d / "receipts")
@@ -463,7 +474,7 @@ def _check_recovered(
 
 def _check_second_kill(d: Path, marker: dict[str, Any], again: dict[str, Any]) -> list[str]:
     """The recovering process was killed too: the interrupted call answered once, a partial."""
-    with SQLiteStore(d / "store.sqlite") as store:
+    with _open(d) as store:
         records = store.records(CONVERSATION)
         partial = store.partial(marker["first"])
     results = [
@@ -484,7 +495,7 @@ def _check_second_kill(d: Path, marker: dict[str, Any], again: dict[str, Any]) -
 
 def _check_kept_not_cleared(d: Path, marker: dict[str, Any], again: dict[str, Any]) -> list[str]:
     """Killed between keeping the half-streamed response and clearing its snapshot."""
-    with SQLiteStore(d / "store.sqlite") as store:
+    with _open(d) as store:
         records = store.records(CONVERSATION)
         partial = store.partial(marker["first"])
     kept = [
@@ -505,9 +516,11 @@ def _check_kept_not_cleared(d: Path, marker: dict[str, Any], again: dict[str, An
     return []
 
 
-def _repetition(mode: str, root: Path, i: int) -> Tally:
+def _repetition(mode: str, root: Path, i: int, pg: Any = None) -> Tally:
     d = root / f"{mode}-{i}"
     d.mkdir()
+    if pg is not None:
+        (d / "pg_url").write_text(pg.create_database())
     first_point = {"twice": "tool", "keep": "stream"}.get(mode, mode)
     marker = _kill_at_marker(first_point, d)
     pre = _check_kill_point(first_point, d, marker)
@@ -544,13 +557,17 @@ def _repetition(mode: str, root: Path, i: int) -> Tally:
         ),
     ],
 )
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_sigkill_then_recovery_settles_each_submission_exactly_once(
-    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mode: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
+    pg = request.getfixturevalue("pg_server") if backend == "postgres" else None
     tally = Tally()
     with ThreadPoolExecutor(WORKERS) as pool:
-        for t in pool.map(lambda i: _repetition(mode, tmp_path, i), range(REPS)):
+        for t in pool.map(lambda i: _repetition(mode, tmp_path, i, pg), range(REPS)):
             tally.add(t)
+    mode = mode if backend == "sqlite" else f"{mode} (postgres)"
     MATRIX[mode] = tally
     with capsys.disabled():
         print(
