@@ -39,9 +39,10 @@ __all__ = [
 
 NAME_LIMIT = 64
 """Longest tool name every provider accepts."""
-RETRY_AFTER = 5.0
-"""Seconds a failed server is left alone between turns of one run (a hanging URL would
-otherwise cost its full timeout at every turn)."""
+RETRY_AFTER = 60.0
+"""Seconds a server that failed to connect is left alone between the turns of one run (a hanging
+URL would otherwise cost its full timeout at every turn). A submission's start always retries,
+and a server that dies after connecting is restarted at once."""
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9_-]+$")
 
