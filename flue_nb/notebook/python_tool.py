@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
 
+from flue_nb.notebook import _figures
+
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
 
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
@@ -141,7 +143,9 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
     buffer = io.StringIO()
     error: str | None = None
     has_value, value, value_repr = False, None, None
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+    # Figures the code draws (shown or left open), `display`ed images and an image-valued
+    # result become the result's images (issue 14.1).
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), _figures.capture() as drawn:
         try:
             body, last = _compile(code, filename)
         except (SyntaxError, ValueError) as exc:
@@ -162,6 +166,7 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
                 trace = _user_traceback(exc)
             if has_value:
                 value_repr = _safe_repr(value)
+                drawn.add_value(value)
     after = _snapshot(ns)
     changes = _diff(before, after)
 
@@ -197,8 +202,12 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
     line = _variables_line(changes, after)
     if line:
         parts.append(line)
+    if drawn.images or drawn.notes:
+        parts.append(drawn.summary())
+        details["images"] = [{"label": p.label, "width": p.width, "height": p.height, "digest": p.digest} for p in drawn.images]
+    _figures.show(drawn)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
-    return ToolOutput(content, is_error=error is not None, details=details)
+    return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
 
 
 def _compile(code: str, filename: str) -> tuple[types.CodeType, types.CodeType | None]:

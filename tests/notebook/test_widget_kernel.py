@@ -143,3 +143,23 @@ def test_chat_redraws_the_conversation_in_a_fresh_kernel_from_the_store(first: A
         assert chat["history"][0]["parts"][2]["namespace"]["added"] == ["answer"]
         assert chat["status"]["usage"]["input"] >= 1200
     assert fresh["history"] == same_kernel["history"]
+
+
+def test_ask_in_a_cell_prompts_on_stdin_when_the_frontend_allows_it(tmp_path: Path) -> None:
+    from kernel_helpers import Kernel
+
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    kernel = Kernel(tmp_path / "jupyter", cwd)
+    try:
+        kernel.ok(SETUP)
+        msg_id = kernel.kc.execute("%%flue -c st -m asker --approval ask\nwrite a file", allow_stdin=True)
+        request = kernel.kc.get_stdin_msg(timeout=60)
+        assert request["content"]["prompt"] == "flue: allow bash: echo nope > asked.txt? [y/N] "
+        kernel.kc.input("y")
+        run = kernel.collect(msg_id)
+        assert run.status == "ok", run.all_text()
+        assert (cwd / "asked.txt").read_text() == "nope\n"
+        assert "· bash: echo nope > asked.txt ✓" in run.text()
+    finally:
+        kernel.shutdown()
