@@ -26,6 +26,7 @@ __all__ = [
     "MAX_EDGE",
     "MAX_IMAGES_PER_RESULT",
     "cap_images",
+    "figure_png",
     "image_from_bytes",
     "image_from_object",
     "image_tokens",
@@ -179,9 +180,9 @@ def _encode(img: Any, fmt: str, quality: int) -> tuple[bytes, str]:
     return buf.getvalue(), "image/png"
 
 
-def _figure_png(fig: Any) -> bytes:
+def figure_png(fig: Any) -> bytes:
+    """A matplotlib figure as PNG bytes, drawn as the notebook's inline backend draws it."""
     buf = io.BytesIO()
-    # As the notebook's inline backend draws it: tight box, white around transparent axes.
     fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white")
     return buf.getvalue()
 
@@ -212,7 +213,7 @@ def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
     object has no image form at all.
     """
     if _is_figure(obj):
-        return _figure_png(obj), None
+        return figure_png(obj), None
     if type(obj).__module__.startswith("PIL.") and hasattr(obj, "save"):
         buf = io.BytesIO()
         obj.save(buf, format="PNG")
