@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from IPython.display import display
@@ -39,6 +40,7 @@ def run_message(
     background: bool,
     opened_at: float | None = None,
     widget: bool = False,
+    images: Sequence[Any] = (),
 ) -> None:
     """Dispatch `message` and show it; block until it settles unless `background`.
 
@@ -78,7 +80,7 @@ def run_message(
             # here on the kernel's main thread even if the model calls it before `read` begins.
             waiting.enter_context(coordinator().waiting())
         try:
-            receipt = session.dispatch(message)
+            receipt = session.dispatch(message, images=images) if images else session.dispatch(message)
         except BaseException as exc:
             stop()
             if isinstance(exc, FlueError):

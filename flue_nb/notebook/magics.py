@@ -140,6 +140,12 @@ class FlueMagics(Magics):
         "--background", action="store_true", help="Return at once; the output keeps updating."
     )
     @argument(
+        "--attach",
+        metavar="NAME[,NAME]",
+        help="Attach images to the message: figures or images named in the namespace, or image "
+        "files (PNG, JPEG, GIF, WebP) by path.",
+    )
+    @argument(
         "--interpolate",
         action="store_true",
         help="Expand {expr} and $name in the message from the namespace.",
@@ -343,6 +349,7 @@ class FlueMagics(Magics):
     def _send(self, message: str, args: Any) -> None:
         if args.interpolate:
             message = self._interpolate(message)
+        images = self._attachments(args.attach) if getattr(args, "attach", None) else []
         from flue_nb.runtime.errors import FlueError
 
         agent, label = self._agent(args)
@@ -364,7 +371,29 @@ class FlueMagics(Magics):
             background=args.background,
             opened_at=self.opened_at,
             widget=self._draws_widget(args),
+            images=images,
         )
+
+    def _attachments(self, spec: str) -> list[Any]:
+        """`--attach a,b`: each name is a variable (figure, image, bytes, path) or an image file."""
+        from flue_nb.runtime.errors import ConfigError
+        from flue_nb.runtime.images import image_from_object
+
+        out = []
+        for name in (n.strip() for n in spec.split(",")):
+            if not name:
+                continue
+            if name in self.shell.user_ns:
+                obj = self.shell.user_ns[name]
+            elif os.path.isfile(name):
+                obj = name
+            else:
+                raise UsageError(f"--attach: `{name}` is neither a variable nor an image file here")
+            try:
+                out.append(image_from_object(obj, label=name))
+            except ConfigError as exc:
+                raise UsageError(f"--attach: {exc.message}") from None
+        return out
 
     def _draws_widget(self, args: Any) -> bool:
         """Whether this cell shows the chat view (with the text transcript as its fallback)."""
