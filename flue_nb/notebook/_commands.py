@@ -136,6 +136,9 @@ def history_with_outcomes(conversation_id: str, store: Any) -> TextView:
         if not groups or groups[-1][0] != r.submission_id:
             groups.append((r.submission_id, []))
         groups[-1][1].append(message_from_dict(r.data))
+    from flue_nb.runtime.core.window import load_images
+
+    load_images(store, [m for _, messages in groups for m in messages])  # redrawn in markdown
     if not groups:
         return history_view(conversation_id, [])
     plain: list[str] = []

@@ -31,6 +31,7 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
         if isinstance(m, UserMessage):
             plain.append(f"user: {m.text.strip()}")
             md.append(f"**user:** {m.text.strip()}")
+            _images(m.images, plain, md)
         elif isinstance(m, AssistantMessage):
             if m.text.strip():
                 plain.append(f"assistant: {m.text.strip()}")
@@ -41,6 +42,9 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
                 summary = summarize_call(call.name, call.input)
                 plain.append(f"  · {call.name}: {summary} {mark}")
                 md.append(f"> 🔧 **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
+            for call in m.tool_calls:
+                if call.id in results:
+                    _images(results[call.id].images, plain, md)
             if m.aborted:
                 plain.append("  (response cut off)")
                 md.append("> *(response cut off)*")
@@ -69,6 +73,20 @@ def usage_totals(records: list[Any]) -> dict[str, int]:
             totals[name] += int(value or 0)
     totals["total"] = sum(totals[n] for n in names)
     return totals
+
+
+def _images(images: list[Any], plain: list[str], md: list[str]) -> None:
+    """Redraw a message's images: their one-line description, and in markdown the image itself
+    when its bytes were loaded from the store."""
+    import base64
+
+    for p in images:
+        plain.append(f"    {p.describe()}")
+        if p.data is None:
+            md.append(f"> {p.describe()}")
+        else:
+            data = base64.b64encode(p.data).decode("ascii")
+            md.append(f"![{p.label or 'image'}](data:{p.media_type};base64,{data})")
 
 
 def status_view(
