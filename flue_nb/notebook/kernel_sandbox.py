@@ -138,7 +138,8 @@ def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
 async def _on_waiting_thread(fn: Any) -> Any:
     """Run user code on the thread blocked waiting for the run (the kernel's main thread, in a
     blocking `%flue` cell), so matplotlib, signals and thread-bound objects behave as in a cell;
-    with nobody waiting (a background run) it runs on the runtime's thread."""
+    with nobody waiting (a background run) it runs on the runtime's user-code thread, never
+    on its event loop; an abort interrupts it."""
     from flue_nb.runtime.core.coordinator import coordinator
 
     return await coordinator().run_on_waiter(fn)

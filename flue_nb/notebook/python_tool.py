@@ -17,6 +17,7 @@ import io
 import itertools
 import linecache
 import os
+import threading
 import traceback
 import types
 from collections import deque
@@ -161,7 +162,11 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
                 if last is not None:
                     value = eval(last, ns)
                     has_value = value is not None and not code.rstrip().endswith(";")
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's failure is data
+            except BaseException as exc:  # noqa: BLE001 - the user's failure is data
+                if isinstance(exc, KeyboardInterrupt) and _is_main_thread():
+                    raise  # Ctrl-C / the stop button: the cell's interrupt, not the code's result
+                # SystemExit, GeneratorExit, and KeyboardInterrupt off the main thread (where no
+                # signal can deliver one: the code raised it itself) are the code's own failures.
                 error = "exception"
                 trace = _user_traceback(exc)
             if has_value:
@@ -208,6 +213,10 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
     _figures.show(drawn)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
     return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
+
+
+def _is_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _compile(code: str, filename: str) -> tuple[types.CodeType, types.CodeType | None]:

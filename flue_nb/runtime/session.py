@@ -137,12 +137,14 @@ class Session:
     # --- control ------------------------------------------------------------------------------
 
     def abort(self) -> list[str]:
-        """Abort every unsettled submission durably; the live one stops promptly (11.5)."""
-        fut: Any = asyncio.run_coroutine_threadsafe(self._abort(), self._co.loop)
-        return self._co.wait(fut, 30.0)
+        """Abort every unsettled submission durably; the live one stops promptly (11.5).
 
-    async def _abort(self) -> list[str]:
-        return self._conv.abort()
+        The intent is recorded here, on the caller's thread, before anything else: it holds
+        even if the runtime is busy, and its owner settles each submission `aborted`.
+        """
+        ids = self._conv.store.request_abort(self._conv.id)
+        self._co.call(self._conv.stop)
+        return ids
 
     def compact(self) -> None:
         """Compact the context now (raises `SessionBusyError` while a run is going)."""

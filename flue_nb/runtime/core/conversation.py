@@ -339,7 +339,7 @@ class Conversation:
         """The one place that turns a failure of an attempt into what happens next.
 
         Returns None when the exception must propagate (the coordinator itself is being
-        cancelled and nobody asked for this submission to stop).
+        cancelled and nobody asked for this submission to stop). Any other exception settles.
         """
         if isinstance(exc, asyncio.CancelledError):
             if self._lease_lost:
@@ -366,7 +366,11 @@ class Conversation:
         if isinstance(exc, Exception):
             log.error("flue_nb: internal error in conversation %r", self.id, exc_info=exc)
             return _Decision("failed", error=InternalError(f"{type(exc).__name__}: {exc}"))
-        return None
+        # KeyboardInterrupt, SystemExit, GeneratorExit out of code run on the loop (a custom
+        # tool): the code's own doing, not a request to stop the runtime (issue 12.5).
+        return _Decision("failed", error=RunError(
+            f"code run by the agent raised {type(exc).__name__}, which ended the run; "
+            "tools should raise an Exception instead"))
 
     def _apply(self, sub: Submission, d: _Decision) -> None:
         if d.kind == "completed":
@@ -497,11 +501,16 @@ class Conversation:
     def abort(self) -> list[str]:
         """Record a durable abort intent on every unsettled submission and stop the live one (11.5)."""
         ids = self.store.request_abort(self.id)
+        self.stop()
+        return ids
+
+    def stop(self) -> None:
+        """Act on recorded abort intents: cancel the live run (which interrupts a running tool),
+        or let the worker settle the aborted submissions."""
         if self._run_task is not None and not self._run_task.done():
             self._run_task.cancel()
-        elif ids:
+        else:
             self.kick()
-        return ids
 
     async def compact(self) -> None:
         """Compact now (contract 13.5), even with threshold compaction off."""

@@ -1,7 +1,9 @@
 """The runtime's own event loop on a background thread (the kernel's loop is already running).
 
 Callers block on a future with `wait`, which also runs work that must happen on the waiting
-thread (the kernel's main thread, for the `python` tool) while it waits. Nothing here calls
+thread (the kernel's main thread, for the `python` tool) while it waits. With nobody waiting (a
+background cell, `dispatch()`), that work runs on a thread of its own, never on the runtime's:
+user code can neither stall the loop (heartbeats, abort) nor kill it. Nothing here calls
 `asyncio.run` on a loop someone else owns.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
+import logging
 import queue
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -18,6 +22,60 @@ from typing import Any, TypeVar
 __all__ = ["Coordinator", "coordinator"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("flue_nb")
+
+
+def _raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Raise `exc` in another thread at its next bytecode (None takes back a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+
+
+class _Call:
+    """One call of user code (the `python` tool's cell): where it runs, so an abort can stop it.
+
+    `interrupt()` raises `KeyboardInterrupt` in the thread running it, as the kernel's stop button
+    does for a cell, and only while the call runs (a lock orders the two). Code blocked in a C call
+    (`time.sleep`, a socket read) sees it when it returns to Python. An interrupted call raises
+    `SubmissionAbortedError`.
+    """
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self._lock = threading.Lock()
+        self._thread_id: int | None = None
+        self._running = False
+        self.interrupted = False
+
+    def __call__(self) -> Any:
+        try:
+            return self._run()
+        except KeyboardInterrupt:
+            if not self.interrupted:
+                raise
+            from flue_nb.runtime.errors import SubmissionAbortedError
+
+            raise SubmissionAbortedError("interrupted: the submission was aborted while this code ran") from None
+
+    def _run(self) -> Any:
+        with self._lock:
+            self._thread_id, self._running = threading.get_ident(), True
+        try:
+            return self.fn()
+        finally:
+            with self._lock:
+                self._running = False
+                if self.interrupted and self._thread_id is not None:
+                    _raise_in_thread(self._thread_id, None)  # never let it land after the call
+
+    def interrupt(self) -> bool:
+        """Interrupt the call if it is running; True if it was."""
+        with self._lock:
+            if not self._running or self.interrupted or self._thread_id is None:
+                return False
+            self.interrupted = True
+            _raise_in_thread(self._thread_id, KeyboardInterrupt)
+            return True
 
 
 class Coordinator:
@@ -28,12 +86,22 @@ class Coordinator:
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = queue.SimpleQueue()
         self._waiters = 0
         self._waiters_lock = threading.Lock()
+        self._user_calls: queue.SimpleQueue[tuple[_Call, concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._user_thread: threading.Thread | None = None
         self.thread = threading.Thread(target=self._run, name="flue-coordinator", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        while True:
+            try:
+                self.loop.run_forever()
+                return  # stopped on purpose
+            except BaseException as exc:  # noqa: BLE001 - the runtime thread must outlive any code
+                # A task let `KeyboardInterrupt`/`SystemExit` out (asyncio re-raises those out of
+                # `run_forever`); the task itself holds the exception, so whoever awaits it still
+                # settles. Keep serving every other conversation.
+                log.error("flue_nb: %s escaped the runtime loop; it keeps running", type(exc).__name__, exc_info=exc)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule a coroutine on the runtime loop."""
@@ -105,15 +173,40 @@ class Coordinator:
                     item[1].set_exception(RuntimeError("no thread is waiting to run this call"))
 
     async def run_on_waiter(self, fn: Callable[[], T]) -> T:
-        """Run `fn` on a thread blocked in `wait` (the kernel's main thread), else right here."""
+        """Run `fn` on a thread blocked in `wait` (the kernel's main thread), else on the
+        user-code thread; cancelling the caller (an abort) interrupts `fn` where it runs."""
+        call = _Call(fn)
         result: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._waiters_lock:  # queued under the lock: a waiter leaving drains it or we see 0
             waiting = self._waiters > 0
             if waiting:
-                self._calls.put((fn, result))
+                self._calls.put((call, result))
         if not waiting:
-            return fn()
-        return await asyncio.wrap_future(result)
+            self._user_queue().put((call, result))
+        try:
+            return await asyncio.wrap_future(result)
+        except asyncio.CancelledError:
+            call.interrupt()
+            raise
+
+    def _user_queue(self) -> queue.SimpleQueue[tuple[_Call, concurrent.futures.Future[Any]]]:
+        with self._waiters_lock:
+            if self._user_thread is None:
+                self._user_thread = threading.Thread(target=self._run_user_calls, name="flue-user-code", daemon=True)
+                self._user_thread.start()
+        return self._user_calls
+
+    def _run_user_calls(self) -> None:
+        """One thread for user code with nobody waiting: the same thread each time, as a cell's
+        objects (an sqlite connection, a GUI handle) may be bound to the thread that made them."""
+        while True:
+            call, result = self._user_calls.get()
+            if not result.set_running_or_notify_cancel():
+                continue
+            try:
+                result.set_result(call())
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting tool; never ends this thread
+                result.set_exception(exc)
 
 
 _lock = threading.Lock()
