@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -78,6 +79,34 @@ def store(quick: bool) -> list[Result]:
                     "info",
                 )
             )
+    rows += _store_shared(quick)
+    return rows
+
+
+def _store_shared(quick: bool) -> list[Result]:
+    """PostgreSQL rows of bench/store.py, and two processes sharing one conversation."""
+    from store import bench_postgres, postgres_url, two_processes
+
+    rows = []
+    n = 30 if quick else 100
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [("sqlite", two_processes(os.path.join(tmp, "two.sqlite"), n))]
+    try:
+        with postgres_url() as url:
+            for case, _mode, s, _n, _elapsed, rate in bench_postgres(url, 0.5 if quick else 1.0):
+                unit = "admissions/s" if case.startswith("admit") else "records/s"
+                rows.append(Result(f"store (postgres, {s})", case, f"{rate:,.0f} {unit}", "", "info"))
+            runs.append(("postgres", two_processes(url, n)))
+    except RuntimeError as exc:
+        rows.append(Result("store (postgres)", "not measured", str(exc)[:80], "", "n/a"))
+    for label, r in runs:
+        rows.append(Result(
+            f"two processes, one conversation ({label})",
+            f"{r['messages']} messages",
+            f"{r['messages_per_s']:.1f} msg/s, {r['lost']} lost, {r['duplicated']} duplicated",
+            "0 lost, 0 duplicated",
+            verdict(r["lost"] == 0 and r["duplicated"] == 0),
+        ))
     return rows
 
 
