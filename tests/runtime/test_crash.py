@@ -96,17 +96,12 @@ def _matrix_lines() -> list[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def crash_matrix(request: pytest.FixtureRequest) -> Any:
-    """Print the whole matrix once the module's tests have run (past output capture)."""
+def crash_matrix(crash_summary: list[str]) -> Any:
+    """Hand the whole matrix to pytest's summary once the module's tests have run (conftest.py
+    prints it after the results, never in the middle of the progress line)."""
     yield MATRIX
-    if not MATRIX:
-        return
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    for line in _matrix_lines():
-        if reporter is not None:
-            reporter.write_line(line)
-        else:  # pragma: no cover - pytest always has a terminal reporter unless -p no:terminal
-            print(line)
+    if MATRIX:
+        crash_summary[:] = _matrix_lines()[2:]
 
 
 # --- running one repetition -------------------------------------------------------------------
@@ -559,8 +554,7 @@ def _repetition(mode: str, root: Path, i: int, pg: Any = None) -> Tally:
 )
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_sigkill_then_recovery_settles_each_submission_exactly_once(
-    mode: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    request: pytest.FixtureRequest,
+    mode: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     pg = request.getfixturevalue("pg_server") if backend == "postgres" else None
     tally = Tally()
@@ -569,13 +563,6 @@ def test_sigkill_then_recovery_settles_each_submission_exactly_once(
             tally.add(t)
     mode = mode if backend == "sqlite" else f"{mode} (postgres)"
     MATRIX[mode] = tally
-    with capsys.disabled():
-        print(
-            f"\n{mode}: {tally.reps} reps, {tally.submissions} submissions: "
-            f"{tally.exactly_once} exactly-once, "
-            f"{tally.lost} lost, {tally.duplicated} duplicated; "
-            f"{tally.tool_runs} tool runs, {tally.tool_reruns} re-runs"
-        )
     if tally.unreached:
         # pytest.fail, not assert: an xfail below expects only the findings' AssertionError.
         pytest.fail("kill points not reached as intended:\n" + "\n".join(tally.unreached))
