@@ -21,7 +21,7 @@ __all__ = [
 
 SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "mcp", "status", "use")
 _VALUE_OPTIONS = {
-    "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval",
+    "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval", "--attach",
 }
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
 
