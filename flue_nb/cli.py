@@ -1,20 +1,25 @@
-"""`flue-nb`: run notebooks of `%%flue` cells headless, and the offline quickstart demo.
+"""`flue-nb`: run notebooks of `%%flue` cells headless, the offline demo, and a store's history.
 
 `flue-nb run NOTEBOOK` executes a notebook with nbclient and exits non-zero when a cell fails;
 a `%flue` cell fails when its submission does, so CI fails loudly. `flue-nb demo` (what
 `make demo` runs) executes notebooks/quickstart.ipynb offline and prints its transcript.
+`flue-nb history [--db PATH] [CONVERSATION]` prints what a store holds, without a notebook.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_notebook", "transcript", "unsettled"]
+__all__ = ["history", "main", "run_notebook", "transcript", "unsettled"]
 
 _REPO_NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -28,7 +33,10 @@ def run_notebook(
     quiet: bool = False,
 ) -> tuple[Any, Path, BaseException | None]:
     """Execute a notebook in a fresh kernel (cwd: its folder); return it, where it was written,
-    and the error of the first failing cell (None when every cell ran)."""
+    and the error of the first failing cell (None when every cell ran).
+
+    The executed copy goes to `output`, else to a new temporary directory (never next to the
+    source, where it would litter a checkout)."""
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
@@ -44,8 +52,14 @@ def run_notebook(
         for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "FLUE_MODEL"):
             env.pop(var, None)
     # This interpreter's kernel (it has flue_nb), whatever `python3` kernelspec $HOME may hold.
+    # Its channels are Unix sockets in a private directory: over TCP without CurveZMQ keys the
+    # kernel warns that it is "running over TCP without encryption" into every run's output.
+    sockets = tempfile.mkdtemp(prefix="flue-nb-kernel-")
     km = AsyncKernelManager(
-        kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[])
+        kernel_name="python3",
+        kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+        transport="ipc",
+        ip=os.path.join(sockets, "k"),
     )
     client = NotebookClient(
         nb,
@@ -57,11 +71,16 @@ def run_notebook(
     )
     error: BaseException | None = None
     try:
-        # `quiet` drops the kernel's own log lines (transport warnings, shutdown notices).
+        # `quiet` drops the kernel's own log lines (shutdown notices and the like).
         client.execute(env=env, **({"stderr": subprocess.DEVNULL} if quiet else {}))
     except CellExecutionError as exc:
         error = exc
-    out = Path(output) if output is not None else src.with_name(f"{src.stem}.executed.ipynb")
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+    if output is not None:
+        out = Path(output)
+    else:
+        out = Path(tempfile.mkdtemp(prefix="flue-nb-run-")) / f"{src.stem}.executed.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
     return nb, out, error
@@ -137,6 +156,80 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def history(db: str | None, conversation: str | None) -> str:
+    """What a store holds, as text: its conversations (or one conversation's submissions, each
+    with its outcome, and then the conversation itself)."""
+    from flue_nb.runtime.store._url import db_from_env, is_postgres_url, mask_url, open_any
+
+    db = db_from_env(db)
+    label = mask_url(db) if is_postgres_url(db) else os.path.abspath(db or ".flue/flue.sqlite")
+    if not is_postgres_url(db) and not os.path.exists(label):
+        raise SystemExit(f"flue-nb history: no store at {label} (pass --db PATH)")
+    if conversation is None:
+        if is_postgres_url(db):
+            raise SystemExit("flue-nb history: name a CONVERSATION to read from a PostgreSQL store")
+        return _conversations(label)
+    store = open_any(db, cwd=os.getcwd())
+    try:
+        subs = store.submissions(conversation)
+        if not subs:
+            raise SystemExit(f"flue-nb history: no conversation {conversation!r} in {label}")
+        from flue_nb.notebook._commands import history_with_outcomes
+
+        lines = [f"conversation {conversation} in {label}", ""]
+        for n, sub in enumerate(subs, 1):
+            how = sub.outcome.value if sub.outcome else sub.state.value
+            if sub.joined_into:
+                how += f" (joined {sub.joined_into})"
+            elif sub.error:
+                how += f": {sub.error.get('message', '')}"
+            first = sub.text.strip().splitlines()[0] if sub.text.strip() else ""
+            lines.append(f"{n:>3}. {_when(sub.accepted_at)}  {sub.id}  {how}")
+            lines.append(f"     {first[:100]}{'…' if len(first) > 100 else ''}")
+        lines += ["", history_with_outcomes(conversation, store).plain]
+        return "\n".join(lines)
+    finally:
+        store.close()
+
+
+def _when(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _conversations(path: str) -> str:
+    # The Store protocol has no listing of conversations; the SQLite file is read directly,
+    # read-only, with the schema's own tables.
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT c.id, c.created_at, COUNT(s.id),"
+            " SUM(s.outcome = 'completed'), SUM(s.outcome = 'failed'),"
+            " SUM(s.outcome = 'aborted'), SUM(s.state != 'settled')"
+            " FROM conversations c LEFT JOIN submissions s ON s.conversation_id = c.id"
+            " GROUP BY c.id ORDER BY c.created_at"
+        ).fetchall()
+    finally:
+        conn.close()
+    if not rows:
+        return f"no conversations in {path}"
+    lines = [f"conversations in {path}:", ""]
+    for cid, created, total, done, failed, aborted, open_ in rows:
+        parts = [f"{n} {what}" for n, what in (
+            (done, "completed"), (failed, "failed"), (aborted, "aborted"), (open_, "unsettled")
+        ) if n]
+        lines.append(
+            f"  {cid}  (since {_when(created)}; {total} submission(s)"
+            + (f": {', '.join(parts)}" if parts else "") + ")"
+        )
+    lines += ["", "flue-nb history CONVERSATION shows one of them."]
+    return "\n".join(lines)
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    print(history(args.db, args.conversation))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `flue-nb` command."""
     parser = argparse.ArgumentParser(prog="flue-nb", description=__doc__.split("\n")[0])
@@ -146,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("notebook")
     run.add_argument(
-        "-o", "--output", help="where to write the executed notebook (default: NAME.executed.ipynb)"
+        "-o",
+        "--output",
+        help="where to write the executed notebook (default: a new temporary directory; "
+        "the path is printed)",
     )
     run.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     run.add_argument(
@@ -167,6 +263,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     demo.set_defaults(fn=_cmd_demo)
+    hist = sub.add_parser(
+        "history", help="print a store's conversations, or one conversation's submissions"
+    )
+    hist.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the store: an SQLite file or a postgresql:// URL "
+        "(default: $FLUE_DB, else .flue/flue.sqlite)",
+    )
+    hist.add_argument(
+        "conversation", nargs="?", metavar="CONVERSATION", help="the conversation to show"
+    )
+    hist.set_defaults(fn=_cmd_history)
     args = parser.parse_args(argv)
     return int(args.fn(args))
 

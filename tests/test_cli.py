@@ -1,4 +1,5 @@
-"""`flue-nb run` fails loudly when a submission fails; `flue-nb demo` runs the quickstart."""
+"""`flue-nb run` fails loudly when a submission fails; `flue-nb demo` runs the quickstart;
+`flue-nb history` reads a store without a notebook."""
 
 from __future__ import annotations
 
@@ -59,7 +60,12 @@ def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
     result = _cli(["run", str(nb), "--transcript"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "fine\n[✓ completed]" in result.stdout
-    executed = nbformat.read(tmp_path / "ok.executed.ipynb", as_version=4)
+    assert "without encryption" not in result.stderr + result.stdout
+    # Not next to the source: a temporary directory, named in the output.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jupyter", "ok.ipynb"]
+    where = result.stdout.split("executed notebook written to ")[1].splitlines()[0]
+    assert Path(where).name == "ok.executed.ipynb" and Path(where).parent != tmp_path
+    executed = nbformat.read(where, as_version=4)
     assert any(
         "[✓ completed]" in o.get("data", {}).get("text/plain", "")
         for o in executed.cells[1].outputs
@@ -70,11 +76,12 @@ def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
     nb = _notebook(
         tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')"
     )
-    result = _cli(["run", str(nb)], tmp_path)
+    result = _cli(["run", str(nb), "-o", str(tmp_path / "out" / "bad.ipynb")], tmp_path)
     assert result.returncode == 1
     assert "FAILED" in result.stderr and "the submission failed" in result.stderr
     assert "scripted refusal" in result.stderr
-    executed = nbformat.read(tmp_path / "bad.executed.ipynb", as_version=4)
+    assert f"executed notebook written to {tmp_path / 'out' / 'bad.ipynb'}" in result.stdout
+    executed = nbformat.read(tmp_path / "out" / "bad.ipynb", as_version=4)
     assert executed.cells[3].outputs == []  # execution stopped at the failing cell
 
 
@@ -100,9 +107,9 @@ def test_a_background_cell_keeps_updating_while_later_cells_run_headless(tmp_pat
     nb = _notebook(
         tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", "import time; time.sleep(2)"
     )
-    result = _cli(["run", str(nb)], tmp_path)
+    result = _cli(["run", str(nb), "-o", str(tmp_path / "bg.out.ipynb")], tmp_path)
     assert result.returncode == 0, result.stderr
-    executed = nbformat.read(tmp_path / "bg.executed.ipynb", as_version=4)
+    executed = nbformat.read(tmp_path / "bg.out.ipynb", as_version=4)
     (out,) = executed.cells[1].outputs
     assert out["data"]["text/plain"].endswith("b29\n[✓ completed]"), out
 
@@ -123,3 +130,32 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
     # Still queued or already running when the last cell ended, depending on the machine's load.
     assert result.returncode == 1, result.stderr
     assert "cell 1: submission running" in result.stderr or "cell 1: submission queued" in result.stderr
+
+
+def test_history_lists_conversations_and_shows_one_with_its_outcomes(tmp_path):
+    import flue_nb as flue
+    from flue_nb.models import ScriptedModel, fail, reply
+
+    model = ScriptedModel([reply("first answer"), fail("invalid_request", "refused", status=400)])
+
+    @flue.agent
+    def helper():
+        flue.use_model(model)
+        return "Help."
+
+    db = str(tmp_path / "store.sqlite")
+    session = flue.init(helper, conversation="talk", db=db, cwd=str(tmp_path))
+    session.prompt("hello there")
+    with pytest.raises(flue.FlueError):
+        session.prompt("and again")
+    listing = _cli(["history", "--db", db], tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "talk  (since " in listing.stdout
+    assert "2 submission(s): 1 completed, 1 failed)" in listing.stdout
+    one = _cli(["history", "--db", db, "talk"], tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert "completed\n     hello there" in one.stdout
+    assert "failed: refused" in one.stdout and "user: and again" in one.stdout
+    assert "assistant: first answer" in one.stdout and "[failed: refused]" in one.stdout
+    missing = _cli(["history", "--db", db, "nope"], tmp_path)
+    assert missing.returncode != 0 and "no conversation 'nope'" in missing.stderr
