@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from flue_nb.runtime._text import to_json
 from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState
 
@@ -238,8 +239,9 @@ def _current_version(conn: sqlite3.Connection, path: str) -> int:
 def dump_json(value: Any, what: str) -> str:
     """Serialize `value` as strict JSON text, or raise `StoreError` naming what it was."""
     try:
-        # allow_nan=False: NaN/Infinity are not JSON and would fail json_valid() anyway.
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        # Strict JSON (no NaN/Infinity: they would fail json_valid() anyway) with lone
+        # surrogates escaped, so text that is not valid UTF-8 never fails a write (runtime._text).
+        return to_json(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
 
