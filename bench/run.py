@@ -137,6 +137,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("stream", "streaming %%flue", _module("streaming")),
     ("store", "store throughput", store),
     ("memory", "memory of a 1,000-turn conversation", _module("memory")),
+    ("images", "store of a 1,000-turn conversation with 50 figures", _module("images")),
 ]
 
 
