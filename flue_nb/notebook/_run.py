@@ -22,7 +22,6 @@ from flue_nb.runtime.errors import FlueError
 from flue_nb.notebook._line import FlueCellError
 from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.display import CellView
-from flue_nb.notebook.history import usage_totals
 
 __all__ = ["run_message"]
 
@@ -65,10 +64,12 @@ def run_message(
     _show_recovery(session, view, opened_at)
 
     def final(result: Any = None) -> None:
-        records = session.store.records(
-            session.conversation_id, kinds=["message"], submission_id=view.submission_id
-        )
-        view.tokens = usage_totals(records)
+        u = session.usage(view.submission_id) if view.submission_id else None
+        if u is not None:
+            view.tokens = {
+                "input": u.input_tokens, "output": u.output_tokens, "cache_read": u.cache_read_tokens,
+                "cache_write": u.cache_write_tokens, "total": u.total,
+            }
         _show_recovery(session, view, opened_at)
         live.finish(result)
         if chat is not None:
@@ -145,10 +146,8 @@ def _failure_text(exc: Exception, view: CellView) -> str:
 
 
 def _note_lease(session: Any, view: CellView) -> None:
-    from flue_nb.runtime import session as session_module
-
-    lease = session.store.lease(session.conversation_id)
-    # `_OWNER` identifies this process's runtime; another holder is an earlier kernel.
-    if lease and lease[0] != session_module._OWNER and lease[1] > time.time():
-        left = lease[1] - time.time()
+    status = session.status()
+    # Another holder is an earlier kernel (or another process) whose claim has not lapsed yet.
+    if status.owner and not status.owned_here and (status.lease_expires or 0) > time.time():
+        left = (status.lease_expires or 0) - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")

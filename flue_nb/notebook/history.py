@@ -14,12 +14,12 @@ from flue_nb.runtime.messages import (
     SignalMessage,
     ToolResultMessage,
     UserMessage,
-    message_from_dict,
 )
+from flue_nb.runtime.session import SessionStatus, StoredConversation
 
 from flue_nb.notebook.display import TextView, summarize_call
 
-__all__ = ["from_store", "history_view", "status_view", "usage_totals"]
+__all__ = ["from_store", "history_view", "status_view"]
 
 
 def history_view(conversation_id: str, messages: list[Message]) -> TextView:
@@ -41,7 +41,7 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
                 mark = "…" if res is None else ("✗" if res.is_error else "✓")
                 summary = summarize_call(call.name, call.input)
                 plain.append(f"  · {call.name}: {summary} {mark}")
-                md.append(f"> 🔧 **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
+                md.append(f"> ▸ **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
             for call in m.tool_calls:
                 if call.id in results:
                     _images(results[call.id].images, plain, md)
@@ -49,8 +49,10 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
                 plain.append("  (response cut off)")
                 md.append("> *(response cut off)*")
         elif isinstance(m, SignalMessage):
-            plain.append(f"  · signal: {m.signal_type}")
-            md.append(f"> signal: {m.signal_type}")
+            what = "; ".join(c.replace("`", "") for c in m.changes)
+            line = f"signal ({m.signal_type})" + (f": {what}" if what else "")
+            plain.append(f"  · {line}")
+            md.append(f"> {line}")
         elif not isinstance(m, ToolResultMessage):
             plain.append("  · (summary of earlier messages)")
             md.append("> *(summary of earlier messages)*")
@@ -61,18 +63,6 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
         "\n\n".join(md),
         {"conversation_id": conversation_id, "messages": len(messages)},
     )
-
-
-def usage_totals(records: list[Any]) -> dict[str, int]:
-    """Token totals of the assistant messages among store records (provider-reported usage)."""
-    names = ("input", "output", "cache_read", "cache_write")
-    totals = dict.fromkeys(names, 0)
-    for r in records:
-        usage = r.data.get("usage") if r.data.get("kind") == "assistant" else None
-        for name, value in zip(names, usage or ()):
-            totals[name] += int(value or 0)
-    totals["total"] = sum(totals[n] for n in names)
-    return totals
 
 
 def _images(images: list[Any], plain: list[str], md: list[str]) -> None:
@@ -89,56 +79,50 @@ def _images(images: list[Any], plain: list[str], md: list[str]) -> None:
             md.append(f"![{p.label or 'image'}](data:{p.media_type};base64,{data})")
 
 
-def status_view(
-    status: dict[str, Any], *, store: str, model: str, submissions: list[Any]
-) -> TextView:
-    """Where the conversation stands, one fact per line."""
-    counts: dict[str, int] = {}
-    for sub in submissions:
-        key = sub.outcome.value if sub.outcome is not None else sub.state.value
-        counts[key] = counts.get(key, 0) + 1
-    used, window = status.get("used_tokens"), status.get("context_window")
-    context = (
-        f"{used} / {window} tokens"
-        if used is not None and window
-        else "not measured yet (no run in this kernel)"
-    )
-    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "none"
+def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextView:
+    """Where the conversation stands, one fact per line.
+
+    `model` is the configured model setting, shown when the conversation has not answered yet.
+    """
+    if status.used_tokens is not None and status.context_window:
+        context = f"{status.used_tokens:,} / {status.context_window:,} tokens"
+        if status.compaction_threshold is not None:
+            context += f" (compacts above {status.compaction_threshold:,})"
+    elif status.used_tokens is not None:
+        context = f"{status.used_tokens:,} tokens at the last response"
+    else:
+        context = "nothing measured yet (no response)"
+    used_model = status.model or (f"{model} (configured; no response yet)" if model else "none yet")
+    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(status.outcomes.items()) if n) or "none"
+    u = status.usage
+    owner = "this kernel" if status.owned_here else (status.owner or "none (idle)")
     lines = [
-        f"conversation: {status['conversation_id']}",
-        f"agent: {status['agent']}" + (f" (model {model})" if model else ""),
+        f"conversation: {status.conversation_id}",
+        f"agent: {status.agent}",
+        f"model: {used_model}",
         f"store: {store}",
-        f"running: {', '.join(status['running']) or 'nothing'}",
-        f"queued: {len(status['queued'])}",
-        f"owner: {status.get('owner') or 'none (idle)'}",
+        f"running: {', '.join(status.running) or 'nothing'}",
+        f"queued: {len(status.queued)}",
+        f"owner: {owner}",
         f"context: {context}",
+        f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out, {u.cache_read_tokens:,} cache read, "
+        f"{u.cache_write_tokens:,} cache write",
         f"submissions: {outcomes}",
     ]
-    return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), dict(status))
+    meta = {"conversation_id": status.conversation_id, "agent": status.agent, "model": status.model,
+            "used_tokens": status.used_tokens, "outcomes": dict(status.outcomes)}
+    return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), meta)
 
 
-def from_store(name: str, store: Any, conversation_id: str, *, store_label: str) -> Any:
-    """`history`, `status` or `abort` straight from a store, with no agent (none configured).
+def from_store(name: str, stored: StoredConversation, *, store_label: str) -> Any:
+    """`status` or `abort` straight from a store, with no agent (none configured).
 
     Opening a session would start recovering interrupted work with whatever agent opened it;
     looking must not do that.
     """
-    if name == "history":
-        records = store.records(conversation_id, kinds=["message"])
-        return history_view(conversation_id, [message_from_dict(r.data) for r in records])
     if name == "abort":
-        ids = store.request_abort(conversation_id)
+        ids = stored.abort()
         return f"flue: recorded an abort for {len(ids)} submission(s)" + (
             f": {', '.join(ids)}" if ids else " (nothing was running)"
         )
-    subs = store.submissions(conversation_id)
-    lease = store.lease(conversation_id)
-    unsettled = [s for s in subs if s.state.value != "settled"]
-    status = {
-        "conversation_id": conversation_id,
-        "agent": "none chosen in this kernel",
-        "running": [s.id for s in unsettled if s.state.value == "running"],
-        "queued": [s.id for s in unsettled if s.state.value in ("queued", "joining")],
-        "owner": lease[0] if lease else None,
-    }
-    return status_view(status, store=store_label, model="", submissions=subs)
+    return status_view(stored.status(agent="none chosen in this kernel"), store=store_label)

@@ -18,7 +18,7 @@ agent_start            AgentStart           agent
 agent_end              AgentEnd             agent
 idle                   Idle                 —
 submission_queued      SubmissionQueued     text, accepted_at, state
-submission_running     SubmissionRunning    attempt, agent, model
+submission_running     SubmissionRunning    attempt, agent
 submission_settled     SubmissionSettled    outcome, result, error, joined_into, recovered
 submission_recovery    SubmissionRecovery   attempts
 turn_start             TurnStart            turn
@@ -186,7 +186,6 @@ class SubmissionRunning(_Envelope):
     type: Literal["submission_running"] = "submission_running"
     attempt: int
     agent: str
-    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,7 +287,7 @@ class ToolEnd(_Envelope):
     """A tool call ended; `content` is what the model sees.
 
     `details` is the tool's own structured extra (the `python` tool's namespace diff under
-    `namespace`, its result handle under `handle`). `ended` is `aborted` or `failed` when the run
+    `variables` — created/changed/deleted names —, its result handle under `handle`). `ended` is `aborted` or `failed` when the run
     stopped underneath the call.
     """
 

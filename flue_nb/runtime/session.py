@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime.core.coordinator import coordinator
-from flue_nb.runtime.agent import AgentLike, as_agent
+from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
 from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
-from flue_nb.runtime.events import Event
+from flue_nb.runtime.events import Event, SubmissionSettled
 from flue_nb.runtime.core.loop import RunSettings
-from flue_nb.runtime.messages import Message, message_from_dict
+from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 
-__all__ = ["Receipt", "Session", "init"]
+__all__ = ["Receipt", "Session", "SessionStatus", "StoredConversation", "init", "open_conversation"]
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
@@ -38,11 +38,121 @@ class Receipt:
     conversation_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """Where a conversation stands (`Session.status()`, `%flue status`)."""
+
+    conversation_id: str
+    agent: str
+    """The agent the conversation's last run used (this session's agent before any run)."""
+    model: str | None
+    """The model id of the last response (None before the first)."""
+    running: tuple[str, ...]
+    queued: tuple[str, ...]
+    """Submissions waiting to run or to join the live response, in admission order."""
+    owner: str | None
+    """Who holds the conversation's lease (`host:pid:nonce`), None when idle."""
+    owned_here: bool
+    """True when this process holds the lease."""
+    lease_expires: float | None
+    used_tokens: int | None
+    """What the context window holds now (contract 13.3), None before any response."""
+    context_window: int | None
+    compaction_threshold: int | None
+    """Used tokens above which the context compacts (None: unknown here, or compaction is off)."""
+    usage: Usage
+    """Provider-reported token totals of every response in the conversation."""
+    outcomes: dict[str, int]
+    """Submissions by outcome (settled) or state (not yet), e.g. {"completed": 3, "queued": 1}."""
+
+
+class StoredConversation:
+    """A conversation read from its store, with no agent: looking never starts any work.
+
+    `Session` answers the same questions (and adds what only a live run knows).
+    """
+
+    def __init__(self, store: Store, conversation_id: str) -> None:
+        self.store = store
+        self.conversation_id = conversation_id
+
+    def submissions(self) -> list[Submission]:
+        """The conversation's submissions in admission order."""
+        return self.store.submissions(self.conversation_id)
+
+    def history(self) -> list[Message]:
+        """Every message of the conversation (compacted ones included)."""
+        return [message_from_dict(r.data) for r in self.store.records(self.conversation_id, kinds=["message"])]
+
+    def events(self) -> list[Event]:
+        """The conversation's events rebuilt from the store (contract 15.3), for a redraw."""
+        from flue_nb.runtime.core.replay import rebuild_events
+
+        return rebuild_events(self.store, self.conversation_id)
+
+    def usage(self, submission_id: str | None = None) -> Usage:
+        """Provider-reported token totals of one submission's responses, or of the conversation's."""
+        return sum((m.usage for m in self._responses(submission_id) if m.usage is not None), Usage())
+
+    def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
+        records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
+        out = [message_from_dict(r.data) for r in records if r.data.get("kind") == "assistant"]
+        return [m for m in out if isinstance(m, AssistantMessage)]
+
+    def last_agent(self) -> str | None:
+        """The agent the last attempt ran with, as recorded."""
+        attempts = [r for r in self.store.records(self.conversation_id, kinds=["event"]) if "attempt" in r.data]
+        return str(attempts[-1].data.get("agent")) if attempts else None
+
+    def abort(self) -> list[str]:
+        """Record an abort intent on every unsettled submission (its owner stops it)."""
+        return self.store.request_abort(self.conversation_id)
+
+    def status(self, *, agent: str = "", live: Any = None) -> SessionStatus:
+        """Where the conversation stands; `live` is this process's run of it, when there is one."""
+        subs = self.submissions()
+        lease = self.store.lease(self.conversation_id)
+        responses = self._responses()
+        last = responses[-1] if responses else None
+        outcomes: dict[str, int] = {}
+        for sub in subs:
+            key = sub.outcome.value if sub.outcome is not None else sub.state.value
+            outcomes[key] = outcomes.get(key, 0) + 1
+        used = last.usage.total if last is not None and last.usage is not None else None
+        model = last.model if last is not None else None
+        window = threshold = None
+        if live is not None and live.model is not None:
+            from flue_nb.runtime.core.compaction import CompactionConfig, threshold as compaction_threshold
+
+            info = live.model.info
+            used, model, window = live.used_tokens(), info.id, info.context_window
+            cfg = live.rendered.compaction if live.rendered is not None else True
+            if cfg is not False:
+                threshold = compaction_threshold(info, cfg if isinstance(cfg, CompactionConfig) else None)
+        unsettled = [s for s in subs if s.state != SubmissionState.SETTLED]
+        return SessionStatus(
+            conversation_id=self.conversation_id,
+            agent=self.last_agent() or agent,
+            model=model,
+            running=tuple(s.id for s in unsettled if s.state == SubmissionState.RUNNING),
+            queued=tuple(s.id for s in unsettled if s.state in (SubmissionState.QUEUED, SubmissionState.JOINING)),
+            owner=lease[0] if lease else None,
+            owned_here=bool(lease and lease[0] == _OWNER),
+            lease_expires=lease[1] if lease else None,
+            used_tokens=used,
+            context_window=window,
+            compaction_threshold=threshold,
+            usage=sum((m.usage for m in responses if m.usage is not None), Usage()),
+            outcomes=outcomes,
+        )
+
+
 class Session:
     """A handle on one conversation. Methods are thread-safe; the work runs on the coordinator."""
 
     def __init__(self, conversation: Conversation) -> None:
         self._conv = conversation
+        self._stored = StoredConversation(conversation.store, conversation.id)
         self._co = coordinator()
         # Startup reconciliation (11.1): work a dead owner left behind is recovered now, in
         # admission order, before anything new (the worker waits while a live owner holds it).
@@ -64,21 +174,31 @@ class Session:
 
     # --- admission and outcomes ---------------------------------------------------------------
 
-    def dispatch(self, message: str, *, images: Sequence[Any] = ()) -> Receipt:
+    def dispatch(self, message: str, *, images: Sequence[Any] = (), max_turns: int | None = None) -> Receipt:
         """Admit a message durably and return at once; it runs (or joins) in admission order.
 
         `images` are attached to the message: matplotlib figures, `IPython.display.Image`s, PIL
         images, image bytes or paths of PNG/JPEG/GIF/WebP files (scaled to the model's limits).
+        `max_turns` caps this submission's model calls (default: the agent's `max_turns`); it is
+        stored with the submission, so a recovered run keeps it.
         """
         from flue_nb.runtime.images import image_from_object
 
         parts = [image_from_object(obj) for obj in images]
-        sub = self._conv.admit(message, parts)
+        per_call = None if max_turns is None else {"max_turns": check_max_turns(max_turns)}
+        sub = self._conv.admit(message, parts, settings=per_call)
         self._co.call(self._conv.kick, sub)
         return Receipt(sub.id, sub.accepted_at, self._conv.id)
 
     def read(self, receipt: Receipt | str, *, timeout: float | None = None) -> str:
         """Wait for a submission's outcome: its reply, or the error it failed or aborted with."""
+        return self._outcome(self.wait(receipt, timeout=timeout))
+
+    def wait(self, receipt: Receipt | str, *, timeout: float | None = None) -> Submission:
+        """Wait until a submission settles and return it (outcome, result, error), raising nothing.
+
+        `read` is this plus the reply text (or the stored error, raised).
+        """
         sid = receipt.submission_id if isinstance(receipt, Receipt) else receipt
         fut = self._co.submit(self._settled(sid))
         try:
@@ -91,12 +211,14 @@ class Session:
             except (TimeoutError, KeyboardInterrupt):
                 pass
             raise
-        return self._outcome(sub)
+        return sub
 
-    def prompt(self, message: str, *, images: Sequence[Any] = (), timeout: float | None = None) -> str:
-        """Send a message (with `images` attached, see `dispatch`) and block until it settles."""
+    def prompt(
+        self, message: str, *, images: Sequence[Any] = (), timeout: float | None = None, max_turns: int | None = None
+    ) -> str:
+        """Send a message (with `images` and `max_turns`, see `dispatch`) and block until it settles."""
         with self._co.waiting():  # from admission on: code the `python` tool runs comes here
-            return self.read(self.dispatch(message, images=images), timeout=timeout)
+            return self.read(self.dispatch(message, images=images, max_turns=max_turns), timeout=timeout)
 
     async def aread(self, receipt: Receipt | str) -> str:
         """`read` for async code running on another event loop."""
@@ -165,35 +287,39 @@ class Session:
             while True:
                 ev = q.get()
                 yield ev
-                if ev.type == "submission_settled" and ev.submission_id == receipt.submission_id:
+                if isinstance(ev, SubmissionSettled) and ev.submission_id == receipt.submission_id:
                     return
         finally:
             stop()
 
     def history(self) -> list[Message]:
         """Every message of the conversation, from the store (compacted ones included)."""
-        return [message_from_dict(r.data) for r in self._conv.store.records(self._conv.id, kinds=["message"])]
+        return self._stored.history()
+
+    def events(self) -> list[Event]:
+        """The conversation's events rebuilt from the store (contract 15.3), for a redraw."""
+        return self._stored.events()
 
     def submissions(self) -> list[Submission]:
         """The conversation's submissions in admission order."""
-        return self._conv.store.submissions(self._conv.id)
+        return self._stored.submissions()
 
-    def status(self) -> dict[str, Any]:
-        """Where the conversation stands: queue, owner, context use."""
-        subs = self._conv.store.submissions(self._conv.id, unsettled=True)
-        lease = self._conv.store.lease(self._conv.id)
-        run = self._conv.current_run
-        info = run.model.info if run is not None and run.model is not None else None
-        used = run.used_tokens() if run is not None else None
-        return {
-            "conversation_id": self._conv.id,
-            "agent": self._conv.agent.name,
-            "running": [s.id for s in subs if s.state == SubmissionState.RUNNING],
-            "queued": [s.id for s in subs if s.state in (SubmissionState.QUEUED, SubmissionState.JOINING)],
-            "owner": lease[0] if lease else None,
-            "used_tokens": used,
-            "context_window": info.context_window if info else None,
-        }
+    def usage(self, submission_id: Receipt | str | None = None) -> Usage:
+        """Provider-reported token totals of one submission's responses, or of the conversation's."""
+        sid = submission_id.submission_id if isinstance(submission_id, Receipt) else submission_id
+        return self._stored.usage(sid)
+
+    def status(self) -> SessionStatus:
+        """Where the conversation stands: agent and model in use, queue, owner, context use."""
+        return self._stored.status(agent=self._conv.agent.name, live=self._conv.current_run)
+
+
+def open_conversation(
+    conversation: str = "default", *, db: str | os.PathLike[str] | Store | None = None, cwd: str | None = None
+) -> StoredConversation:
+    """Read a conversation from its store without an agent (history, status, events, abort)."""
+    store, _ = _store_for(db, cwd or os.getcwd())
+    return StoredConversation(store, conversation)
 
 
 def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
@@ -232,6 +358,8 @@ def init(
     cwd: str | None = None,
     settings: RunSettings | None = None,
     lease_ttl: float = 30.0,
+    admission: dict[str, Any] | None = None,
+    rebuild: Callable[[dict[str, Any]], AgentLike | None] | None = None,
 ) -> Session:
     """Open (or create) a conversation with an agent.
 
@@ -240,6 +368,11 @@ def init(
     `.flue/flue.sqlite`.
 
     `settings` carries the test seams (sleep, clock, random source, model resolver).
+
+    `admission` is recorded with every submission admitted through this session (JSON: e.g. the
+    notebook's model and approval policy); a submission recovered later whose recorded settings
+    differ from the recovering session's runs with `rebuild(settings)`'s agent instead (issue
+    12.8: a recovered run keeps the policy its cell was admitted with).
     """
     agent_def = as_agent(agent)
     if not isinstance(conversation, str) or not conversation:
@@ -256,4 +389,7 @@ def init(
             # One worker per conversation per process: a redefined agent (a re-run notebook cell)
             # takes over from the next submission instead of starting a second worker.
             conv.agent = agent_def
+        conv.admission = dict(admission or {})
+        if rebuild is not None:
+            conv.rebuild = lambda stored: None if (found := rebuild(stored)) is None else as_agent(found)
     return Session(conv)

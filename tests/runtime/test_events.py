@@ -6,8 +6,15 @@ import flue_nb as flue
 from agents import make_agent, session
 from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.runtime import errors
-from flue_nb.runtime.events import EventType
+import dataclasses
+import subprocess
+import sys
+import threading
 from typing import get_args
+
+from flue_nb.models import FunctionModel
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.events import EventType
 
 
 def run_with_events(model, **kw):
@@ -30,7 +37,8 @@ def test_events_15_1_every_event_has_the_common_fields_and_a_monotonic_index():
         assert e.conversation_id == s.conversation_id and e.timestamp > 0
     sub_id = s.submissions()[0].id
     assert all(e.submission_id == sub_id for e in events if e.type != "idle")
-    assert {e.turn_id for e in events if e.type in ("text_delta", "message_start", "message_end")} == {"t1", "t2"}
+    assistant = [e for e in events if e.type == "text_delta" or getattr(e, "role", None) == "assistant"]
+    assert {e.turn_id for e in assistant} == {"t1", "t2"}
 
 
 def test_events_15_2_a_tool_run_emits_the_documented_sequence():
@@ -43,6 +51,7 @@ def test_events_15_2_a_tool_run_emits_the_documented_sequence():
     types = [e.type for e in events if e.type not in ("text_delta", "log")]
     assert types == [
         "submission_queued", "submission_running", "agent_start",
+        "message_start", "message_end",  # the user's message enters the window
         "turn_start", "message_start", "message_end", "turn",
         "tool_start", "tool",
         "turn_start", "message_start", "message_end", "turn",
@@ -122,3 +131,106 @@ def test_errors_16_1_a_stored_settlement_error_keeps_type_and_message_and_no_tra
         pass
     stored = s2.submissions()[0].error
     assert stored == {"type": "config_error", "message": "the tool is misconfigured: set `x`"}
+
+
+def _comparable(events):
+    """Live events as the store can prove them: no logs, streamed deltas whole, no stamps."""
+    out = []
+    for e in events:
+        if isinstance(e, ev.Log):
+            continue
+        if out and isinstance(e, (ev.TextDelta, ev.ThinkingDelta)) and type(out[-1]) is type(e) \
+                and out[-1].turn_id == e.turn_id and out[-1].submission_id == e.submission_id:
+            out[-1] = dataclasses.replace(out[-1], delta=out[-1].delta + e.delta)
+            continue
+        out.append(e)
+    return [dataclasses.replace(e, event_index=0, timestamp=0.0) for e in out]
+
+
+def test_events_15_3_every_event_is_rebuilt_from_the_stored_records(tmp_path):
+    @flue.tool
+    def ping(word: str) -> str:
+        """Ping."""
+        return f"pong {word}"
+
+    model = ScriptedModel([
+        reply("let me ", tool_call("ping", word="a")),
+        reply("found it"),
+        reply("", tool_call("glob", pattern="*.txt")),
+        reply("second answer"),
+    ])
+    agent = make_agent(model, tools=(ping,), sandbox=flue.local(str(tmp_path)))
+    db = str(tmp_path / "e.sqlite")
+    s = session(agent, db=db, conversation="e")
+    live = []
+    s.observe(live.append)
+    s.prompt("first")
+    s.prompt("second")
+    rebuilt = session(agent, db=db, conversation="e").events()
+    assert [e.event_index for e in rebuilt] == list(range(len(rebuilt)))
+    assert _comparable(rebuilt) == _comparable(live)
+    assert {e.type for e in rebuilt} >= {"submission_queued", "tool", "text_delta", "submission_settled", "idle"}
+
+
+def test_events_10_4_a_message_that_joins_a_live_response_ends_its_stream_with_the_reply():
+    gate, entered = threading.Event(), threading.Event()
+
+    @flue.tool
+    def slow() -> str:
+        """Waits for the test."""
+        entered.set()
+        gate.wait(10)
+        return "done waiting"
+
+    def respond(request):
+        if len(request.messages) == 1:
+            return reply("", tool_call("slow"))
+        return reply("answered both")
+
+    s = session(make_agent(FunctionModel(respond), tools=(slow,)))
+    first = s.dispatch("first")
+    assert entered.wait(10)
+    seen = []
+    def feed():
+        for e in s.stream("also this"):
+            seen.append(e)
+    t = threading.Thread(target=feed)
+    t.start()
+    while not any(isinstance(e, ev.SubmissionQueued) for e in seen):
+        t.join(0.01)
+    gate.set()
+    t.join(10)
+    assert not t.is_alive(), "the stream of a joined message never ended"
+    end = seen[-1]
+    assert isinstance(end, ev.SubmissionSettled) and end.joined_into == first.submission_id
+    assert end.outcome == "completed" and end.result == "answered both"
+    assert s.read(first) == "answered both"
+
+
+def test_errors_16_1_type_codes_are_unique_and_every_stored_error_comes_back_as_its_class():
+    classes = list(errors.ERROR_TYPES.values())
+    assert len({c.type for c in classes}) == len(classes)
+    everything = set()
+    stack = [errors.FlueError]
+    while stack:
+        c = stack.pop()
+        everything.add(c)
+        stack.extend(c.__subclasses__())
+    missing = {c.__name__ for c in everything if c.__module__.startswith("flue_nb") and errors.ERROR_TYPES.get(c.type) is not c}
+    assert not missing, f"error classes without their own type code in ERROR_TYPES: {missing}"
+    for code, cls in errors.ERROR_TYPES.items():
+        assert type(errors.error_from_dict({"type": code, "message": "m"})) is cls
+
+
+def test_errors_16_1_a_stored_model_not_configured_is_caught_as_such_with_the_notebook_layer_loaded():
+    code = (
+        "import flue_nb as flue\n"
+        "import flue_nb.notebook.magics, flue_nb.notebook.assistant\n"
+        "from flue_nb.runtime.errors import error_from_dict\n"
+        "try:\n"
+        "    raise error_from_dict({'type': 'model_not_configured', 'message': 'm'})\n"
+        "except flue.ModelNotConfiguredError:\n"
+        "    print('caught')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "caught", out.stderr

@@ -26,6 +26,7 @@ from flue_nb.runtime.errors import (
     SubmissionAbortedError,
     SubmissionRetryExhaustedError,
     SubmissionTimeoutError,
+    TurnLimitExceededError,
 )
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
@@ -76,6 +77,12 @@ class Conversation:
         self.store = store
         self.id = conversation_id
         self.agent = agent
+        self.admission: dict[str, Any] = {}
+        """Settings recorded with each submission admitted here (the cell's agent, model,
+        approval), on top of the agent's name; see `Submission.settings`."""
+        self.rebuild: Callable[[dict[str, Any]], AgentDef | None] | None = None
+        """Rebuilds the agent a submission was admitted with from its stored settings, when they
+        differ from `admission` (a recovered run keeps its cell's policy, issue 12.8)."""
         self.settings = settings
         self.owner = owner
         self.lease_ttl = lease_ttl
@@ -97,7 +104,7 @@ class Conversation:
 
     # --- admission (any thread) ---------------------------------------------------------------
 
-    def admit(self, text: str, images: Sequence[ImagePart] = ()) -> Submission:
+    def admit(self, text: str, images: Sequence[ImagePart] = (), *, settings: dict[str, Any] | None = None) -> Submission:
         """Commit a queued submission before any model work (10.1). Thread-safe.
 
         `images` (with their bytes) are stored before the submission is: a submission that
@@ -108,7 +115,8 @@ class Conversation:
         sid = f"sub_{uuid.uuid4().hex[:16]}"
         if images:
             self._attach(sid, list(images))
-        sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock())
+        recorded = {"agent": self.agent.name, **self.admission, **(settings or {})}
+        sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock(), settings=recorded)
         if self.current is not None:
             # A response is live: this message will join it at the next turn boundary (10.3). If
             # the response ends first, it goes back to `queued` and runs on its own.
@@ -275,9 +283,30 @@ class Conversation:
                 ))
                 self.settled_event(joined.id).set()
 
+    def _agent_for(self, sub: Submission) -> AgentDef:
+        """The agent `sub` was admitted with: this conversation's, unless its stored settings
+        differ from what this process admits with and `rebuild` can make theirs."""
+        stored = {k: v for k, v in (sub.settings or {}).items() if k != "max_turns"}
+        current = {"agent": self.agent.name, **self.admission}
+        if not stored or stored == {k: v for k, v in current.items() if k != "max_turns"}:
+            return self.agent
+        agent = None
+        if self.rebuild is not None:
+            try:
+                agent = self.rebuild(stored)
+            except FlueError as exc:
+                log.warning("flue_nb: cannot rebuild the agent of %s (%s)", sub.id, exc.message)
+        if agent is None:
+            self.bus.publish(ev.Log(submission_id=sub.id, kind="settings_not_restored",
+                                    message=f"runs with {current} instead of the settings it was admitted with, {stored}: "
+                                            "they could not be rebuilt in this kernel"))
+            return self.agent
+        return agent
+
     async def _run_submission(self, sub: Submission) -> None:
         sid = sub.id
         emit = self.emitter(sid)
+        agent = self._agent_for(sub)
         if sub.state == S.RUNNING:
             self._recovering.add(sid)
             emit(ev.SubmissionRecovery(attempts=sub.attempts))
@@ -291,12 +320,12 @@ class Conversation:
                 self._load()
                 self._close_dangling(sid, "Aborted by the user before this tool call finished.")
                 return self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted"))
-            remaining = self.agent.timeout - (now - sub.started_at) if sub.started_at is not None else self.agent.timeout
+            remaining = agent.timeout - (now - sub.started_at) if sub.started_at is not None else agent.timeout
             if remaining <= 0:
-                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
-            if sub.attempts >= self.agent.max_attempts:
+                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {agent.timeout:g} s")
+            if sub.attempts >= agent.max_attempts:
                 cause = f": {last_error.message}" if last_error else ""
-                return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {self.agent.max_attempts} attempts{cause}", last_error)
+                return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {agent.max_attempts} attempts{cause}", last_error)
             attempt = sub.attempts + 1
             try:
                 # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
@@ -308,10 +337,10 @@ class Conversation:
             except SessionBusyError:
                 return self._lost(sid)
             self.current = sub
-            emit(ev.SubmissionRunning(attempt=attempt, agent=self.agent.name, model=self._model_id()))
-            emit(ev.AgentStart(agent=self.agent.name))
+            emit(ev.SubmissionRunning(attempt=attempt, agent=agent.name))
+            emit(ev.AgentStart(agent=agent.name))
             try:
-                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub, attempt), remaining))
+                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub, attempt, agent), remaining))
                 text = await asyncio.shield(self._run_task)
             except BaseException as exc:  # noqa: BLE001 - every failure maps to one decision below
                 if self._run_task is not None and not self._run_task.done():
@@ -325,7 +354,7 @@ class Conversation:
             finally:
                 self.current = None
                 self._run_task = None
-                emit(ev.AgentEnd(agent=self.agent.name))
+                emit(ev.AgentEnd(agent=agent.name))
             if decision.kind == "retry":
                 last_error = decision.error
                 assert decision.error is not None
@@ -356,7 +385,7 @@ class Conversation:
             # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
             self.store.request_abort(self.id)
             return _Decision("aborted", error=exc)
-        if isinstance(exc, (ConfigError, StoreError)):
+        if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError)):
             return _Decision("failed", error=exc)
         if isinstance(exc, ProviderError):
             # Auth, bad request, an overflow that compaction could not cure: retrying won't help.
@@ -386,10 +415,6 @@ class Conversation:
             return self._settle(sub, Outcome.ABORTED, error=d.error)
         self._close_dangling(sub.id, "The run failed before this tool call finished.")
         return self._settle(sub, Outcome.FAILED, error=d.error)
-
-    def _model_id(self) -> str | None:
-        run = self.current_run
-        return run.model.info.id if run is not None and run.model is not None else None
 
     def _lost(self, sid: str) -> None:
         """We lost the lease mid-run: the new owner recovers `sid`; forget our in-memory window."""
@@ -430,16 +455,19 @@ class Conversation:
         t.commit(self._recorder(sid), results, sid=sid)
         return [{"id": c.id, "name": c.name} for c in calls]
 
-    async def _attempt(self, sub: Submission, attempt: int) -> str:
+    async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef) -> str:
         t = self._load()
         recorder = self._recorder(sub.id)
         # The attempt record is fenced by the lease like every write, and lets observers
         # rebuild `submission_running` / recovery from the store (15.3).
-        recorder.append([], extra=[("event", {"attempt": attempt, "agent": self.agent.name,
+        recorder.append([], extra=[("event", {"attempt": attempt, "agent": agent.name,
                                               "recovered": sub.id in self._recovering})])
         if sub.id not in t.sids and not self._user_recorded(sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             t.commit(recorder, [self._user_message(sub)], sid=sub.id)
+            emit = self.emitter(sub.id)
+            emit(ev.MessageStart(role="user"))
+            emit(ev.MessageEnd(role="user", text=sub.text, from_submission_id=sub.id))
         partial = self.store.partial(sub.id)
         if partial is not None:
             self._keep_partial(sub.id, partial, recorder, t)
@@ -450,8 +478,9 @@ class Conversation:
         if unresolved:
             self._unknown_calls[sub.id] = unresolved
         run = AgentRun(
-            self.agent, transcript=t, emit=self.emitter(sub.id), settings=self.settings, recorder=recorder,
+            agent, transcript=t, emit=self.emitter(sub.id), settings=self.settings, recorder=recorder,
             state=self.state, joins=lambda: self._join(sub), tools_cache=self._tools_cache, submission_id=sub.id,
+            max_turns=(sub.settings or {}).get("max_turns"),
         )
         self.current_run = run
         answer = await run.run()
