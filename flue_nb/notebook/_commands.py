@@ -190,7 +190,9 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
         if name == "history":
             shown: Any = history_with_outcomes(conversation_id, store)
         else:
-            shown = from_store(name, store, conversation_id, store_label=label)
+            from flue_nb.runtime.session import StoredConversation
+
+            shown = from_store(name, StoredConversation(store, conversation_id), store_label=label)
     finally:
         store.close()
     if isinstance(shown, str):

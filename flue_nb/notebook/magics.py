@@ -473,15 +473,7 @@ class FlueMagics(Magics):
 
             chosen = args.agent or self._chosen(self._conversation(args), self._db(args))
             label = "" if chosen else self._model_setting(args)
-            status = session.status()
-            display(
-                status_view(
-                    status,
-                    store=mask_url(self._store_label(args)),
-                    model=label,
-                    submissions=session.submissions(),
-                )
-            )
+            display(status_view(session.status(), store=mask_url(self._store_label(args)), model=label))
         elif name == "abort":
             ids = session.abort()
             print(
