@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flue_nb.runtime._text import clean
 from flue_nb.runtime.core.coordinator import coordinator
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
 from flue_nb.runtime.core.conversation import Conversation
@@ -377,6 +378,7 @@ def init(
     agent_def = as_agent(agent)
     if not isinstance(conversation, str) or not conversation:
         raise ConfigError("conversation must be a non-empty string id")
+    conversation = clean(conversation)  # an id that is not valid UTF-8 is stored escaped
     store, shared = _store_for(db, cwd or os.getcwd())
     key = (id(store), conversation)
     with _registry_lock:

@@ -309,7 +309,8 @@ def test_without_a_model_history_and_status_read_the_store_and_recover_nothing(k
     history = kernel.ok("%flue -c plain history").text()
     assert "user: remember me" in history and "assistant: echo: remember me" in history
     status = kernel.ok("%flue -c plain status").text()
-    assert "agent: none chosen in this kernel" in status and "submissions: 1 completed" in status
+    # The agent the conversation last ran with, as the store recorded it (none is chosen here).
+    assert "agent: assistant" in status and "submissions: 1 completed" in status
     assert "no model is configured" in kernel.run("%flue -c plain compact").error_text
 
 

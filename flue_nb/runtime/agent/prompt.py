@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flue_nb.runtime._text import clean
 from flue_nb.runtime.agent import SubagentDef
 from flue_nb.runtime.messages import SignalMessage
 from flue_nb.runtime.agent.skills import Skill
@@ -82,7 +83,8 @@ def compose_system(
     roster = _roster_lines(skills, subagents)
     if roster:
         parts.append("\n".join(roster))
-    return "\n\n".join(parts)
+    # The workspace listing may name files that are not UTF-8: escape them (runtime._text).
+    return clean("\n\n".join(parts))
 
 
 def _digest(obj: Any) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flue_nb.runtime._text import clean_response
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
 from flue_nb.runtime.core.delegation import scoped
@@ -345,7 +346,7 @@ class AgentRun:
                     self.emit(ev.Log(kind="tool_call_streaming", message=f"the model is writing a `{part.name}` call",
                                      call_id=part.id, name=part.name, turn_id=turn_id))
                 elif isinstance(part, ResponseDone):
-                    done = part.message
+                    done = clean_response(part.message)  # always storable (runtime._text)
                 self.streaming = [ThinkingPart("".join(thinking))] if thinking else []
                 if text:
                     self.streaming.append(TextPart("".join(text)))
