@@ -22,6 +22,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
+from flue_nb.runtime._text import clean
 from flue_nb.notebook._commands import (
     compact,
     help_view,
@@ -276,7 +277,8 @@ class FlueMagics(Magics):
             if args.new:
                 self.conversation_id = f"{default_conversation_id()}-{uuid.uuid4().hex[:8]}"
             elif args.conversation:
-                self.conversation_id = args.conversation
+                # Escaped like every text the store keeps, so the id sticks usable (runtime._text).
+                self.conversation_id = clean(args.conversation)
             cid = args.conversation_id = self.conversation_id
         return cid
 
@@ -439,7 +441,7 @@ class FlueMagics(Magics):
         from IPython.utils.text import DollarFormatter
 
         try:
-            return DollarFormatter().vformat(message, [], self.shell.user_ns)
+            return clean(DollarFormatter().vformat(message, [], self.shell.user_ns))
         except Exception as exc:  # noqa: BLE001 - the user's own expression may raise anything
             raise UsageError(
                 f"--interpolate could not expand the message: {type(exc).__name__}: {exc}"

@@ -187,7 +187,7 @@ class Session:
 
         parts = [image_from_object(obj) for obj in images]
         per_call = None if max_turns is None else {"max_turns": check_max_turns(max_turns)}
-        sub = self._conv.admit(message, parts, settings=per_call)
+        sub = self._conv.admit(clean(message), parts, settings=per_call)
         self._co.call(self._conv.kick, sub)
         return Receipt(sub.id, sub.accepted_at, self._conv.id)
 

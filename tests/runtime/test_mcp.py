@@ -261,7 +261,7 @@ def test_streamable_http_server_on_loopback_and_its_death_mid_conversation():
         proc.wait(10)
 
 
-def test_an_image_result_comes_back_as_data_next_to_a_line_of_text():
+def test_an_image_result_comes_back_as_an_image_block_next_to_a_line_of_text():
     from flue_nb.runtime.core.coordinator import coordinator
     from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 
@@ -272,8 +272,9 @@ def test_an_image_result_comes_back_as_data_next_to_a_line_of_text():
     out = coordinator().submit(call()).result(60)
     assert not out.is_error
     assert out.content.startswith("[image 1: image/png")
-    [image] = out.details["images"]
-    assert image["media_type"] == "image/png" and image["data"].startswith("iVBORw0KGgo")
+    [image] = out.images
+    assert (image.media_type, image.width, image.height) == ("image/png", 1, 1)
+    assert (image.data or b"").startswith(b"\x89PNG") and image.label == "calc image 1"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ that dies is reopened by the next render or call. The `mcp` SDK is imported lazi
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import re
@@ -22,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flue_nb.runtime.errors import McpConnectionError
-from flue_nb.runtime.messages import SignalMessage
+from flue_nb.runtime.messages import ImagePart, SignalMessage
 from flue_nb.runtime.providers.model import ToolSpec
 from flue_nb.runtime.tools._mcp_connection import Connection, ConnectionGone
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -310,20 +311,28 @@ def _validate(schema: dict[str, Any], arguments: dict[str, Any], name: str) -> s
 
 
 def to_output(result: Any, server: str, remote: str) -> ToolOutput:
-    """A `CallToolResult` as an ordinary tool result: text for the model, images kept as data.
+    """A `CallToolResult` as an ordinary tool result: text and images for the model.
 
-    Images go to `details["images"]` (`media_type`, base64 `data`) with a line in the text that
-    names them; the model sees that line until tool results carry image blocks.
+    Each image becomes an image block of the result (scaled to the model's limits, stored once by
+    digest), with a line in the text that names it; one the model cannot take (SVG, say) is
+    only named.
     """
+    from flue_nb.runtime.errors import ConfigError
+    from flue_nb.runtime.images import image_from_bytes
+
     texts: list[str] = []
-    images: list[dict[str, str]] = []
+    images: list[ImagePart] = []
     for block in result.content:
         kind = getattr(block, "type", None)
         if kind == "text":
             texts.append(block.text)
         elif kind == "image":
-            images.append({"media_type": block.mime_type, "data": block.data})
-            texts.append(f"[image {len(images)}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
+            line = f"[image {len(images) + 1}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+            try:
+                images.append(image_from_bytes(base64.b64decode(block.data), label=f"{server} image {len(images) + 1}"))
+            except (ConfigError, ValueError) as exc:
+                line = f"[image: {block.mime_type}, not shown: {exc}]"
+            texts.append(line)
         elif kind == "audio":
             texts.append(f"[audio: {block.mime_type}, not shown]")
         elif kind == "resource":
@@ -337,9 +346,7 @@ def to_output(result: Any, server: str, remote: str) -> ToolOutput:
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, default=str))
     details: dict[str, Any] = {"mcp": {"server": server, "tool": remote}}
-    if images:
-        details["images"] = images
-    return ToolOutput("\n".join(texts), is_error=bool(result.is_error), details=details)
+    return ToolOutput("\n".join(texts), is_error=bool(result.is_error), details=details, images=images)
 
 
 def unavailable_signals(old: dict[str, Any] | None, new: dict[str, Any]) -> list[SignalMessage]:
