@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "ToolNameConflictError": "flue_nb.runtime.errors",
     "ToolOutput": "flue_nb.runtime.tools.tool",
     "ToolRetry": "flue_nb.runtime.errors",
+    "TurnLimitExceededError": "flue_nb.runtime.errors",
     "agent": "flue_nb.runtime.agent",
     "chat": "flue_nb.notebook.chat",
     "define_subagent": "flue_nb.runtime.agent",

@@ -13,7 +13,7 @@ EXPECTED = [
     "ProviderError", "ProviderHTTPError", "Receipt", "RunError", "SandboxError", "SandboxTimeoutError",
     "Session", "SessionBusyError", "StoreError", "SubmissionAbortedError", "SubmissionRetryExhaustedError",
     "SubmissionTimeoutError", "Tool", "ToolContext", "ToolInputValidationError", "ToolNameConflictError",
-    "ToolOutput", "ToolRetry", "agent", "chat", "define_subagent", "define_tool", "init", "kernel",
+    "ToolOutput", "ToolRetry", "TurnLimitExceededError", "agent", "chat", "define_subagent", "define_tool", "init", "kernel",
     "load_ipython_extension", "local", "tool", "unload_ipython_extension", "use_instruction", "use_mcp", "use_model",
     "use_persistent_state", "use_sandbox", "use_skill", "use_subagent", "use_tool",
 ]

@@ -18,7 +18,8 @@
         ├── SandboxError                 sandbox_error
         │   └── SandboxTimeoutError      sandbox_timeout
         ├── LimitExceeded                limit_exceeded
-        │   └── DelegationDepthExceededError   delegation_depth_exceeded
+        │   ├── DelegationDepthExceededError   delegation_depth_exceeded
+        │   └── TurnLimitExceededError   turn_limit_exceeded
         ├── SubmissionAbortedError       submission_aborted
         ├── SubmissionTimeoutError       submission_timeout
         ├── SubmissionRetryExhaustedError    submission_retry_exhausted
@@ -60,6 +61,7 @@ __all__ = [
     "ToolInputValidationError",
     "ToolNameConflictError",
     "ToolRetry",
+    "TurnLimitExceededError",
     "error_from_dict",
 ]
 
@@ -225,6 +227,16 @@ class DelegationDepthExceededError(LimitExceeded):
     type = "delegation_depth_exceeded"
 
 
+class TurnLimitExceededError(LimitExceeded):
+    """A submission made more model calls than its turn limit allows (`max_turns`).
+
+    Final: a runaway loop would only run away again, so the submission settles `failed`
+    without another attempt.
+    """
+
+    type = "turn_limit_exceeded"
+
+
 class SubmissionAbortedError(RunError):
     """The submission was aborted."""
 
@@ -263,7 +275,7 @@ ERROR_TYPES: dict[str, type[FlueError]] = {
         FlueError, ConfigError, HookError, ToolNameConflictError, NoSandboxError, ModelNotConfiguredError,
         McpConnectionError, CassetteDriftError, ToolInputValidationError, StoreError, SessionBusyError,
         RunError, ProviderError, ProviderHTTPError, ContextOverflowError, SandboxError, SandboxTimeoutError,
-        LimitExceeded, DelegationDepthExceededError, SubmissionAbortedError, SubmissionTimeoutError,
+        LimitExceeded, DelegationDepthExceededError, TurnLimitExceededError, SubmissionAbortedError, SubmissionTimeoutError,
         SubmissionRetryExhaustedError, InternalError,
     )
 }

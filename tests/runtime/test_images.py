@@ -265,3 +265,27 @@ def test_cassettes_keep_images_by_digest_and_a_different_attachment_is_drift(tmp
     assert replay.requests[0].images[0].digest == digest
     with pytest.raises(CassetteDriftError, match="message 1 differs"):
         session(make_agent(ReplayModel(cassette))).prompt("colour?", images=[png(color=(0, 0, 255))])
+
+
+def test_compacting_a_conversation_with_figures_sends_the_summariser_descriptions_not_bytes(tmp_path: Path) -> None:
+    code = PLOT.format(title="folded")
+    model = ScriptedModel(
+        [reply("", tool_call("python", code=code)), reply("Drew it."), reply("", tool_call("python", code=code)), reply("Again.")],
+        summary="The user asked for plots; two were drawn.",
+    )
+    sandbox = flue.kernel(tmp_path, namespace={})
+
+    @flue.agent
+    def folding() -> str:
+        flue.use_model(model, compaction=flue.CompactionConfig(keep_recent_tokens=10))
+        flue.use_sandbox(sandbox)
+        return "You plot."
+
+    s = session(folding)
+    s.prompt("plot")
+    s.prompt("plot again")
+    s.compact()
+    summariser = [r for r in model.requests if r.purpose == "compaction"]
+    assert len(summariser) == 1 and summariser[0].images == []
+    text = summariser[0].messages[0].text  # type: ignore[union-attr]
+    assert "[image: figure 1" in text and "base64" not in text and "\x89PNG" not in text

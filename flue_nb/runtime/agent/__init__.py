@@ -8,7 +8,7 @@ from typing import Any, Union
 
 from flue_nb.runtime.errors import ConfigError
 
-__all__ = ["AgentDef", "AgentLike", "SubagentDef", "agent", "as_agent", "define_subagent"]
+__all__ = ["AgentDef", "AgentLike", "SubagentDef", "agent", "as_agent", "check_max_turns", "define_subagent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,9 @@ class AgentDef:
     """Attempts a submission may take before it settles `failed` (contract 11.1)."""
     timeout: float = 3600.0
     """Seconds from the first attempt's start before a submission settles `failed`."""
+    max_turns: int = 100
+    """Model calls a submission may make (its subagents' count separately) before it settles
+    `failed` with `turn_limit_exceeded`; a cell may set its own (`%%flue --max-turns N`)."""
 
     def __call__(self) -> Any:
         return self.fn()
@@ -35,19 +38,28 @@ def agent(
     name: str | None = None,
     max_attempts: int = 10,
     timeout: float = 3600.0,
+    max_turns: int = 100,
 ) -> Any:
     """Mark a function as an agent; it re-renders (runs its hooks) before every model call."""
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ConfigError(f"max_attempts must be a positive int, got {max_attempts!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    check_max_turns(max_turns)
 
     def wrap(f: Callable[[], Any]) -> AgentDef:
         if not callable(f):
             raise ConfigError(f"@agent needs a function, got {type(f).__name__}")
-        return AgentDef(f, name or getattr(f, "__name__", "agent"), max_attempts, float(timeout))
+        return AgentDef(f, name or getattr(f, "__name__", "agent"), max_attempts, float(timeout), max_turns)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def check_max_turns(max_turns: object) -> int:
+    """`max_turns` if it is a positive int, else `ConfigError`."""
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ConfigError(f"max_turns must be a positive int (model calls per submission), got {max_turns!r}")
+    return max_turns
 
 
 def as_agent(value: AgentLike) -> AgentDef:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextvars
 import re
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,9 @@ __all__ = [
 ]
 
 _MISSING = object()
+
+_scripts: weakref.WeakKeyDictionary[Any, tuple[Any, bool]] = weakref.WeakKeyDictionary()
+"""Agent function -> (the ScriptedModel its last render passed, warned already)."""
 
 
 @dataclass(slots=True)
@@ -125,6 +130,33 @@ def use_model(model: Any, *, compaction: Any = True) -> None:
         )
     frame.rendered.model = model
     frame.rendered.compaction = compaction
+    _check_script(frame.rendered.agent, model)
+
+
+def _check_script(agent: AgentDef, model: Any) -> None:
+    """Warn once per agent when each render passes a new `ScriptedModel` (issue 12.9).
+
+    A script built inside the agent function starts over at every render (before every model
+    call), so the run never gets past its first step: the loop repeats until its turn limit.
+    """
+    from flue_nb.runtime.providers.offline import ScriptedModel
+
+    if not isinstance(model, ScriptedModel):
+        return
+    try:
+        last, warned = _scripts.get(agent.fn, (None, False))
+    except TypeError:  # a callable that cannot be weakly referenced: not worth a strong one
+        return
+    if last is not None and last is not model and not warned:
+        warnings.warn(
+            f"agent {agent.name!r} passed a new ScriptedModel to use_model() at this render: the "
+            "agent function runs before every model call, so its script starts over each time. "
+            "Create the model once, outside the agent function, and pass that object.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        warned = True
+    _scripts[agent.fn] = (model, warned)
 
 
 def use_sandbox(sandbox: Any) -> None:

@@ -18,7 +18,7 @@ from flue_nb.runtime._text import clean_response
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
 from flue_nb.runtime.core.delegation import scoped
-from flue_nb.runtime.errors import ContextOverflowError, DelegationDepthExceededError, ProviderError, SubmissionAbortedError
+from flue_nb.runtime.errors import ContextOverflowError, DelegationDepthExceededError, ProviderError, SubmissionAbortedError, TurnLimitExceededError
 from flue_nb.runtime.tools.framework import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
 from flue_nb.runtime.agent.hooks import Rendered, render
 from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
@@ -86,6 +86,7 @@ class AgentRun:
         joins: JoinSource | None = None,
         tools_cache: dict[int, list[Tool]] | None = None,
         submission_id: str | None = None,
+        max_turns: int | None = None,
     ) -> None:
         self.agent = agent
         self.transcript = transcript
@@ -111,6 +112,8 @@ class AgentRun:
             if isinstance(m, AssistantMessage) and sid == submission_id
         )
         """Responses this submission has had (counted from the window on recovery)."""
+        self.max_turns = max_turns if max_turns is not None else agent.max_turns
+        """Model calls this run may make before it fails with `turn_limit_exceeded` (issue 12.9)."""
         self.streaming: list[Any] = []
         """Parts of the response being streamed (what an abort keeps)."""
 
@@ -212,6 +215,7 @@ class AgentRun:
         await self._resume_unresolved()
         overflow_retried = False
         while True:
+            self._check_turn_limit()
             await self._before_model_call()
             try:
                 response = await self._call_model()
@@ -234,6 +238,16 @@ class AgentRun:
             # The turn boundary: re-render (9.3), then let waiting messages join (10.3).
             await self.render()
             self._take_joins()
+
+    def _check_turn_limit(self) -> None:
+        if self.turn >= self.max_turns:
+            who = f"subagent {self.agent.name!r}" if self.is_subagent else "this submission"
+            raise TurnLimitExceededError(
+                f"turn_limit_exceeded: {who} made {self.turn} model calls, its limit "
+                f"(max_turns={self.max_turns}); raise it with @agent(max_turns=...) or "
+                "`%%flue --max-turns N` if the work needs more, or look for a loop",
+                max_turns=self.max_turns,
+            )
 
     def _flush_state(self) -> dict[str, Any]:
         pending, self.pending_state = self.pending_state, {}

@@ -78,6 +78,10 @@ class Submission:
     error: dict[str, Any] | None = None
     """`FlueError.to_dict()` of a failed or aborted submission."""
     settled_at: float | None = None
+    settings: dict[str, Any] | None = None
+    """How the submission was admitted (e.g. `agent`, `model`, `approval`, `max_turns`), as the
+    caller passed them to `admit`; a recovered run keeps them instead of the next cell's. Stored
+    as JSON in the `settings` column (SQLite migration 3, PostgreSQL migration 3)."""
 
 
 @dataclass(slots=True)
@@ -132,8 +136,19 @@ class Store(Protocol):
         ...
 
     # submissions
-    def admit(self, conversation_id: str, text: str, *, submission_id: str, now: float) -> Submission:
-        """Commit a new queued submission and return it (contract 10.1)."""
+    def admit(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        submission_id: str,
+        now: float,
+        settings: dict[str, Any] | None = None,
+    ) -> Submission:
+        """Commit a new queued submission and return it (contract 10.1).
+
+        `settings` (JSON, optional) is kept with it unchanged: `Submission.settings`.
+        """
         ...
 
     def submission(self, submission_id: str) -> Submission | None:

@@ -97,7 +97,10 @@ _V2 = Migration(
 BLOB_CHUNK = 512 * 1024
 """Bytes per `blobs` row."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
+# Per-submission settings, as in the SQLite store's migration 3 (issue 12.8).
+_V3 = Migration(3, ("ALTER TABLE submissions ADD COLUMN settings json",))
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version
@@ -105,7 +108,8 @@ SCHEMA_VERSION: int = MIGRATIONS[-1].version
 
 SUBMISSION_COLUMNS = (
     "id, conversation_id, seq, text::text, state, accepted_at, attempts, started_at, lease_owner,"
-    " lease_expires, abort_requested, joined_into, outcome, result::text, error::text, settled_at"
+    " lease_expires, abort_requested, joined_into, outcome, result::text, error::text, settled_at,"
+    " settings::text"
 )
 """The SELECT list `submission_from_pg` decodes."""
 

@@ -155,7 +155,17 @@ _V2 = Migration(
 BLOB_CHUNK = 512 * 1024
 """Bytes per `blobs` row."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
+# Per-submission settings (agent, model, approval, turn limit) so a recovered run keeps the
+# policy its cell was admitted with (issue 12.8).
+_V3 = Migration(
+    3,
+    (
+        "ALTER TABLE submissions ADD COLUMN settings TEXT"
+        " CHECK (settings IS NULL OR json_valid(settings))",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version
@@ -166,7 +176,7 @@ RECORD_KINDS: frozenset[str] = frozenset(get_args(RecordKind))
 
 SUBMISSION_COLUMNS = (
     "id, conversation_id, seq, text, state, accepted_at, attempts, started_at, lease_owner,"
-    " lease_expires, abort_requested, joined_into, outcome, result, error, settled_at"
+    " lease_expires, abort_requested, joined_into, outcome, result, error, settled_at, settings"
 )
 """The SELECT list `submission_from_row` decodes."""
 
@@ -270,6 +280,7 @@ def submission_from_row(row: tuple[Any, ...]) -> Submission:
         result,
         error,
         settled_at,
+        settings,
     ) = row
     return Submission(
         id=sid,
@@ -288,6 +299,7 @@ def submission_from_row(row: tuple[Any, ...]) -> Submission:
         result=result,
         error=load_json(error),
         settled_at=settled_at,
+        settings=load_json(settings),
     )
 
 

@@ -419,7 +419,15 @@ class PostgresStore:
 
     # -- submissions ------------------------------------------------------------------------------
 
-    def admit(self, conversation_id: str, text: str, *, submission_id: str, now: float) -> Submission:
+    def admit(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        submission_id: str,
+        now: float,
+        settings: dict[str, Any] | None = None,
+    ) -> Submission:
         """Commit a new queued submission and return it (contract 10.1).
 
         Admitting the same id again with the same conversation and text returns the stored
@@ -441,9 +449,10 @@ class PostgresStore:
                     submission_id=submission_id,
                 )
             row = conn.execute(
-                "INSERT INTO submissions (id, conversation_id, text, state, accepted_at)"
-                f" VALUES (%s, %s, %s::json, %s, %s) RETURNING {SUBMISSION_COLUMNS}",
-                (submission_id, key, encoded, SubmissionState.QUEUED.value, now),
+                "INSERT INTO submissions (id, conversation_id, text, state, accepted_at, settings)"
+                f" VALUES (%s, %s, %s::json, %s, %s, %s::json) RETURNING {SUBMISSION_COLUMNS}",
+                (submission_id, key, encoded, SubmissionState.QUEUED.value, now,
+                 None if settings is None else dump_json(settings, "submission settings")),
             ).fetchone()
             return self._submission(row)
 

@@ -252,7 +252,13 @@ class SQLiteStore:
     # -- submissions ------------------------------------------------------------------------------
 
     def admit(
-        self, conversation_id: str, text: str, *, submission_id: str, now: float
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        submission_id: str,
+        now: float,
+        settings: dict[str, Any] | None = None,
     ) -> Submission:
         """Commit a new queued submission and return it (contract 10.1).
 
@@ -271,9 +277,10 @@ class SQLiteStore:
                 )
             ensure_conversation(conn, conversation_id, now)
             conn.execute(
-                "INSERT INTO submissions (id, conversation_id, text, state, accepted_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (submission_id, conversation_id, text, SubmissionState.QUEUED.value, now),
+                "INSERT INTO submissions (id, conversation_id, text, state, accepted_at, settings)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (submission_id, conversation_id, text, SubmissionState.QUEUED.value, now,
+                 None if settings is None else dump_json(settings, "submission settings")),
             )
             created = select_submission(conn, submission_id)
         assert created is not None  # inserted just above, in this transaction
