@@ -86,6 +86,11 @@ class StreamReply:
     """`eof`: a clean close of a close-delimited body; `chunk`: a chunked body broken mid-chunk."""
     delay: float = 0.0
     """Seconds to wait before answering (for client timeouts)."""
+    raw_before: dict[int, bytes] = field(default_factory=dict)
+    """Raw bytes sent just before event n (malformed SSE: bad JSON, bytes that are not UTF-8)."""
+    stall_after: int | None = None
+    """Send this many events, then send nothing for `stall_seconds` (a hung stream)."""
+    stall_seconds: float = 30.0
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """The SSE events, in order, as (event name, data)."""
@@ -286,6 +291,10 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
             self.end_headers()
             for n, (name, data) in enumerate(events):
+                if n in reply.raw_before:
+                    self._write(reply.raw_before[n], chunked)
+                if reply.stall_after is not None and n == reply.stall_after:
+                    time.sleep(reply.stall_seconds)
                 if reply.error_after is not None and n == reply.error_after:
                     err = {
                         "type": "error",

@@ -23,11 +23,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.messages import AssistantMessage
 
 __all__ = [
     "INVALID_INPUT_KEY",
     "clean",
+    "clean_response",
     "clean_value",
     "decode",
     "first_non_finite",
@@ -129,3 +133,27 @@ def to_json(value: Any) -> str:
         return text
     # A surrogate can only sit inside a string literal, where its escaped form is exact.
     return _SURROGATES.sub(_json_escape, text)
+
+
+def clean_response(message: AssistantMessage) -> AssistantMessage:
+    """A model's response made safe to store and send back, in place (and returned).
+
+    Text, thinking and tool input strings are `clean`ed. Tool input holding NaN or an infinite
+    number is replaced by `{INVALID_INPUT_KEY: <its text>}`, so the call comes back to the model
+    as invalid input (contract 1.6) and the message still encodes as JSON.
+    """
+    from flue_nb.runtime.messages import TextPart, ThinkingPart, ToolCall
+
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            part.text = clean(part.text)
+        elif isinstance(part, ThinkingPart):
+            part.thinking = clean(part.thinking)
+        elif isinstance(part, ToolCall):
+            part.id, part.name = clean(part.id), clean(part.name)
+            if first_non_finite(part.input) is not None:
+                raw = json.dumps(part.input, ensure_ascii=False, default=str)
+                part.input = {INVALID_INPUT_KEY: clean(raw)}
+            else:
+                part.input = clean_value(part.input)
+    return message

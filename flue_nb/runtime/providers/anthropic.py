@@ -8,6 +8,7 @@ the SDK's exception types.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -19,6 +20,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from flue_nb.runtime._text import INVALID_INPUT_KEY, clean
 from flue_nb.runtime.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
 from flue_nb.runtime.errors import ProviderHTTPError
 from flue_nb.runtime.messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
@@ -27,14 +29,19 @@ from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDon
 from flue_nb.runtime.providers.model import ToolCallDelta, ToolSpec
 from flue_nb.runtime.providers import check_model_request
 from flue_nb.runtime.providers._models import model_info
+from flue_nb.runtime._redact import register_secret
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
-INVALID_INPUT_KEY = "__invalid_json__"
-"""Holds a tool call's raw input when its JSON does not parse (e.g. cut by `max_tokens`), so
-tool validation tells the model what went wrong instead of the whole response failing."""
+REQUEST_TIMEOUT = 120.0
+"""Default seconds to wait for a response to start (status and headers), connecting included."""
+IDLE_TIMEOUT = 120.0
+"""Default seconds a started stream may go without sending a byte (Anthropic sends `ping`
+events while it works, so a silent stream is a hung one)."""
+MAX_ERROR_TEXT = 2000
+"""Characters of a provider's error message kept in our error (bodies can be megabytes)."""
 
 _NO_KEY_MESSAGE = (
     "No Anthropic API key: set the `ANTHROPIC_API_KEY` environment variable (or pass "
@@ -65,6 +72,8 @@ class AnthropicModel:
         max_tokens: int | None = None,
         thinking: dict[str, Any] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
+        request_timeout: float = REQUEST_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         """Configure the model; credentials are checked when `stream` is first called.
 
@@ -75,7 +84,11 @@ class AnthropicModel:
             max_tokens: Output cap when the request sets none (default: the model's maximum).
             thinking: Sent verbatim as the request's `thinking` parameter, e.g.
                 `{"type": "enabled", "budget_tokens": 8000}`.
-            client: A ready SDK client (the caller owns it and its retry settings).
+            client: A ready SDK client (the caller owns it, its retry and transport timeout
+                settings; `request_timeout` still bounds the wait for a response to start).
+            request_timeout: Seconds to wait for a response to start; then a retryable
+                `ProviderError` of kind `timeout` (the SDK's own default is 600 s per try).
+            idle_timeout: Seconds a stream may stay silent before the same error.
         """
         self.model_id = model_id
         self._info = model_info(model_id)
@@ -84,6 +97,11 @@ class AnthropicModel:
         self._max_tokens = max_tokens
         self._thinking = thinking
         self._client = client
+        self._request_timeout = request_timeout
+        self._idle_timeout = idle_timeout
+        if client is not None:
+            register_secret("ANTHROPIC_API_KEY", getattr(client, "api_key", None))
+            register_secret("ANTHROPIC_AUTH_TOKEN", getattr(client, "auth_token", None))
 
     @property
     def info(self) -> ModelInfo:
@@ -101,12 +119,22 @@ class AnthropicModel:
         if key is None and token is None:
             raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
         credential = {"api_key": key} if key is not None else {"auth_token": token}
+        # The key in use is kept out of every tool result, whatever its source (runtime._redact).
+        if key is not None:
+            register_secret("ANTHROPIC_API_KEY", key)
+        else:
+            register_secret("ANTHROPIC_AUTH_TOKEN", token)
         base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         # Building a client per call is cheap except for its TLS context (~20 ms of reading the
         # CA bundle, every cell): that one is shared, the client and its pool stay per call.
         http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+        # httpx's read timeout is the longest silence between two bytes: before the headers
+        # and then inside the stream.
+        timeout = httpx2.Timeout(
+            self._idle_timeout, connect=min(self._request_timeout, 30.0), pool=self._request_timeout
+        )
         return anthropic.AsyncAnthropic(
-            **credential, base_url=base_url, max_retries=0, http_client=http_client
+            **credential, base_url=base_url, max_retries=0, http_client=http_client, timeout=timeout
         )
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -136,7 +164,17 @@ class AnthropicModel:
         try:
             check_model_request(client.base_url.host, provider="Anthropic")
             with _translate_errors(self.model_id):
-                sdk_stream = await client.messages.create(**params, stream=True)
+                try:
+                    sdk_stream = await asyncio.wait_for(
+                        client.messages.create(**params, stream=True), self._request_timeout
+                    )
+                except asyncio.TimeoutError as exc:
+                    raise ProviderError(
+                        f"Anthropic did not start answering for `{self.model_id}` within "
+                        f"{self._request_timeout:g} s.",
+                        kind="timeout",
+                        model=self.model_id,
+                    ) from exc
                 try:
                     async for event in sdk_stream:
                         for out in assembler.feed(event):
@@ -218,11 +256,13 @@ class _Assembler:
     def _delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
         part = self.parts.get(index)
         if delta.type == "text_delta" and isinstance(part, TextPart):
-            part.text += delta.text
-            yield TextDelta(delta.text)
+            text = clean(delta.text)  # a lone surrogate must not reach the store or the display
+            part.text += text
+            yield TextDelta(text)
         elif delta.type == "thinking_delta" and isinstance(part, ThinkingPart):
-            part.thinking += delta.thinking
-            yield ThinkingDelta(delta.thinking)
+            thinking = clean(delta.thinking)
+            part.thinking += thinking
+            yield ThinkingDelta(thinking)
         elif delta.type == "signature_delta" and isinstance(part, ThinkingPart):
             part.signature = (part.signature or "") + delta.signature
         elif delta.type == "input_json_delta" and index in self.json_buffers:
@@ -242,14 +282,27 @@ class _Assembler:
         )
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # 1e999: too large for a double
+        raise ValueError(f"{text} does not fit a double")
+    return value
+
+
 def _parse_tool_input(raw: str) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        # Strict JSON: NaN, Infinity and 1e999 make the input invalid (a tool validation result
+        # for the model, contract 1.6) instead of a message the store cannot encode.
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except ValueError:
-        return {INVALID_INPUT_KEY: raw}
-    return value if isinstance(value, dict) else {INVALID_INPUT_KEY: raw}
+        return {INVALID_INPUT_KEY: clean(raw)}
+    return value if isinstance(value, dict) else {INVALID_INPUT_KEY: clean(raw)}
 
 
 # --- flue_nb messages -> wire format ----------------------------------------------------------
@@ -370,6 +423,17 @@ def _translate_errors(model_id: str) -> Iterator[None]:
         yield
     except anthropic.APIStatusError as exc:
         raise _status_error(exc, model_id) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        # The SDK decodes each SSE `data:` line as UTF-8 JSON: a damaged line is a fault of the
+        # server or the network, worth a retry, never an internal error of ours.
+        what = "bytes that are not UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
+        raise ProviderError(
+            f"The Anthropic stream for `{model_id}` was malformed ({what} in an SSE event: "
+            f"{_cap(str(exc), 200)}).",
+            kind="server",
+            model=model_id,
+            mid_stream=True,
+        ) from exc
     except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
         raise ProviderError(
             f"The request to Anthropic for `{model_id}` timed out.", kind="timeout", model=model_id
@@ -387,8 +451,8 @@ def _translate_errors(model_id: str) -> Iterator[None]:
 def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError:
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     error = error if isinstance(error, dict) else {}
-    error_type = str(error.get("type") or "")
-    text = str(error.get("message") or exc.message)
+    error_type = _cap(str(error.get("type") or ""), 100)
+    text = _cap(str(error.get("message") or exc.message), MAX_ERROR_TEXT)
     status = exc.status_code
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
     if exc.request_id:
@@ -426,3 +490,10 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
         except (KeyError, ValueError):
             continue
     return None
+
+
+def _cap(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from flue_nb.runtime._text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
+from flue_nb.runtime._redact import redact, redact_value, secret_values
 
 if TYPE_CHECKING:
     from flue_nb.runtime.sandbox import Sandbox
@@ -153,10 +156,48 @@ async def call_run(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
 
 
 async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutput:
-    """Validate the input, run the tool, and turn what its code raises into an error result."""
+    """Validate the input, run the tool, and turn what its code raises into an error result.
+
+    Every result leaves here escaped (text that is not valid UTF-8, see `runtime._text`) and
+    with known secret values redacted (`runtime._redact`): this is the one place all tool results
+    pass before the model, the store or the display sees them.
+    """
+    out = await _execute(tool, raw_input, ctx)
+    pairs = secret_values()
+    content = redact(clean(out.content), pairs)
+    details = redact_value(clean_value(out.details), pairs) if out.details else out.details
+    if content is out.content and details is out.details:
+        return out
+    return replace(out, content=content, details=details)
+
+
+def _invalid_json(tool_name: str, raw: Any) -> ToolOutput:
+    raw = str(raw)
+    try:
+        json.loads(raw)  # Python's parser takes NaN, Infinity and 1e999; JSON does not
+        why = "it holds NaN, Infinity or a number too large for a double, which JSON cannot carry"
+    except ValueError:
+        why = "it is not valid JSON (it may have been cut off by the output limit)"
+    shown = raw if len(raw) <= 300 else raw[:300] + "…"
+    return ToolOutput(
+        f"Invalid input for tool `{tool_name}`: {why}. Received: {shown}\n"
+        "Call the tool again with valid JSON input.",
+        is_error=True,
+    )
+
+
+async def _execute(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutput:
     if not isinstance(raw_input, dict):
         return ToolOutput(
             f"Invalid input for tool `{tool.name}`: expected a JSON object, got {type(raw_input).__name__}.",
+            is_error=True,
+        )
+    if INVALID_INPUT_KEY in raw_input:
+        return _invalid_json(tool.name, raw_input[INVALID_INPUT_KEY])
+    if (where := first_non_finite(raw_input)) is not None:
+        return ToolOutput(
+            f"Invalid input for tool `{tool.name}`:\n- field `{where}`: NaN and infinite numbers "
+            "are not valid JSON; give a finite number.\nFix the input and call the tool again.",
             is_error=True,
         )
     try:

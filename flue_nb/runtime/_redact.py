@@ -1,0 +1,99 @@
+"""Secrets kept out of tool results: known secret values become `[redacted:NAME]`.
+
+The model's `bash` can read the kernel's environment (`/proc/$PPID/environ`) and the `python`
+tool sees `os.environ`, so a key could reach the model, the store and the display through a tool
+result. `execute_tool` passes every result through `redact` before anyone sees it.
+
+What counts as a secret, looked up at each call (so a key set later in the notebook counts):
+
+- the provider key in use (`register_secret`, called by the provider that resolved it), always;
+- every environment variable whose name contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD`
+  (any case), when its value is at least 8 characters (shorter values such as `KEYMAP=us` are
+  too likely to occur in ordinary text);
+- names matching a pattern in `FLUE_REDACT_DENY` (comma-separated `fnmatch` patterns, e.g.
+  `DATABASE_URL,*_DSN`), when the value is at least 4 characters;
+
+minus names matching a pattern in `FLUE_REDACT_ALLOW` (e.g. `PUBLIC_KEY_PATH`). Only exact
+occurrences of a value are replaced: an encoded or split copy (base64, one character per line)
+is not recognised.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ALLOW_ENV", "DENY_ENV", "redact", "redact_value", "register_secret", "secret_values"]
+
+ALLOW_ENV = "FLUE_REDACT_ALLOW"
+"""Comma-separated name patterns never redacted (wins over the name rule, not over the key)."""
+DENY_ENV = "FLUE_REDACT_DENY"
+"""Comma-separated name patterns always redacted, whatever their name looks like."""
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+_MIN_BY_NAME = 8
+_MIN_NAMED = 4
+
+_registered: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def register_secret(name: str, value: str | None) -> None:
+    """Redact `value` (shown as `[redacted:NAME]`) from every tool result from now on."""
+    if value and len(value) >= _MIN_NAMED:
+        with _lock:
+            _registered[value] = name
+
+
+def _patterns(env: Mapping[str, str], var: str) -> list[str]:
+    return [p.strip() for p in env.get(var, "").split(",") if p.strip()]
+
+
+def _matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name.upper(), p.upper()) for p in patterns)
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The (value, name) pairs to redact now, longest value first."""
+    env = os.environ if env is None else env
+    allow, deny = _patterns(env, ALLOW_ENV), _patterns(env, DENY_ENV)
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        if name in (ALLOW_ENV, DENY_ENV) or not value:
+            continue
+        if deny and _matches(name, deny):
+            if len(value) >= _MIN_NAMED:
+                found[value] = name
+        elif _SECRET_NAME.search(name) and len(value) >= _MIN_BY_NAME:
+            if not (allow and _matches(name, allow)):
+                found[value] = name
+    with _lock:
+        found.update(_registered)  # the provider key in use, whatever the allow-list says
+    return sorted(found.items(), key=lambda item: -len(item[0]))
+
+
+def redact(text: str, pairs: list[tuple[str, str]] | None = None) -> str:
+    """`text` with every secret value replaced by `[redacted:NAME]`."""
+    for value, name in secret_values() if pairs is None else pairs:
+        if value in text:
+            text = text.replace(value, f"[redacted:{name}]")
+    return text
+
+
+def redact_value(value: Any, pairs: list[tuple[str, str]] | None = None) -> Any:
+    """`redact` applied to every string in a JSON-like value (a new value when one changed)."""
+    pairs = secret_values() if pairs is None else pairs
+    if not pairs:
+        return value
+    if isinstance(value, str):
+        return redact(value, pairs)
+    if isinstance(value, dict):
+        return {k: redact_value(v, pairs) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [redact_value(v, pairs) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
