@@ -58,3 +58,37 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
     mods = _modules_after(code)
     assert not {"IPython", "ipykernel", "anthropic", "anywidget", "ipywidgets", "mcp"} & mods
     assert "flue_nb.notebook" not in mods
+
+
+MODELS = [
+    "CassetteDriftError", "Fail", "FunctionModel", "Model", "ModelInfo", "ModelRequest", "RecordingModel",
+    "Reply", "ReplayModel", "ScriptedModel", "fail", "reply", "tool_call",
+]
+EVENTS = [
+    "AgentEnd", "AgentStart", "CompactionEnd", "CompactionStart", "ErrorInfo", "Event", "EventBus", "EventType",
+    "Idle", "Log", "MessageEnd", "MessageStart", "Signal", "SubmissionQueued", "SubmissionRecovery",
+    "SubmissionRunning", "SubmissionSettled", "TaskEnd", "TaskStart", "TextDelta", "ThinkingDelta",
+    "ToolCallInfo", "ToolEnd", "ToolStart", "TurnEnd", "TurnStart",
+]
+
+
+def test_offline_model_names_are_pinned_and_resolve():
+    from flue_nb import models
+
+    assert sorted(models.__all__) == sorted(MODELS)
+    for name in MODELS:
+        assert getattr(models, name) is not None
+
+
+def test_event_names_are_pinned_and_every_contract_event_type_has_exactly_one_class():
+    from typing import get_args
+
+    from flue_nb.runtime import events
+
+    assert sorted(events.__all__) == sorted(EVENTS)
+    classes = get_args(events.Event)
+    types = [c.__dataclass_fields__["type"].default for c in classes]
+    assert sorted(types) == sorted(get_args(events.EventType))  # one class per type of contract 15.2
+    for cls in classes:
+        assert cls.__dataclass_params__.frozen, cls
+        assert cls.__name__ in events.__doc__, f"{cls.__name__} is missing from the module docstring"
