@@ -10,6 +10,7 @@ import errno
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flue_nb.runtime._text import decode
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, truncate_tail
@@ -61,7 +62,8 @@ def bash_tool(sandbox: Sandbox) -> Tool:
                 "that file.",
                 is_error=True,
             )
-        text = res.output.decode("utf-8", "replace")
+        # Bytes that are not UTF-8 come back as `\xNN` (bash's $'\xNN' reads them back).
+        text = decode(res.output)
         if res.truncated:
             # The sandbox cut the head at a byte offset: the first line kept is partial.
             text = text.split("\n", 1)[1] if "\n" in text else ""

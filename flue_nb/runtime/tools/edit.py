@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._locks import PathLocks
-from flue_nb.runtime.tools.read import PathArg
+from flue_nb.runtime.tools.read import PathArg, locate
 
 __all__ = ["EditInput", "edit_tool"]
 
@@ -49,6 +49,7 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4):
         # a later edit then reads what the earlier one wrote.
         async with locks.hold(args.path, cwd=sandbox.cwd):
+            args.path = await locate(sandbox, args.path)
             try:
                 st = await sandbox.stat(args.path)
             except FileNotFoundError:

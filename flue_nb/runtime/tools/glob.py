@@ -12,7 +12,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
-from flue_nb.runtime.tools.read import PathArg, no_nul
+from flue_nb.runtime._text import decode
+from flue_nb.runtime.tools.read import PathArg, locate, no_nul
 
 __all__ = ["GlobInput", "glob_tool"]
 
@@ -49,6 +50,7 @@ def glob_tool(sandbox: Sandbox) -> Tool:
     """The `glob` tool on `sandbox`."""
 
     async def run(args: GlobInput, ctx: ToolContext) -> ToolOutput:
+        args.path = await locate(sandbox, args.path)
         try:
             await sandbox.stat(args.path)
         except FileNotFoundError:
@@ -79,7 +81,8 @@ def glob_tool(sandbox: Sandbox) -> Tool:
             return ToolOutput(
                 f"The search timed out after {_TIMEOUT:g} s. Narrow `path`.", is_error=True
             )
-        names = res.output.decode("utf-8", "replace").split("\x00")
+        # A name that is not UTF-8 comes back with `\xNN` escapes the file tools accept.
+        names = decode(res.output).split("\x00")
         names.pop()  # after the last NUL: empty, or a name cut short when find was stopped
         if args.path in (".", "./"):
             names = [n.removeprefix("./") for n in names]

@@ -14,7 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
-from flue_nb.runtime.tools.read import PathArg, no_nul
+from flue_nb.runtime._text import decode
+from flue_nb.runtime.tools.read import PathArg, locate, no_nul
 
 __all__ = ["GrepInput", "grep_tool", "has_rg"]
 
@@ -140,13 +141,22 @@ def grep_tool(sandbox: Sandbox) -> Tool:
     fallback = _Probe()
 
     async def run(args: GrepInput, ctx: ToolContext) -> ToolOutput:
+        args.path = await locate(sandbox, args.path)
         try:
-            await sandbox.stat(args.path)
+            st = await sandbox.stat(args.path)
         except FileNotFoundError:
             return ToolOutput(f"Path not found: `{args.path}`.", is_error=True)
+        if st.kind == "other":
+            # A FIFO or device named directly would be read until it ends: maybe never. (Inside
+            # a directory, rg and grep -r skip them.)
+            return ToolOutput(
+                f"`{args.path}` is not a regular file or directory (a FIFO, socket or device), so "
+                "`grep` does not read it. Give a file or a directory to search.",
+                is_error=True,
+            )
         rg = await has_rg(sandbox, fallback=fallback)
         res = await sandbox.exec(_argv(args, rg), timeout=_TIMEOUT, max_output=_KEEP, keep="head")
-        text = res.output.decode("utf-8", "replace")
+        text = decode(res.output)  # a name that is not UTF-8 stays usable: `\xNN` escapes
         if res.timed_out:
             return ToolOutput(
                 f"The search timed out after {_TIMEOUT:g} s. Narrow it with `path` or `include`.",

@@ -12,12 +12,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from flue_nb.runtime._text import unescape_name
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
 
-__all__ = ["PathArg", "ReadInput", "no_nul", "read_tool"]
+__all__ = ["PathArg", "ReadInput", "locate", "no_nul", "read_tool"]
 
 _CHUNK = 1 << 20  # big chunks: skipping to a far offset is a newline count per chunk
 _SNIFF = 8192  # a NUL byte in the first 8 KB means binary, as git and grep decide
@@ -32,6 +33,32 @@ def no_nul(value: str) -> str:
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(no_nul)]
 """A path argument: non-empty, no NUL byte, at most PATH_MAX (the OS takes no other)."""
+
+
+async def locate(sandbox: Sandbox, path: str) -> str:
+    """`path` as given, or the name it escapes when only that exists.
+
+    A file name that is not UTF-8 reaches the model escaped (`bad\\xff.txt`, runtime._text);
+    given back, it must open the real file. A name that really is spelled with `\\x` wins.
+    """
+    raw = unescape_name(path)
+    if raw == path:
+        return path
+    for candidate in (path, raw):
+        try:
+            await sandbox.stat(candidate)
+            return candidate
+        except OSError:
+            continue
+    # Neither exists (a new file): follow the escaped name only into an existing directory.
+    parent, raw_parent = path.rpartition("/")[0], raw.rpartition("/")[0]
+    if raw_parent != parent:
+        try:
+            await sandbox.stat(raw_parent)
+            return raw
+        except OSError:
+            pass
+    return path
 
 
 class ReadInput(BaseModel):
@@ -150,6 +177,7 @@ def read_tool(sandbox: Sandbox) -> Tool:
     """The `read` tool on `sandbox`."""
 
     async def run(args: ReadInput, ctx: ToolContext) -> ToolOutput:
+        args.path = await locate(sandbox, args.path)
         try:
             st = await sandbox.stat(args.path)
         except FileNotFoundError:

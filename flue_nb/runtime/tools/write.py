@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._locks import PathLocks
-from flue_nb.runtime.tools.read import PathArg
+from flue_nb.runtime.tools.read import PathArg, locate
 
 __all__ = ["WriteInput", "write_tool"]
 
@@ -34,6 +34,7 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
         data = args.content.encode("utf-8", "surrogatepass")
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4).
         async with locks.hold(args.path, cwd=sandbox.cwd):
+            args.path = await locate(sandbox, args.path)
             try:
                 kind = (await sandbox.stat(args.path)).kind
             except FileNotFoundError:
