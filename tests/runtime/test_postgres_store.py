@@ -260,3 +260,10 @@ def test_a_server_restart_mid_run_settles_once_with_nothing_lost_or_duplicated(o
 
 async def _no_sleep(seconds: float) -> None:
     return None
+
+
+def test_a_wrong_database_name_fails_at_once_instead_of_retrying(pg_server: Any) -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="no_such_db"):
+        _store(pg_server.url("no_such_db"), reconnect_timeout=30)
+    assert time.monotonic() - started < 10  # not the 30 s a server that is away gets

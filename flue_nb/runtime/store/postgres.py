@@ -150,8 +150,7 @@ class PostgresStore:
             try:
                 return self._connect()
             except StoreError as exc:
-                cause = exc.__cause__
-                if not isinstance(cause, psycopg.OperationalError) or time.monotonic() + delay > deadline:
+                if not _transient(exc.__cause__) or time.monotonic() + delay > deadline:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
@@ -745,6 +744,27 @@ class PostgresStore:
             "SELECT data FROM blobs WHERE digest = %s ORDER BY part", (digest,)
         ).fetchall())
         return b"".join(bytes(r[0]) for r in rows) if rows else None
+
+
+def _transient(exc: BaseException | None) -> bool:
+    """A server that is away (refused, reset, starting up, shutting down), not a wrong URL.
+
+    A missing database or a refused password is an `OperationalError` too, but waiting will not
+    fix it. For a failure while connecting libpq gives psycopg no SQLSTATE, only its message, so
+    the message decides here: a `FATAL` from the server is final unless the server said it is
+    starting, stopping, recovering or full.
+    """
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    if state is not None:
+        return state.startswith(("08", "57"))
+    text = str(exc)
+    return "FATAL:" not in text or any(w in text for w in _AWAY)
+
+
+_AWAY = ("starting up", "shutting down", "in recovery", "too many", "not yet accepting")
+"""What a server says while it cannot take connections for now."""
 
 
 def _first_line(exc: BaseException) -> str:
