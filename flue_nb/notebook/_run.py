@@ -53,7 +53,7 @@ def run_message(
     view = CellView(message, session.conversation_id, agent=agent)
     view.notes["model"] = model
     _note_lease(session, view)
-    chat = _cell_chat(session, model) if widget else None
+    chat = _cell_chat(session, model, background) if widget else None
     first = view if background else BLANK
     handle = display(first if chat is None else chat.bundle(first), display_id=True)
     publish = handle_publisher(handle)
@@ -98,10 +98,10 @@ def run_message(
         _wait(session, receipt, view, live, stop, final, chat)
 
 
-def _cell_chat(session: Any, model: str) -> Any:
+def _cell_chat(session: Any, model: str, background: bool) -> Any:
     from flue_nb.notebook.chat.cell import CellChat
 
-    return CellChat(session, model)
+    return CellChat(session, model, background=background)
 
 
 def _wait(

@@ -13,8 +13,11 @@ __all__ = ["CellChat"]
 class CellChat:
     """A `ChatWidget` in cell mode, and the display bundles that carry it."""
 
-    def __init__(self, session: Any, model: str) -> None:
-        self.widget = ChatWidget(session, mode="cell", model=model, redraw=False)
+    def __init__(self, session: Any, model: str, *, background: bool = False) -> None:
+        # A blocking cell holds the kernel's main thread, so the browser's clicks would wait.
+        self.widget = ChatWidget(
+            session, mode="cell", interactive=background, model=model, redraw=False
+        )
         self.widget.hold()
 
     def bind(self, submission_id: str) -> None:

@@ -56,6 +56,10 @@ class ChatWidget(anywidget.AnyWidget):
     history = traitlets.List().tag(sync=True)
     live = traitlets.List().tag(sync=True)
     status = traitlets.Dict().tag(sync=True)
+    interactive = traitlets.Bool(True).tag(sync=True)
+    """Whether clicks reach the kernel while a run goes on: True for a chat (the kernel stays
+    idle) and a `--background` cell; False for a blocking `%%flue` cell, whose run holds the
+    kernel's main thread (Stop is then the kernel's interrupt, approvals go to stdin)."""
     error = traitlets.Unicode("").tag(sync=True)
     """A problem the last browser request ran into (a message not accepted), shown once."""
 
@@ -64,12 +68,13 @@ class ChatWidget(anywidget.AnyWidget):
         session: Any,
         *,
         mode: str = "chat",
+        interactive: bool = True,
         model: str = "",
         rate: float = RATE,
         redraw: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(mode=mode)
+        super().__init__(mode=mode, interactive=interactive)
         self.session = session
         self.model_label = model
         self.fold = ChatFold(only=None)
@@ -231,12 +236,6 @@ class ChatWidget(anywidget.AnyWidget):
         return self.session.abort()
 
     # --- approvals (runtime thread asks, browser answers) -------------------------------------
-
-    @property
-    def interactive(self) -> bool:
-        """Whether clicks reach the kernel while the run goes on: a chat leaves the kernel idle,
-        a `%%flue` cell's view is drawn while its cell blocks the kernel's main thread."""
-        return self.mode == "chat"
 
     def shows(self, call_id: str) -> bool:
         """Whether this widget draws the tool call `call_id` and can take a click for it."""

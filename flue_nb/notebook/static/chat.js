@@ -195,7 +195,8 @@ function outcomeLine(b) {
   if (b.state === "running") return `<div class="flue-outcome flue-running">running…</div>`;
   if (!b.outcome) return "";
   let text = OUTCOME[b.outcome] || b.outcome;
-  if (b.error && b.outcome !== "completed") text += `: ${esc(b.error.type)}: ${esc(b.error.message)}`;
+  if (b.error && b.outcome === "failed") text += `: ${esc(b.error.type)}: ${esc(b.error.message)}`;
+  else if (b.error && b.outcome === "aborted") text += `: ${esc(b.error.message)}`;
   if (b.recovered) text += " (recovered after a restart)";
   return `<div class="flue-outcome flue-${b.outcome}">${text}</div>`;
 }
@@ -221,7 +222,7 @@ function gauge(st) {
 function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "flue-chat";
-  root.innerHTML = `<div class="flue-head"><span class="flue-title"></span><span class="flue-state"></span><button class="flue-btn flue-stop" title="Abort every unsettled message of this conversation">Stop</button></div>
+  root.innerHTML = `<div class="flue-head"><span class="flue-title"></span><span class="flue-state"></span><span class="flue-hint"></span><button class="flue-btn flue-stop" title="Abort every unsettled message of this conversation">Stop</button></div>
 <div class="flue-gaugebox"></div>
 <div class="flue-log"><div class="flue-history"></div><div class="flue-live"></div></div>
 <div class="flue-error"></div>
@@ -263,7 +264,7 @@ function render({ model, el }) {
   const draw = (which) => {
     const stick = nearBottom();
     const mode = model.get("mode");
-    const interactive = mode === "chat";
+    const interactive = model.get("interactive");
     if (which !== "live") {
       $(".flue-history").innerHTML = (model.get("history") || []).map((b) => block(b, opened, interactive, mode)).join("");
     }
@@ -280,7 +281,11 @@ function render({ model, el }) {
     const queued = live.filter((b) => b.state === "queued" || b.state === "joining").length;
     $(".flue-state").textContent = running ? (queued ? `working · ${queued} queued` : "working") : (queued ? `${queued} queued` : "idle");
     $(".flue-state").className = "flue-state " + (running ? "flue-busy" : "flue-idle");
+    const interactive = model.get("interactive");
     $(".flue-stop").disabled = !running && !queued;
+    $(".flue-stop").style.display = interactive ? "" : "none";
+    // A blocking cell keeps the kernel busy: the kernel's own stop button is the way to stop it.
+    $(".flue-hint").textContent = !interactive && running ? "stop with the kernel's interrupt (■)" : "";
     $(".flue-gaugebox").innerHTML = gauge(st);
   };
   const drawError = () => { $(".flue-error").textContent = model.get("error") || ""; };
@@ -291,6 +296,7 @@ function render({ model, el }) {
   model.on("change:status", drawStatus);
   model.on("change:error", drawError);
   model.on("change:mode", onHistory);
+  model.on("change:interactive", onHistory);
   draw("all"); drawStatus(); drawError();
   log.scrollTop = log.scrollHeight;
   return () => {
@@ -299,6 +305,7 @@ function render({ model, el }) {
     model.off("change:status", drawStatus);
     model.off("change:error", drawError);
     model.off("change:mode", onHistory);
+    model.off("change:interactive", onHistory);
   };
 }
 

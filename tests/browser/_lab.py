@@ -1,0 +1,129 @@
+"""What the browser test needs, got by the project's own files: Chromium, a browser venv, a Lab.
+
+- Chromium: Debian's `chromium` package (`apt-get install`, only as root when it is missing).
+- `.venv-browser/`: JupyterLab, Notebook 7, Playwright and the widget front ends, in a venv of
+  their own so the main `.venv` never imports them (Playwright downloads no browser).
+- A JupyterLab server on 127.0.0.1 with no token, a temporary root and Jupyter dirs, whose
+  kernel runs the main venv's Python (flue_nb, anywidget).
+
+Anything that cannot be had raises `Unavailable` saying why; the test skips on it, except under
+CI (`CI=true`), where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv-browser"
+STAMP = VENV / ".installed"
+PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8"]
+CHROMIUM = "/usr/bin/chromium"
+
+
+class Unavailable(Exception):
+    """The browser test's prerequisites cannot be had on this machine."""
+
+
+def chromium() -> str:
+    """Debian's Chromium, installed with apt-get when missing and we are root."""
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise Unavailable(f"{CHROMIUM} is missing and installing it needs root and apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise Unavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-500:]}")
+    if not os.path.exists(CHROMIUM):
+        raise Unavailable(f"apt-get installed chromium but {CHROMIUM} is not there")
+    return CHROMIUM
+
+
+def browser_venv() -> Path:
+    """`.venv-browser`'s python, created (and the packages installed) when missing."""
+    python = VENV / "bin" / "python"
+    if STAMP.exists() and STAMP.read_text() == "\n".join(PACKAGES):
+        return python
+    if not python.exists():
+        done = subprocess.run([sys.executable, "-m", "venv", str(VENV)],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        if done.returncode != 0:
+            raise Unavailable(f"could not create {VENV}: {done.stderr.strip()[-500:]}")
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES],
+                          capture_output=True, text=True, timeout=1800)  # fmt: skip
+    if done.returncode != 0:
+        raise Unavailable(f"pip could not install {PACKAGES} into {VENV}: {done.stderr.strip()[-800:]}")
+    STAMP.write_text("\n".join(PACKAGES))
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _settings(settings: Path) -> None:
+    """Lab user settings: no news or update checks, and every cell rendered (no windowing)."""
+    files = {
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
+            {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    }  # fmt: skip
+    for name, value in files.items():
+        path = settings / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+
+class Lab:
+    """A JupyterLab server for one test session."""
+
+    def __init__(self, python: Path, root: Path, env: dict[str, str]) -> None:
+        self.root = root
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        settings = root / "lab-settings"
+        _settings(settings)
+        env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(settings),
+               "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces")}  # fmt: skip
+        self.log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
+             f"--port={self.port}", "--ServerApp.token=", "--ServerApp.password=",
+             f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
+            cwd=root / "nb", env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/api/status", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        """Shut the server (and its kernels) down."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()

@@ -1,0 +1,228 @@
+"""Drive the chat widget in JupyterLab (and Notebook 7) with Playwright; run by test_chat_browser.
+
+Runs in `.venv-browser` (Playwright lives there, not in the main venv). Each step prints a line;
+the first failure saves a screenshot in OUT and exits non-zero with what was expected.
+
+    drive_chat.py URL OUT CHROMIUM [README_PNG]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+README_PNG = Path(sys.argv[4]) if len(sys.argv) > 4 else None
+TIMEOUT = 60_000
+started = time.monotonic()
+
+
+def step(text: str) -> None:
+    print(f"[{time.monotonic() - started:6.1f} s] {text}", flush=True)
+
+
+def cell(page: Page, i: int):  # noqa: ANN201 - a Playwright locator
+    return page.locator(".jp-Notebook .jp-Cell").nth(i)
+
+
+def run_cell(page: Page, i: int) -> None:
+    """Select cell i and run it with Shift+Enter, as a person would."""
+    prompt = cell(page, i).locator(".jp-InputPrompt")
+    before = prompt.inner_text()
+    for _ in range(3):
+        cell(page, i).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:  # a kernel that was still connecting can drop the first request
+            expect(prompt).not_to_have_text(before, timeout=10_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"cell {i} did not start running after three Shift+Enter")
+
+
+def wait_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
+    """Until cell i's prompt shows an execution count (not `[*]`)."""
+    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(
+        __import__("re").compile(r"\[\d+\]"), timeout=timeout
+    )
+
+
+def kernel_idle(page: Page) -> None:
+    """The kernel is up when the status bar says so."""
+    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+
+
+def open_notebook(page: Page, path: str) -> None:
+    page.goto(f"{URL}/lab/tree/{path}")
+    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
+    kernel_idle(page)
+
+
+def send(chat, text: str) -> None:  # noqa: ANN001
+    box = chat.locator(".flue-input textarea")
+    box.fill(text)
+    box.press("Enter")
+
+
+def lab(page: Page) -> None:
+    open_notebook(page, "chat.ipynb")
+    step("JupyterLab open, kernel idle")
+
+    run_cell(page, 0)
+    wait_done(page, 0)
+    step("setup cell ran")
+
+    # 1. A %%flue cell draws its run: streamed text, a bash and a python card, the outcome.
+    run_cell(page, 1)
+    view = cell(page, 1).locator(".flue-chat")
+    expect(view.locator(".flue-answer").first).to_contain_text("Let me check", timeout=TIMEOUT)
+    step("cell view: streamed text appeared while the cell ran")
+    wait_done(page, 1)
+    view = cell(page, 1).locator(".flue-chat").last
+    expect(view.locator(".flue-tool", has_text="bash")).to_contain_text("echo hello from bash")
+    expect(view.locator(".flue-tool", has_text="python")).to_contain_text("answer = 6 * 7")
+    expect(view.locator(".flue-tool-ok")).to_have_count(2)
+    expect(view.locator(".flue-ns-added")).to_have_text("+ answer")
+    expect(view.locator(".flue-answer :is(h3, h4, h5, h6)")).to_have_text("Result")
+    expect(view.locator(".flue-outcome")).to_have_text("✓ completed")
+    expect(cell(page, 1).locator(".flue-chat")).to_have_count(1)  # the widget, not widget + text
+    expect(view.locator(".flue-stop")).to_be_hidden()  # a blocking cell stops with the kernel's ■
+    step("cell view: text, bash + python cards (namespace + answer), ✓ completed")
+
+    # 2. The chat: a message sent while the agent works is queued, then joins the live response.
+    run_cell(page, 2)
+    chat = cell(page, 2).locator(".flue-chat")
+    expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
+    wait_done(page, 2)
+    send(chat, "work slowly")
+    expect(chat.locator(".flue-state")).to_contain_text("working", timeout=TIMEOUT)
+    expect(chat.locator(".flue-answer").first).to_contain_text("Loading the table", timeout=TIMEOUT)
+    send(chat, "also this")  # while the agent works
+    expect(chat.locator(".flue-queued")).to_contain_text("joins the live response", timeout=TIMEOUT)
+    step("chat: second message queued while busy")
+    expect(chat.locator(".flue-joined")).to_contain_text("also this", timeout=TIMEOUT)
+    expect(chat.locator(".flue-answer").last).to_contain_text("I also saw: also this", timeout=TIMEOUT)
+    expect(chat.locator(".flue-tool", has_text="python").locator(".flue-ns-added")).to_have_text(["+ rows", "+ time"])
+    expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
+    step("chat: it joined at the turn boundary and the answer saw it")
+
+    # 3. Stop aborts a long run durably.
+    send(chat, "long one")
+    expect(chat.locator(".flue-answer").last).to_contain_text("long5", timeout=TIMEOUT)
+    chat.locator(".flue-stop").click()
+    expect(chat.locator(".flue-outcome.flue-aborted")).to_contain_text("■ aborted", timeout=TIMEOUT)
+    expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
+    step("chat: Stop → ■ aborted")
+
+    # 4. Approve on an `ask` card: the run waits for the click, then the tool runs.
+    send(chat, "approve me")
+    card = chat.locator(".flue-tool-awaiting_approval")
+    expect(card).to_contain_text("bash: echo approved-run", timeout=TIMEOUT)
+    time.sleep(0.5)
+    expect(chat.locator(".flue-state")).to_contain_text("working")  # still waiting for the click
+    card.locator(".flue-approve").click()
+    done = chat.locator(".flue-tool-ok", has_text="echo approved-run")
+    expect(done).to_contain_text("approved-run", timeout=TIMEOUT)
+    expect(done).to_contain_text("approved by the user")
+    expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
+    step("chat: Approve → the bash call ran")
+    gauge = chat.locator(".flue-gauge-text")
+    expect(gauge).to_contain_text("/ 200k tokens · compacts at 180k")
+    if README_PNG is not None:
+        # The whole conversation in one picture: let the log grow instead of scrolling.
+        page.add_style_tag(content=".flue-log { max-height: none !important; }")
+        chat.screenshot(path=str(README_PNG))
+        cell(page, 1).locator(".flue-chat").screenshot(path=str(README_PNG.with_name("cell-view.png")))
+        step(f"screenshots saved: {README_PNG} and cell-view.png")
+    chat.screenshot(path=str(OUT / "chat.png"))
+
+    # 5. A blocking cell stops with the kernel's interrupt (I, I): its view says aborted.
+    run_cell(page, 4)
+    view = cell(page, 4).locator(".flue-chat")
+    expect(view.locator(".flue-answer").first).to_contain_text("long5", timeout=TIMEOUT)
+    expect(view.locator(".flue-hint")).to_have_text("stop with the kernel's interrupt (■)")
+    page.keyboard.press("Escape")
+    page.keyboard.press("i")
+    page.keyboard.press("i")
+    wait_done(page, 4)
+    expect(cell(page, 4).locator(".flue-chat .flue-outcome.flue-aborted")).to_contain_text("■ aborted", timeout=TIMEOUT)
+    step("cell view: the kernel's interrupt → ■ aborted")
+
+    # 6. Reload the page: the saved notebook's widgets come back from the kernel, and a new
+    #    `%flue chat` redraws the whole conversation from the store.
+    page.keyboard.press("Control+s")
+    time.sleep(1.0)
+    page.reload()
+    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
+    kernel_idle(page)
+    run_cell(page, 3)
+    wait_done(page, 3)
+    again = cell(page, 3).locator(".flue-chat")
+    expect(again.locator(".flue-user", has_text="work slowly")).to_be_visible(timeout=TIMEOUT)
+    expect(again.locator(".flue-joined")).to_contain_text("also this")
+    expect(again.locator(".flue-outcome.flue-aborted")).to_have_count(1)
+    expect(again.locator(".flue-tool-ok", has_text="echo approved-run")).to_contain_text("approved by the user")
+    expect(again.locator(".flue-outcome.flue-completed")).to_have_count(2)
+    step("reload: %flue chat redrew the history from the store")
+    restored = cell(page, 2).locator(".flue-chat")
+    expect(restored.locator(".flue-user", has_text="approve me")).to_be_visible(timeout=TIMEOUT)
+    step("reload: the saved chat widget was restored from the kernel too")
+
+
+def notebook7(page: Page) -> None:
+    page.goto(f"{URL}/notebooks/nb7.ipynb")
+    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
+    run_cell(page, 0)
+    wait_done(page, 0)
+    run_cell(page, 1)
+    wait_done(page, 1)
+    view = cell(page, 1).locator(".flue-chat")
+    expect(view.locator(".flue-tool-ok")).to_have_count(2, timeout=TIMEOUT)
+    expect(view.locator(".flue-outcome")).to_have_text("✓ completed")
+    run_cell(page, 2)
+    chat = cell(page, 2).locator(".flue-chat")
+    expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
+    send(chat, "approve me")
+    chat.locator(".flue-approve").click(timeout=TIMEOUT)
+    expect(chat.locator(".flue-tool-ok", has_text="echo approved-run")).to_be_visible(timeout=TIMEOUT)
+    expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
+    chat.screenshot(path=str(OUT / "notebook7.png"))
+    step("Notebook 7: cell view and chat (Approve) work")
+
+
+def main() -> int:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )  # fmt: skip
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            for name, fn in (("JupyterLab", lab), ("Notebook 7", notebook7)):
+                step(f"--- {name}")
+                fn(page)
+        except Exception:
+            shot = OUT / "failure.png"
+            page.screenshot(path=str(shot), full_page=True)
+            traceback.print_exc()
+            print(f"FAILED; screenshot: {shot}; page errors: {errors}", flush=True)
+            return 1
+        finally:
+            browser.close()
+    flue_errors = [e for e in errors if "flue" in e.lower()]
+    if flue_errors:
+        print(f"FAILED: page errors from the widget: {flue_errors}", flush=True)
+        return 1
+    step("all steps passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The chat widget in a real browser: JupyterLab and Notebook 7 in Debian's Chromium.
+
+The driver (`drive_chat.py`, run with `.venv-browser`'s Playwright) runs a `%%flue` cell whose
+offline model streams text and calls `bash` and `python`; opens `%flue chat`, sends a message
+while the agent works and sees it join; presses Stop on a long run and sees `aborted`; clicks
+Approve on an `ask` card and sees the tool run; reloads the page and sees the history redrawn;
+then does the short version in Notebook 7. A failure leaves `failure.png` in the test's tmp dir.
+
+Set `FLUE_README_SCREENSHOT=1` to refresh `docs/chat-widget.png` (the README's screenshot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
+from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env  # noqa: E402
+
+from _lab import ROOT, Lab, Unavailable, browser_venv, chromium  # noqa: E402
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]
+
+SETUP = '''\
+import flue_nb as flue
+from flue_nb.models import ScriptedModel, FunctionModel, reply, tool_call
+
+cell_model = ScriptedModel([
+    reply("Let me check with both tools.", tool_call("bash", command="echo hello from bash"),
+          tool_call("python", code="answer = 6 * 7")),
+    reply("### Result\\nThe answer is **42**, computed with `python`."),
+], delay=0.02)
+
+TRIGGERS = ("work slowly", "long one", "approve me")
+
+def brain(req):
+    msgs = req.messages
+    i = max(k for k, m in enumerate(msgs) if m.kind == "user" and m.text in TRIGGERS)
+    trigger, after = msgs[i].text, msgs[i + 1:]
+    ran = any(m.kind == "tool_result" for m in after)
+    if trigger == "work slowly":
+        if not ran:
+            return reply("Loading the table and checking its columns first; this takes a moment.",
+                         tool_call("python", code="import time; time.sleep(2.5); rows = [3, 1, 2]"))
+        joined = [m.text for m in after if m.kind == "user"]
+        return reply("Finished. I also saw: " + ", ".join(joined), usage=(2400, 60))
+    if trigger == "long one":
+        return reply(" ".join(f"long{k}" for k in range(5000)))
+    if not ran:
+        return reply("I need to run a command.", tool_call("bash", command="echo approved-run"))
+    return reply("The command ran and printed `approved-run`.", usage=(3100, 40))
+
+chat_model = FunctionModel(brain, delay=0.05)
+
+@flue.agent
+def helper():
+    flue.use_model(cell_model)
+    flue.use_sandbox(flue.kernel())
+    return "Be brief."
+
+@flue.agent
+def chatty():
+    flue.use_model(chat_model)
+    flue.use_sandbox(flue.kernel(approval={"bash": "ask", "python": "allow"}))
+    return "Be brief."
+'''
+
+
+def _notebook(path: Path, cells: list[str]) -> None:
+    nb = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+             "outputs": [], "source": src}
+            for i, src in enumerate(cells)
+        ],
+        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "flue test", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }  # fmt: skip
+    path.write_text(json.dumps(nb, indent=1))
+
+
+@pytest.fixture(scope="module")
+def prerequisites() -> tuple[str, Path]:
+    try:
+        return chromium(), browser_venv()
+    except Unavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the browser test must run under CI, but: {exc}")
+        pytest.skip(f"no real browser here: {exc}")
+
+
+def test_chat_widget_in_jupyterlab_and_notebook7(prerequisites: tuple[str, Path], tmp_path: Path) -> None:
+    browser, python = prerequisites
+    (tmp_path / "nb").mkdir()
+    _spec_manager(tmp_path)  # the kernel: this venv's Python (flue_nb, anywidget)
+    _notebook(tmp_path / "nb" / "chat.ipynb", [
+        SETUP,
+        "%%flue --agent helper -c cellrun\nWhat is six times seven?",
+        "%flue chat --agent chatty -c talk",
+        "%flue chat --agent chatty -c talk",
+        "%%flue --agent chatty -c longcell\nlong one",
+    ])  # fmt: skip
+    _notebook(tmp_path / "nb" / "nb7.ipynb", [
+        SETUP,
+        "%%flue --agent helper -c nb7cell\nWhat is six times seven?",
+        "%flue chat --agent chatty -c nb7talk",
+    ])  # fmt: skip
+    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
+    readme = ROOT / "docs" / "chat-widget.png" if os.environ.get("FLUE_README_SCREENSHOT") else None
+    try:
+        args = [str(python), str(Path(__file__).with_name("drive_chat.py")), lab.url, str(tmp_path), browser]
+        done = subprocess.run(args + ([str(readme)] if readme else []),
+                              capture_output=True, text=True, timeout=900)  # fmt: skip
+    finally:
+        lab.stop()
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, (
+        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}):\n{report[-6000:]}\n"
+        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
+    )
+    print(report)
