@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The browser test (tests/browser) gets these itself when missing: Debian's chromium (apt-get, as
+# root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.
+browser: $(STAMP)
+	$(PY) -c "import sys; sys.path.insert(0, 'tests/browser'); import _lab; print(_lab.chromium(), _lab.browser_venv())"
+
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist
+	rm -rf $(VENV) .venv-browser .pytest_cache build dist
