@@ -267,3 +267,17 @@ def test_a_wrong_database_name_fails_at_once_instead_of_retrying(pg_server: Any)
     with pytest.raises(StoreError, match="no_such_db"):
         _store(pg_server.url("no_such_db"), reconnect_timeout=30)
     assert time.monotonic() - started < 10  # not the 30 s a server that is away gets
+
+
+def test_a_url_with_a_role_option_creates_the_tables_as_that_role(pg_server: Any) -> None:
+    import psycopg
+
+    url = pg_server.create_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE team NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        conn.execute("GRANT CREATE ON DATABASE " + url.rsplit("/", 1)[1] + " TO team")
+    with _store(url + "?options=-c%20role%3Dteam") as s:
+        s.admit("team:weekly-report", "hi", submission_id="s1", now=1.0)
+    with psycopg.connect(url) as conn:
+        owners = {row[0] for row in conn.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'flue'")}
+    assert owners == {"team"}

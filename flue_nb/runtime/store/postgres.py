@@ -126,13 +126,18 @@ class PostgresStore:
 
     def _connect(self) -> Any:
         ms = int(self.statement_timeout * 1000)
+        ours = (
+            f"-c search_path={SCHEMA} -c statement_timeout={ms} -c lock_timeout={ms}"
+            f" -c idle_in_transaction_session_timeout={ms * 4}"
+        )
         try:
+            # The URL's own `options` (e.g. `-c role=team`) are kept; ours come after them.
+            theirs = psycopg.conninfo.conninfo_to_dict(self._url).get("options") or ""
             return psycopg.connect(
                 self._url,
                 autocommit=True,  # we send BEGIN/COMMIT ourselves, to know which one failed
                 connect_timeout=max(1, int(self.connect_timeout)),
-                options=f"-c search_path={SCHEMA} -c statement_timeout={ms} -c lock_timeout={ms}"
-                " -c idle_in_transaction_session_timeout=" + str(ms * 4),
+                options=f"{theirs} {ours}".strip(),
                 keepalives=1,
                 keepalives_idle=10,
                 keepalives_interval=5,
