@@ -186,7 +186,9 @@ def history(db: str | None, conversation: str | None) -> str:
             first = sub.text.strip().splitlines()[0] if sub.text.strip() else ""
             lines.append(f"{n:>3}. {_when(sub.accepted_at)}  {sub.id}  {how}")
             lines.append(f"     {first[:100]}{'…' if len(first) > 100 else ''}")
-        lines += ["", history_with_outcomes(conversation, store).plain]
+        from flue_nb.runtime.session import StoredConversation
+
+        lines += ["", history_with_outcomes(StoredConversation(store, conversation)).plain]
         return "\n".join(lines)
     finally:
         store.close()

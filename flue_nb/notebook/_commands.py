@@ -21,23 +21,19 @@ def compact(session: Any) -> None:
     """`%flue compact`: fold older messages into a summary now, and say what changed."""
     from flue_nb.runtime.errors import FlueError
 
-    store, cid = session.store, session.conversation_id
-    earlier = store.records(cid, kinds=["compaction"])
     try:
-        session.compact()
+        done = session.compact()
     except FlueError as exc:
         raise FlueCellError(f"flue: could not compact: {exc.message}") from None
-    after = store.records(cid, after_seq=earlier[-1].seq if earlier else 0, kinds=["compaction"])
-    if not after:
+    if done is None:
         print(
             "flue: nothing to fold: every message is still within the recent part of the context "
             "that compaction keeps verbatim (no model call was made)"
         )
         return
-    d = after[-1].data
     print(
-        f"flue: compacted the context: {d.get('messages_before')} → {d.get('messages_after')} "
-        f"messages, {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
+        f"flue: compacted the context: {done.messages_before} → {done.messages_after} "
+        f"messages, {done.tokens_before:,} → {done.tokens_after:,} tokens"
     )
 
 
@@ -118,42 +114,27 @@ def mcp_view() -> TextView:
     return TextView("\n".join(plain), "\n".join(md))
 
 
-def history_with_outcomes(conversation_id: str, store: Any) -> TextView:
+def history_with_outcomes(stored: Any) -> TextView:
     """`%flue history`: the conversation from the store, each turn marked with how it ended
     when that was not plainly completed (aborted, failed, recovered after a kernel died)."""
-    from flue_nb.runtime.messages import message_from_dict
-
     from flue_nb.notebook.history import history_view
 
-    subs = {s.id: s for s in store.submissions(conversation_id)}
-    recovered = {
-        r.submission_id
-        for r in store.records(conversation_id, kinds=["event"])
-        if r.data.get("recovered")
-    }
-    groups: list[tuple[str | None, list[Any]]] = []
-    for r in store.records(conversation_id, kinds=["message"]):
-        if not groups or groups[-1][0] != r.submission_id:
-            groups.append((r.submission_id, []))
-        groups[-1][1].append(message_from_dict(r.data))
-    from flue_nb.runtime.core.window import load_images
-
-    load_images(store, [m for _, messages in groups for m in messages])  # redrawn in markdown
-    if not groups:
-        return history_view(conversation_id, [])
+    turns = stored.turns()
+    if not turns:
+        return history_view(stored.conversation_id, [])
     plain: list[str] = []
     md: list[str] = []
-    for sid, messages in groups:
-        view = history_view(conversation_id, messages)
+    for turn in turns:
+        view = history_view(stored.conversation_id, turn.messages)
         plain.append(view.plain)
         md.append(view.md)
-        for mark in _marks(subs.get(sid) if sid else None, sid in recovered):
+        for mark in _marks(turn.submission, turn.recovered):
             plain.append(f"  [{mark}]")
             md.append(f"> *[{mark}]*")
     return TextView(
         "\n".join(plain),
         "\n\n".join(md),
-        {"conversation_id": conversation_id, "messages": sum(len(m) for _, m in groups)},
+        {"conversation_id": stored.conversation_id, "messages": sum(len(t.messages) for t in turns)},
     )
 
 
@@ -187,12 +168,13 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
         return
     store = open_any(path, cwd=os.getcwd())
     try:
-        if name == "history":
-            shown: Any = history_with_outcomes(conversation_id, store)
-        else:
-            from flue_nb.runtime.session import StoredConversation
+        from flue_nb.runtime.session import StoredConversation
 
-            shown = from_store(name, StoredConversation(store, conversation_id), store_label=label)
+        stored = StoredConversation(store, conversation_id)
+        if name == "history":
+            shown: Any = history_with_outcomes(stored)
+        else:
+            shown = from_store(name, stored, store_label=label)
     finally:
         store.close()
     if isinstance(shown, str):

@@ -469,7 +469,7 @@ class FlueMagics(Magics):
             return store_command(name, self._conversation(args), self._store_label(args))
         session = self._session(args, agent=agent)
         if name == "history":
-            display(history_with_outcomes(session.conversation_id, session.store))
+            display(history_with_outcomes(session))
         elif name == "status":
             from flue_nb.notebook.history import status_view
 

@@ -17,12 +17,12 @@ from flue_nb.runtime.core.coordinator import coordinator
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
 from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
-from flue_nb.runtime.events import Event, SubmissionSettled
+from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 
-__all__ = ["Receipt", "Session", "SessionStatus", "StoredConversation", "init", "open_conversation"]
+__all__ = ["Receipt", "Session", "SessionStatus", "StoredConversation", "StoredTurn", "init", "open_conversation"]
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
@@ -67,6 +67,17 @@ class SessionStatus:
     """Submissions by outcome (settled) or state (not yet), e.g. {"completed": 3, "queued": 1}."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """One submission's part of the history: its messages, as stored, and how it ended."""
+
+    submission: Submission | None
+    """None for messages written outside a submission (a manual compaction's)."""
+    messages: list[Message]
+    recovered: bool
+    """True when a later owner finished it after the process that started it died."""
+
+
 class StoredConversation:
     """A conversation read from its store, with no agent: looking never starts any work.
 
@@ -90,6 +101,20 @@ class StoredConversation:
         from flue_nb.runtime.core.replay import rebuild_events
 
         return rebuild_events(self.store, self.conversation_id)
+
+    def turns(self) -> list[StoredTurn]:
+        """The history grouped by submission, in order, with stored images loaded back."""
+        from flue_nb.runtime.core.window import load_images
+
+        subs = {s.id: s for s in self.submissions()}
+        recovered = {r.submission_id for r in self.store.records(self.conversation_id, kinds=["event"]) if r.data.get("recovered")}
+        groups: list[tuple[str | None, list[Message]]] = []
+        for r in self.store.records(self.conversation_id, kinds=["message"]):
+            if not groups or groups[-1][0] != r.submission_id:
+                groups.append((r.submission_id, []))
+            groups[-1][1].append(message_from_dict(r.data))
+        load_images(self.store, [m for _, messages in groups for m in messages])
+        return [StoredTurn(subs.get(sid) if sid else None, messages, sid in recovered) for sid, messages in groups]
 
     def usage(self, submission_id: str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""
@@ -245,6 +270,7 @@ class Session:
                 await asyncio.wait_for(self._conv.settled_event(sid).wait(), 0.5)
             except asyncio.TimeoutError:
                 pass
+            self._conv.raise_if_broken()  # a worker that cannot settle it: say why, never spin
 
     def _outcome(self, sub: Submission) -> str:
         if sub.outcome == Outcome.COMPLETED:
@@ -269,9 +295,18 @@ class Session:
         self._co.call(self._conv.stop)
         return ids
 
-    def compact(self) -> None:
-        """Compact the context now (raises `SessionBusyError` while a run is going)."""
-        self._co.wait(self._co.submit(self._conv.compact()))
+    def compact(self) -> CompactionEnd | None:
+        """Compact the context now; the `compaction` event, or None when nothing could be folded.
+
+        Raises `SessionBusyError` while a run is going.
+        """
+        ended: list[CompactionEnd] = []
+        stop = self.observe(lambda e: ended.append(e) if isinstance(e, CompactionEnd) and e.task_id is None else None)
+        try:
+            self._co.wait(self._co.submit(self._conv.compact()))
+        finally:
+            stop()
+        return next((e for e in reversed(ended) if not e.skipped and not e.is_error), None)
 
     # --- observation --------------------------------------------------------------------------
 
@@ -304,6 +339,10 @@ class Session:
     def submissions(self) -> list[Submission]:
         """The conversation's submissions in admission order."""
         return self._stored.submissions()
+
+    def turns(self) -> list[StoredTurn]:
+        """The history grouped by submission, with how each ended (`%flue history`)."""
+        return self._stored.turns()
 
     def usage(self, submission_id: Receipt | str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""
