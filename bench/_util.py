@@ -188,7 +188,8 @@ class ReadLoop:
 
         model = FunctionModel(fn)
 
-        @flue.agent
+        # A long conversation on purpose: lift the per-submission turn limit (default 100).
+        @flue.agent(max_turns=self.turns + 10)
         def bench_agent() -> str:
             flue.use_model(model)
             flue.use_sandbox(flue.local(workdir))
