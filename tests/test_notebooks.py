@@ -44,6 +44,9 @@ def _nbval(notebook: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
             "no:cacheprovider",
             "--rootdir",
             str(ROOT),
+            # Submission ids differ on every run; nothing else in a flue output should.
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
             *ignore,
         ],
         cwd=ROOT,
