@@ -6,7 +6,9 @@ and runs `%%flue --agent streamer` where the agent's offline model answers 10,00
 10,000 `text_delta` events. Reported: text deltas the runtime emitted, display messages sent
 (new displays and updates: the live view must be throttled, not one update per delta), process
 CPU time of the whole cell (all threads: process_time), and whether the final displayed text is
-the answer verbatim. For comparison, the same answer through `Session.prompt` with no display
+the answer verbatim. Then the same cell drawn as the chat widget: comm messages sent (at most ~30
+a second), its kernel CPU against the text transcript's (target: within 1.5x), and whether the
+text the browser last received is the answer verbatim. For comparison, the same answer through `Session.prompt` with no display
 gives the runtime's own CPU cost.
 
 Two paces: `instant` (the model yields as fast as it can) and `paced` (an asyncio sleep between
@@ -44,6 +46,7 @@ class CountingPublisher(DisplayPublisher):
         self.new = self.updates = 0
         self.last_new = None
     def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
+        json.dumps(data)  # what ipykernel's session does with it
         with self.lock:
             if update:
                 self.updates += 1
@@ -94,6 +97,38 @@ cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
 final = (pub.last_new or {}).get("text/plain", "")
 stored = session.history()[-1].text
 
+# The same cell drawn as the chat widget: count the comm messages a kernel would send (each
+# serialized as ipykernel's session would) and keep the last `history` the browser receives.
+import comm
+from comm.base_comm import BaseComm
+text_deltas = counts["text_delta"]
+
+class CountingComm(BaseComm):
+    sent = 0
+    history = None
+    def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+        json.dumps(data, default=str)
+        state = (data or {}).get("state") or {}
+        if msg_type == "comm_msg":
+            CountingComm.sent += 1
+        if "history" in state:
+            CountingComm.history = state["history"]
+
+comm.create_comm = lambda *a, **kw: CountingComm(*a, **kw)
+shell.run_line_magic("config", 'FlueMagics.widget = "always"')
+answers[:] = ["warm up", text, "warm up", text]
+cell()  # warm-up: anywidget, ipywidgets
+pub.reset(); CountingComm.sent = 0; counts["text_delta"] = 0
+cpu2, t2 = time.process_time(), time.perf_counter()
+cell()
+w_cpu, w_wall = time.process_time() - cpu2, time.perf_counter() - t2
+drawn = "".join(p["text"] for p in (CountingComm.history or [{}])[-1].get("parts", []) if p["kind"] == "text")
+widget = {"w_cpu_s": w_cpu, "w_wall_s": w_wall, "w_comm_msgs": CountingComm.sent,
+          "w_displays": pub.new + pub.updates, "w_equal": drawn == text,
+          "w_deltas": counts["text_delta"]}
+counts["text_delta"] = text_deltas
+shell.run_line_magic("config", 'FlueMagics.widget = "never"')
+
 # The runtime alone: same answer, no display, a no-op observer.
 plain = flue.init(streamer, db=":memory:", conversation="plain")
 plain.prompt("warm up")
@@ -105,6 +140,7 @@ print(json.dumps({
     "deltas_emitted": counts["text_delta"], "new_displays": pub.new, "updates": pub.updates,
     "cpu_s": cpu, "wall_s": wall, "final_has_text": text in final, "stored_equal": stored == text,
     "runtime_cpu_s": rt_cpu, "runtime_wall_s": rt_wall, "runtime_equal": answer == text,
+    **widget,
 }))
 """
 
@@ -146,6 +182,33 @@ def rows_for(m: dict[str, Any], interval: float = 0.1) -> list[Result]:
             "True",
             verdict(ok_text),
         ),
+    ] + widget_rows(m)
+
+
+def widget_rows(m: dict[str, Any], rate: float = 30.0) -> list[Result]:
+    """The same answer drawn as the chat widget (`c.FlueMagics.widget = "always"`)."""
+    label = f"chat widget, {m['w_deltas']:,} deltas " + (
+        "(instant)" if not m["pace"] else f"(paced {m['pace'] * 1000:g} ms/delta)"
+    )
+    per_s = m["w_comm_msgs"] / m["w_wall_s"] if m["w_wall_s"] else 0.0
+    bound = math.ceil(m["w_wall_s"] * rate) + 5
+    ratio = m["w_cpu_s"] / m["cpu_s"] if m["cpu_s"] else float("inf")
+    return [
+        Result(
+            label,
+            "comm updates sent (+ display messages)",
+            f"{m['w_comm_msgs']} ({per_s:.1f}/s) in {m['w_wall_s']:.2f} s (+ {m['w_displays']})",
+            f"<= {bound} (30/s)",
+            verdict(m["w_comm_msgs"] <= bound),
+        ),
+        Result(
+            label,
+            "kernel CPU: widget cell / text-transcript cell",
+            f"{m['w_cpu_s'] * 1000:.0f} ms / {m['cpu_s'] * 1000:.0f} ms = {ratio:.2f}x",
+            "<= 1.5x",
+            verdict(ratio <= 1.5),
+        ),
+        Result(label, "widget's final text == streamed answer", str(m["w_equal"]), "True", verdict(m["w_equal"])),
     ]
 
 
