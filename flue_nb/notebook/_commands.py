@@ -27,8 +27,8 @@ def compact(session: Any) -> None:
         raise FlueCellError(f"flue: could not compact: {exc.message}") from None
     if done is None:
         print(
-            "flue: nothing to fold: every message is still within the recent part of the context "
-            "that compaction keeps verbatim (no model call was made)"
+            "flue: nothing to fold: everything but an earlier summary (if any) is within the "
+            "recent part that compaction keeps verbatim; no model call was made"
         )
         return
     print(
