@@ -10,10 +10,12 @@ until changed, and is kept in the store so a restarted kernel remembers it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -179,7 +181,8 @@ class FlueMagics(Magics):
                 raise UsageError(
                     f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`"
                 )
-            return self._subcommand(words[0], arg, args, cell)
+            with _store_failures():
+                return self._subcommand(words[0], arg, args, cell)
         args = self._parse(argv)
         if cell is not None:
             if rest:
@@ -193,7 +196,8 @@ class FlueMagics(Magics):
             raise UsageError(
                 "nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body"
             )
-        return self._send(message, args)
+        with _store_failures():
+            return self._send(message, args)
 
     def _parse(self, argv: list[str]) -> Any:
         parser = self.flue.parser
@@ -524,6 +528,18 @@ class FlueMagics(Magics):
             f"flue: conversation `{cid}` now talks to agent `{name}` until you choose another "
             "(`%flue use assistant` for the default); the choice is kept in the store"
         )
+
+
+@contextlib.contextmanager
+def _store_failures() -> Iterator[None]:
+    """A store that cannot be opened or read (a directory, not SQLite, damaged, truncated) is a
+    one-paragraph error naming the file and what to do, never a traceback (issue 12.4)."""
+    from flue_nb.runtime.errors import StoreError
+
+    try:
+        yield
+    except StoreError as exc:
+        raise FlueCellError(f"flue: {exc.message}") from None
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -157,7 +157,7 @@ def test_tables_are_strict_and_foreign_keys_are_on(file_store: SQLiteStore) -> N
 def test_corrupt_file_raises_store_error_naming_path_and_remedy(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite at all" * 200)
-    with pytest.raises(StoreError, match=r"bad\.sqlite.*move the file aside"):
+    with pytest.raises(StoreError, match=r"bad\.sqlite.*restore it from a backup, or move the file aside"):
         SQLiteStore(bad)
 
 
@@ -171,7 +171,7 @@ def test_file_damaged_after_its_header_raises_store_error_with_advice(tmp_path: 
     page = 4096
     data[page:] = b"\xde\xad\xbe\xef" * ((len(data) - page) // 4)  # keep page 1 only
     path.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match=r"damaged\.sqlite.*move the file aside"):
+    with pytest.raises(StoreError, match=r"damaged\.sqlite.*restore it from a backup, or move the file aside"):
         s = SQLiteStore(path)
         try:
             s.records("c")

@@ -100,6 +100,8 @@ class Conversation:
         self._busy_manual = False
         self._lease_lost = False
         self._recovering: set[str] = set()
+        self.broken: FlueError | None = None
+        """Why the last worker stopped without settling its work (None: it did not)."""
         store.ensure_conversation(conversation_id, now=settings.clock())
 
     # --- admission (any thread) ---------------------------------------------------------------
@@ -164,7 +166,20 @@ class Conversation:
             self.bus.publish(ev.SubmissionQueued(submission_id=admitted.id, text=admitted.text,
                                                  accepted_at=admitted.accepted_at, state=state))
         if self._worker is None or self._worker.done():
+            if self.broken is not None:  # set to wake readers of the failed worker: re-arm them
+                self.broken = None
+                for event in self._settled.values():
+                    event.clear()
             self._worker = asyncio.ensure_future(self._work())
+
+    def raise_if_broken(self) -> None:
+        """Raise what stopped the worker (a damaged or unreachable store), if anything did.
+
+        Readers waiting for a submission call this, so they end with the error instead of
+        restarting a worker that fails the same way forever (issue 12.4).
+        """
+        if self.broken is not None:
+            raise self.broken
 
     def settled_event(self, sid: str) -> asyncio.Event:
         """An event set when `sid` settles (in this process)."""
@@ -192,7 +207,12 @@ class Conversation:
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(self.lease_ttl / 3)
-            if not self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+            try:
+                renewed = self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock())
+            except StoreError as exc:  # try again at the next beat; the worker meets it too
+                log.warning("flue_nb: could not renew the lease on conversation %r: %s", self.id, exc.message)
+                continue
+            if not renewed:
                 # Another owner recovered the conversation while we were stalled: stop writing.
                 # The store refuses our writes too (they are fenced by owner); this stops the work.
                 log.warning("flue_nb: lost the lease on conversation %r; stopping the local run", self.id)
@@ -219,13 +239,26 @@ class Conversation:
                 runnable = self._runnable()
                 if runnable:
                     await self._run_submission(runnable[0])
+        except Exception as exc:  # noqa: BLE001 - the worker's own failure ends its readers' waits
+            # Outside an attempt (a damaged store failing a read, or failing the settlement that
+            # records an attempt's failure), nothing can be settled durably: keep the error here
+            # for every reader in this process, which raises it (raise_if_broken).
+            if not isinstance(exc, StoreError):
+                log.error("flue_nb: internal error in conversation %r", self.id, exc_info=exc)
+            self.broken = exc if isinstance(exc, FlueError) else InternalError(f"{type(exc).__name__}: {exc}")
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
                 self._heartbeat = None
-            if not self.busy:
-                self.store.release_lease(self.id, self.owner)
-            self._wake_all()
+            try:
+                if not self.busy:
+                    self.store.release_lease(self.id, self.owner)
+                self._wake_all()
+            except StoreError:
+                pass  # already the worker's error, or the next worker's
+            if self.broken is not None:
+                for event in self._settled.values():
+                    event.set()
 
     async def _idle(self) -> None:
         """Threshold compaction when the loop goes idle (13.3), then the `idle` event."""

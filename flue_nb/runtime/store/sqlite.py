@@ -78,6 +78,12 @@ class SQLiteStore:
         """The database file, or `":memory:"`."""
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        if os.path.isdir(self.path):
+            raise StoreError(
+                f"`{self.path}` is a directory, not a store file; name a file in it instead "
+                f"(`db=` in flue.init, `--db PATH` in %flue), e.g. `{os.path.join(self.path, 'flue.sqlite')}`",
+                path=self.path,
+            )
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, the module never does.
             conn = sqlite3.connect(
@@ -86,7 +92,7 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreError(
                 f"cannot open the store `{self.path}` ({exc}); check that its directory exists "
-                "and is writable, or pass a different `db=`",
+                "and is writable, or use another store (`db=` in flue.init, `--db PATH` in %flue)",
                 path=self.path,
             ) from exc
         try:
@@ -149,8 +155,9 @@ class SQLiteStore:
     def _error(self, exc: sqlite3.Error) -> StoreError:
         if is_corrupt(exc):
             return StoreError(
-                f"`{self.path}` is not a readable flue_nb store ({exc}); move the file aside "
-                "(or pass a different `db=`) to start a fresh store",
+                f"`{self.path}` is damaged or is not a flue_nb store ({exc}): restore it from a "
+                "backup, or move the file aside to start a fresh store, or use another store "
+                "(`db=` in flue.init, `--db PATH` in %flue)",
                 path=self.path,
             )
         if is_busy(exc):
