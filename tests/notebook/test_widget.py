@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
 
 import flue_nb as flue
-from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
+from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.notebook.chat._approve import notebook_approver
 from flue_nb.notebook.chat.widget import RATE, ChatWidget
 from flue_nb.runtime.events import (
@@ -207,3 +207,35 @@ def _until(cond: Any, timeout: float = 15.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
+
+
+def test_thinking_failures_and_compaction_between_runs_are_drawn_from_live_and_stored_events(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        [reply("word " * 3000, thinking="let me think"), reply("word " * 3000), fail("invalid_request", "bad request")],
+        summary="## Goal\nfind x", context_window=9000, max_output_tokens=1000,
+    )  # fmt: skip
+
+    @flue.agent
+    def compacting() -> str:
+        flue.use_model(model, compaction=flue.CompactionConfig(keep_recent_tokens=500))
+        return "hi"
+
+    session = flue.init(compacting, conversation="c", db=str(tmp_path / "c.sqlite"))
+    live = ChatWidget(session)
+    session.prompt("one")
+    session.prompt("two")
+    session.compact()
+    with pytest.raises(flue.FlueError):
+        session.prompt("three")
+    for w in (live, ChatWidget(session)):  # the second one is redrawn from the store
+        one, two, aside, three = w.history
+        if w is live:
+            assert one["parts"][0] == {"kind": "thinking", "text": "let me think"}
+        assert [p["kind"] for p in aside["parts"]] == ["compaction"]
+        comp = aside["parts"][0]
+        assert comp["reason"] == "manual" and comp["summary"] == "## Goal\nfind x"
+        assert comp["tokens_before"] > comp["tokens_after"] > 0
+        assert all("Goal" not in p.get("text", "") for b in w.history for p in b["parts"])
+        assert three["outcome"] == "failed" and three["error"]["message"]

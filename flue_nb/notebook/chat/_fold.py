@@ -109,6 +109,7 @@ class ChatFold:
         """Per task id (None: the top level): the text part the next delta extends."""
         self._streamed: set[str | None] = set()
         self._aside = 0
+        self._current_aside: str | None = None
         self.dirty: set[str] = set()
         """Blocks changed since the last `snapshot`."""
         self.settled_now: set[str] = set()
@@ -121,19 +122,25 @@ class ChatFold:
     def block(self, sid: str | None, text: str = "") -> dict[str, Any]:
         """The block for submission `sid`, created when first seen."""
         if sid is None:
-            # Conversation-level events (a compaction while idle) get a block of their own.
-            self._aside += 1
-            sid = f"aside-{self._aside}"
-            found = None
-        else:
-            found = self.blocks.get(sid)
+            # Conversation-level events (a compaction while idle, `compact()`) go in a block of
+            # their own between the submissions around them, drawn with the history.
+            if self._current_aside is None:
+                self._aside += 1
+                self._current_aside = f"aside-{self._aside}"
+            sid = self._current_aside
+            self.settled_now.add(sid)
+        found = self.blocks.get(sid)
         if found is None:
+            if not sid.startswith("aside-"):
+                self._current_aside = None
             found = self.blocks[sid] = {
                 "id": sid, "kind": "aside" if sid.startswith("aside-") else "submission",
                 "text": text, "state": "queued", "outcome": None, "error": None,
                 "recovered": False, "joined_into": None, "result": None, "attempt": 0,
                 "parts": [],
             }  # fmt: skip
+            if found["kind"] == "aside":
+                found["state"] = "settled"
         self.dirty.add(sid)
         return found
 
