@@ -32,6 +32,7 @@ model = ScriptedModel([
     reply("The answer is `42`.", usage=(1200, 30)),
     reply("Again: 42."),
 ])
+bg = ScriptedModel([" ".join(f"b{i}" for i in range(60))], delay=0.01)
 asker = ScriptedModel([reply("", tool_call("bash", "c3", command="echo nope > asked.txt")), reply("Refused.")])
 
 @flue.agent
@@ -92,6 +93,8 @@ def first(dirs: tuple[Path, Path]) -> Any:
             "%%flue --agent helper -c w1 --no-widget\nand again?",
             "%%flue -c w2 -m asker --approval ask\nwrite a file",
             "%flue chat --agent helper -c w1",
+            "%%flue -c bg -m bg --background\ngo on",
+            "import time; time.sleep(3)",
         ],
         root,
         cwd,
@@ -108,6 +111,7 @@ def test_a_cell_draws_its_run_as_the_widget_with_the_transcript_as_fallback(firs
     [view] = [w for w in _widgets(first) if w["mode"] == "cell" and w["history"][0]["text"].startswith("what")]
     [block] = view["history"]
     assert block["outcome"] == "completed"
+    assert view["interactive"] is False  # the cell held the kernel: Stop is the kernel's interrupt
     assert _parts(block) == [
         ("text", None, None), ("tool", "bash", "ok"), ("tool", "python", "ok"), ("text", None, None),
     ]  # fmt: skip
@@ -163,3 +167,11 @@ def test_ask_in_a_cell_prompts_on_stdin_when_the_frontend_allows_it(tmp_path: Pa
         assert "· bash: echo nope > asked.txt ✓" in run.text()
     finally:
         kernel.shutdown()
+
+
+def test_a_background_cell_draws_an_interactive_view_and_ends_with_the_transcript(first: Any) -> None:
+    [view] = [w for w in _widgets(first) if w["history"] and w["history"][0]["text"] == "go on"]
+    assert view["interactive"] and view["mode"] == "cell"
+    assert view["history"][0]["outcome"] == "completed"
+    [out] = first.cells[6].outputs  # the live display, updated in place at the end
+    assert VIEW in out["data"] and out["data"]["text/plain"].endswith("b59\n[✓ completed]")
