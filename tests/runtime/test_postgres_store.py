@@ -281,3 +281,18 @@ def test_a_url_with_a_role_option_creates_the_tables_as_that_role(pg_server: Any
     with psycopg.connect(url) as conn:
         owners = {row[0] for row in conn.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'flue'")}
     assert owners == {"team"}
+
+
+def test_a_connection_the_server_terminated_is_replaced_at_the_next_call(pg_url: str) -> None:
+    import psycopg
+
+    with _store(pg_url) as s:
+        s.admit("c", "before", submission_id="s1", now=1.0)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'flue_nb' AND datname = current_database()"
+            ).fetchall()
+        assert killed == [(True,)]
+        s.admit("c", "after", submission_id="s2", now=2.0)
+        assert [x.text for x in s.submissions("c")] == ["before", "after"]
