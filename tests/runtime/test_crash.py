@@ -561,8 +561,7 @@ def test_sigkill_then_recovery_settles_each_submission_exactly_once(
     with ThreadPoolExecutor(WORKERS) as pool:
         for t in pool.map(lambda i: _repetition(mode, tmp_path, i, pg), range(REPS)):
             tally.add(t)
-    mode = mode if backend == "sqlite" else f"{mode} (postgres)"
-    MATRIX[mode] = tally
+    MATRIX[mode if backend == "sqlite" else f"{mode} (postgres)"] = tally
     if tally.unreached:
         # pytest.fail, not assert: an xfail below expects only the findings' AssertionError.
         pytest.fail("kill points not reached as intended:\n" + "\n".join(tally.unreached))
