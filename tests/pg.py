@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -125,9 +124,6 @@ class PgServer:
         """Stop the server (`immediate` is a crash as far as clients can tell)."""
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
 
-    def running(self) -> bool:
-        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
-
     def url(self, dbname: str = "postgres", *, password: str | None = None) -> str:
         auth = _PG_USER if password is None else f"{_PG_USER}:{password}"
         return f"postgresql://{auth}@127.0.0.1:{self.port}/{dbname}"
@@ -154,13 +150,3 @@ def _has_c_utf8() -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return any(line.lower() in ("c.utf8", "c.utf-8") for line in out.split())
-
-
-def wait_until(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `predicate` until it is true or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
