@@ -3,7 +3,9 @@
 A `python` block with a magic line (`%...`) is a notebook cell: those run in order in one fresh
 kernel, as a reader pasting them into a new notebook would, with the default model answered by a
 loopback Messages API. Any other `python` block is a file of its own: each runs in a fresh
-interpreter in an empty directory. `bash` blocks (`make demo`, `make test`) are not run here.
+interpreter in an empty directory; a configuration file's block (lines setting `c.<Class>...`,
+as in `jupyterhub_config.py`) runs with the `c` such files are given. `bash` blocks (`make demo`,
+`make test`) and other languages are not run here.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def test_the_readme_has_snippets_of_both_kinds():
 
 @pytest.mark.parametrize("line,code", FILES, ids=[f"README.md:{n}" for n, _ in FILES])
 def test_python_snippet_runs_as_a_file(line, code, tmp_path):
+    if re.search(r"^c\.[A-Z]\w*\.", code, re.M):
+        code = "from traitlets.config import Config\nc = Config()\n" + code
     env = jupyter_env(tmp_path / "jupyter")
     env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run(
