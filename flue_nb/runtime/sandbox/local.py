@@ -16,6 +16,7 @@ import signal
 import stat as stat_mod
 import subprocess
 import sysconfig
+import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
@@ -298,6 +299,36 @@ class LocalSandbox:
                 f.write(data)
 
         await asyncio.to_thread(write)
+
+    async def write_chunks(self, path: str, chunks: AsyncIterator[bytes]) -> int:
+        """Replace the file with the chunks' bytes without holding them all; returns the size.
+
+        The bytes go to a temporary file next to the target, renamed over it once complete: a
+        failure part-way leaves the old file as it was. The file keeps its permission bits; for
+        a symlink, the file it points to is replaced.
+        """
+        full = os.path.realpath(self._path(path))
+        parent = os.path.dirname(full)
+        await asyncio.to_thread(os.makedirs, parent, exist_ok=True)
+        fd, tmp = await asyncio.to_thread(tempfile.mkstemp, dir=parent, prefix=".flue-", suffix=".tmp")
+        size = 0
+        try:
+            with os.fdopen(fd, "wb") as f:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    await asyncio.to_thread(f.write, chunk)
+            try:
+                shutil.copymode(full, tmp)
+            except FileNotFoundError:  # a new file: the mode `open` would have given it
+                mask = os.umask(0)
+                os.umask(mask)
+                os.chmod(tmp, 0o666 & ~mask)
+            await asyncio.to_thread(os.replace, tmp, full)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return size
 
     async def stat(self, path: str) -> FileStat:
         """Facts about a path (symlinks followed)."""
