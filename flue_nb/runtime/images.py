@@ -32,6 +32,7 @@ __all__ = [
     "image_tokens",
     "rich_image",
     "sniff",
+    "undecodable",
 ]
 
 MAX_EDGE = 1568
@@ -128,9 +129,29 @@ def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
             f"({len(data):,} bytes starting {data[:8]!r})"
         )
     media_type, width, height = head
+    problem = undecodable(data)
+    if problem:
+        raise ConfigError(f"{label or 'the image'} looks like {media_type} but cannot be decoded: {problem}")
     if max(width, height) > MAX_EDGE or len(data) > MAX_BYTES:
         data, media_type, width, height = _shrink(data, label)
     return ImagePart(media_type, hashlib.sha256(data).hexdigest(), width, height, label, data)
+
+
+def undecodable(data: bytes) -> str | None:
+    """Why Pillow cannot decode `data` (truncated, corrupt, a decompression bomb), or None.
+
+    Without Pillow nothing is checked: the header was read, and the provider is the judge.
+    """
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+    except Exception as exc:  # noqa: BLE001 - any decoder failure means "not an image we can send"
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _shrink(data: bytes, label: str) -> tuple[bytes, str, int, int]:

@@ -246,7 +246,7 @@ def read_tool(sandbox: Sandbox) -> Tool:
 
 async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutput | None:
     """The file as an image result when it is a PNG, JPEG, GIF or WebP; None when it is not one."""
-    from flue_nb.runtime.images import image_from_bytes, sniff
+    from flue_nb.runtime.images import image_from_bytes, sniff, undecodable
 
     if size is not None and size > _MAX_IMAGE_FILE:
         return ToolOutput(
@@ -256,8 +256,8 @@ async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutp
         )
     data = await sandbox.read_file(path)
     head = sniff(data)
-    if head is None:
-        return None
+    if head is None or undecodable(data):
+        return None  # not an image, or a damaged one: `read` treats it as any other file
     try:
         image = image_from_bytes(data, label=path)
     except ConfigError as exc:  # too large to send and no Pillow to scale it: the model can't fix that
