@@ -80,7 +80,7 @@ def test_mask_url_hides_passwords_only() -> None:
     assert mask_url("postgresql://db/flue") == "postgresql://db/flue"
 
 
-def test_the_password_never_reaches_repr_errors_events_or_the_store(pg_server: Any) -> None:
+def test_the_password_never_reaches_repr_errors_or_stored_rows(pg_server: Any) -> None:
     secret = "s3cret-pw-" + "x" * 8
     url = pg_server.create_database().replace("postgres@", f"postgres:{secret}@")
     with _store(url) as s:  # the test server trusts loopback, so any password connects
