@@ -66,6 +66,10 @@ __all__ = [
 ]
 
 
+MAX_STORED_MESSAGE = 4000
+"""Characters of an error's message kept when it is stored with a submission."""
+
+
 class FlueError(Exception):
     """Root of every error flue_nb raises."""
 
@@ -78,8 +82,11 @@ class FlueError(Exception):
         self.details: dict[str, Any] = details
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form stored with a settlement: type, message and details."""
-        return {"type": self.type, "message": self.message, **({"details": self.details} if self.details else {})}
+        """The JSON form stored with a settlement: type, message (capped) and details."""
+        message = self.message
+        if len(message) > MAX_STORED_MESSAGE:  # e.g. a provider's multi-megabyte error body
+            message = f"{message[:MAX_STORED_MESSAGE]}… [{len(message) - MAX_STORED_MESSAGE:,} more characters]"
+        return {"type": self.type, "message": message, **({"details": self.details} if self.details else {})}
 
 
 class ConfigError(FlueError):
