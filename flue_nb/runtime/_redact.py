@@ -6,7 +6,8 @@ result. `execute_tool` passes every result through `redact` before anyone sees i
 
 What counts as a secret, looked up at each call (so a key set later in the notebook counts):
 
-- the provider key in use (`register_secret`, called by the provider that resolved it), always;
+- the provider key in use (`register_secret`, called by the provider that resolved it; 16
+  characters or more), always;
 - every environment variable whose name contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD`
   (any case), when its value is at least 8 characters (shorter values such as `KEYMAP=us` are
   too likely to occur in ordinary text);
@@ -37,14 +38,19 @@ DENY_ENV = "FLUE_REDACT_DENY"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 _MIN_BY_NAME = 8
 _MIN_NAMED = 4
+_MIN_REGISTERED = 16  # real provider keys are far longer; a test's "test-key" must not count
 
 _registered: dict[str, str] = {}
 _lock = threading.Lock()
 
 
 def register_secret(name: str, value: str | None) -> None:
-    """Redact `value` (shown as `[redacted:NAME]`) from every tool result from now on."""
-    if value and len(value) >= _MIN_NAMED:
+    """Redact `value` (shown as `[redacted:NAME]`) from every tool result from now on.
+
+    Values shorter than 16 characters are ignored: no real key is that short, and redacting a
+    placeholder such as `test` would rewrite ordinary text.
+    """
+    if value and len(value) >= _MIN_REGISTERED:
         with _lock:
             _registered[value] = name
 
