@@ -8,9 +8,9 @@ What counts as a secret, looked up at each call (so a key set later in the noteb
 
 - the provider key in use (`register_secret`, called by the provider that resolved it; 16
   characters or more), always;
-- every environment variable whose name contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD`
-  (any case), when its value is at least 8 characters (shorter values such as `KEYMAP=us` are
-  too likely to occur in ordinary text);
+- every environment variable (the kernel's, or one given to a sandbox's shell) whose name
+  contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD` (any case), when its value is at least 8
+  characters (shorter values such as `KEYMAP=us` are too likely to occur in ordinary text);
 - names matching a pattern in `FLUE_REDACT_DENY` (comma-separated `fnmatch` patterns, e.g.
   `DATABASE_URL,*_DSN`), when the value is at least 4 characters;
 
@@ -28,7 +28,15 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ALLOW_ENV", "DENY_ENV", "redact", "redact_value", "register_secret", "secret_values"]
+__all__ = [
+    "ALLOW_ENV",
+    "DENY_ENV",
+    "redact",
+    "redact_value",
+    "register_env",
+    "register_secret",
+    "secret_values",
+]
 
 ALLOW_ENV = "FLUE_REDACT_ALLOW"
 """Comma-separated name patterns never redacted (wins over the name rule, not over the key)."""
@@ -41,6 +49,7 @@ _MIN_NAMED = 4
 _MIN_REGISTERED = 16  # real provider keys are far longer; a test's "test-key" must not count
 
 _registered: dict[str, str] = {}
+_opted_in: list[tuple[str, str]] = []
 _lock = threading.Lock()
 
 
@@ -53,6 +62,12 @@ def register_secret(name: str, value: str | None) -> None:
     if value and len(value) >= _MIN_REGISTERED:
         with _lock:
             _registered[value] = name
+
+
+def register_env(env: Mapping[str, str]) -> None:
+    """Variables an author gave a sandbox's shell: judged by the same rules as `os.environ`."""
+    with _lock:
+        _opted_in.extend((k, v) for k, v in env.items() if (k, v) not in _opted_in)
 
 
 def _patterns(env: Mapping[str, str], var: str) -> list[str]:
@@ -68,7 +83,9 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]
     env = os.environ if env is None else env
     allow, deny = _patterns(env, ALLOW_ENV), _patterns(env, DENY_ENV)
     found: dict[str, str] = {}
-    for name, value in env.items():
+    with _lock:
+        items = [*_opted_in, *env.items()]
+    for name, value in items:
         if name in (ALLOW_ENV, DENY_ENV) or not value:
             continue
         if deny and _matches(name, deny):

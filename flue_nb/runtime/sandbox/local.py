@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from flue_nb.runtime._redact import register_env
 from flue_nb.runtime.sandbox import DirEntry, ExecResult, FileStat
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ class LocalSandbox:
         """
         self._cwd = os.path.abspath(os.fspath(cwd))
         self._env = dict(env or {})
+        register_env(self._env)  # a secret opted into the shell stays out of tool results
         self._scripts_on_path = scripts_on_path
         # bash is found on the host's PATH once: the author's PATH may not list /bin.
         self._bash = shutil.which("bash") or "/bin/bash"
