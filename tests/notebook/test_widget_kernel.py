@@ -175,3 +175,40 @@ def test_a_background_cell_draws_an_interactive_view_and_ends_with_the_transcrip
     assert view["history"][0]["outcome"] == "completed"
     [out] = first.cells[6].outputs  # the live display, updated in place at the end
     assert VIEW in out["data"] and out["data"]["text/plain"].endswith("b59\n[✓ completed]")
+
+
+def test_a_run_recovered_after_a_kernel_restart_is_marked_and_shows_its_answer(tmp_path: Path) -> None:
+    import json
+    import textwrap
+    import time
+
+    from kernel_helpers import Kernel
+    from test_restart import AGENT_MODULE
+    from test_restart import SETUP as RESTART_SETUP
+
+    (tmp_path / "slowagent.py").write_text(textwrap.dedent(AGENT_MODULE))
+    kernel = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME=str(tmp_path / "a.ipynb"))
+    try:
+        kernel.ok(RESTART_SETUP.format(path=str(tmp_path)))
+        kernel.ok("%flue use slow")
+        msg_id = kernel.send("%%flue\nslow: write a long answer")
+        kernel.collect(msg_id, timeout=30, until=lambda run: "w20" in run.text())
+        time.sleep(0.5)
+        kernel.restart()  # SIGKILL mid-stream
+        kernel.ok(RESTART_SETUP.format(path=str(tmp_path)))
+        time.sleep(3.0)  # the dead kernel's 2 s lease lapses
+        kernel.ok("import flue_nb as flue, json, time\nw = flue.chat(slow)")
+        kernel.ok(
+            "for _ in range(300):\n"
+            "    if w.history and w.history[0]['outcome']: break\n"
+            "    time.sleep(0.1)\n"
+            "again = flue.chat(slow)  # redrawn from the store alone"
+        )
+        out = kernel.ok("print(json.dumps([w.history[0], again.history[0]]))").stdout
+    finally:
+        kernel.shutdown()
+    for block in json.loads(out):
+        assert block["recovered"] and block["outcome"] == "completed", block
+        texts = [p["text"] for p in block["parts"] if p["kind"] == "text"]
+        assert texts[-1] == "Recovered: finished the long answer."
+        assert texts[0].startswith("w0 w1 w2"), block["parts"]  # streamed before the crash, kept

@@ -173,7 +173,9 @@ class ChatFold:
             case SubmissionRecovery(attempts=attempts):
                 b = self.block(sid)
                 b["recovered"] = True
-                b["parts"].append({"kind": "note", "text": f"↻ recovering after a restart (attempt {attempts + 1})"})
+                note = {"kind": "note", "text": f"↻ recovering after a restart (attempt {attempts + 1})"}
+                if note not in b["parts"]:
+                    b["parts"].append(note)
             case SubmissionSettled(outcome=outcome, result=result, error=error, joined_into=into, recovered=rec):
                 b = self.block(sid)
                 b["state"] = "joined" if into else "settled"
@@ -195,7 +197,9 @@ class ChatFold:
             case MessageEnd(role="user", text=text, from_submission_id=origin):
                 if origin is not None and origin != sid:
                     # A message that joined this live response at a turn boundary (10.3).
-                    self._parts(event).append({"kind": "user", "text": text, "from": origin})
+                    part = {"kind": "user", "text": text, "from": origin}
+                    if part not in self._parts(event):
+                        self._parts(event).append(part)
                     if self.only is None:
                         joined = self.block(origin, text)
                         joined["state"] = "joined"
@@ -204,7 +208,13 @@ class ChatFold:
                     b = self.block(sid, text)
                     b["text"] = b["text"] or text
             case MessageEnd(role="assistant", text=text, usage=usage, aborted=aborted):
-                if text and event.task_id not in self._streamed:
+                streamed = self._streaming.get(event.task_id)
+                if text and event.task_id in self._streamed and streamed is not None:
+                    # The stored text is the truth: deltas missed while a redraw read the store
+                    # (or split across a reconnect) cannot leave the answer short.
+                    if streamed["kind"] == "text":
+                        streamed["chunks"][:] = [text]
+                elif text and not self._ends_with_text(self._parts(event), text):
                     # Rebuilt from the store: the whole text, no deltas before it.
                     self._parts(event).append({"kind": "text", "chunks": [text]})
                 if aborted:
@@ -228,6 +238,8 @@ class ChatFold:
                 if kind == "text":
                     self._streamed.add(event.task_id)
                 self.dirty.add(sid or "")
+            case ToolStart(call_id=call_id) if call_id in self._tools:
+                return False  # seen twice: once redrawn from the store, once live
             case ToolStart(call_id=call_id, name=name, input=data):
                 self._streaming.pop(event.task_id, None)
                 try:
@@ -302,7 +314,10 @@ class ChatFold:
                 self.status_dirty = True
             case Signal(signal_type=kind, changes=changes):
                 self._streaming.pop(event.task_id, None)
-                self._parts(event).append({"kind": "signal", "signal_type": kind, "changes": list(changes)})
+                chip = {"kind": "signal", "signal_type": kind, "changes": list(changes)}
+                parts = self._parts(event)
+                if not parts or parts[-1] != chip:
+                    parts.append(chip)
             case Log(kind=kind, message=message) if kind in _NOTED_LOGS:
                 self._parts(event).append({"kind": "note", "text": f"{kind.replace('_', ' ')}: {message}"})
             case TurnEnd():
@@ -311,6 +326,10 @@ class ChatFold:
             case _:
                 return False
         return True
+
+    @staticmethod
+    def _ends_with_text(parts: list[dict[str, Any]], text: str) -> bool:
+        return bool(parts) and parts[-1]["kind"] == "text" and _join(parts[-1]) == text
 
     @staticmethod
     def _has_text(block: dict[str, Any]) -> bool:

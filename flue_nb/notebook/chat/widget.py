@@ -88,10 +88,17 @@ class ChatWidget(anywidget.AnyWidget):
         self._approvals: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = {}
         self._pending: list[Event] | None = None
         self.title = f"{session.conversation_id}"
+        # Watch first and keep what arrives while the store is read, then fold it in after the
+        # redraw: a run going on meanwhile (a recovery) loses nothing (the fold drops repeats).
+        self._pending = []
+        self._stop = session.observe(self._feed)
         if redraw:
             for event in _stored_events(session):
                 self.fold.apply(event)
-        self._stop = session.observe(self._feed)
+        with self._lock:
+            pending, self._pending = self._pending, None
+            for event in pending:
+                self.fold.apply(event)
         self.on_msg(self._on_browser_msg)
         _open.add(self)
         self._push(status=True)
