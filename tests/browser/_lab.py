@@ -41,7 +41,7 @@ def chromium() -> str:
         raise Unavailable(f"{CHROMIUM} is missing and installing it needs root and apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise Unavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-500:]}")
     if not os.path.exists(CHROMIUM):
@@ -56,11 +56,11 @@ def browser_venv() -> Path:
         return python
     if not python.exists():
         done = subprocess.run([sys.executable, "-m", "venv", str(VENV)],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+                              check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
         if done.returncode != 0:
             raise Unavailable(f"could not create {VENV}: {done.stderr.strip()[-500:]}")
     done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES],
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
+                          check=False, capture_output=True, text=True, timeout=1800)  # fmt: skip
     if done.returncode != 0:
         raise Unavailable(f"pip could not install {PACKAGES} into {VENV}: {done.stderr.strip()[-800:]}")
     STAMP.write_text("\n".join(PACKAGES))

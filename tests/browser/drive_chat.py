@@ -25,7 +25,7 @@ def step(text: str) -> None:
     print(f"[{time.monotonic() - started:6.1f} s] {text}", flush=True)
 
 
-def cell(page: Page, i: int):  # noqa: ANN201 - a Playwright locator
+def cell(page: Page, i: int):
     return page.locator(".jp-Notebook .jp-Cell").nth(i)
 
 
@@ -62,7 +62,7 @@ def open_notebook(page: Page, path: str) -> None:
     kernel_idle(page)
 
 
-def send(chat, text: str) -> None:  # noqa: ANN001
+def send(chat, text: str) -> None:
     box = chat.locator(".flue-input textarea")
     box.fill(text)
     box.press("Enter")
@@ -208,7 +208,7 @@ def main() -> int:
             for name, fn in (("JupyterLab", lab), ("Notebook 7", notebook7)):
                 step(f"--- {name}")
                 fn(page)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
             shot = OUT / "failure.png"
             page.screenshot(path=str(shot), full_page=True)
             traceback.print_exc()

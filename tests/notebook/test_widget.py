@@ -13,6 +13,7 @@ pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extr
 import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.notebook.chat._approve import notebook_approver
+from flue_nb.notebook.chat._fold import RESULT_CHARS, ChatFold
 from flue_nb.notebook.chat.widget import RATE, ChatWidget
 from flue_nb.runtime.events import (
     CompactionEnd,
@@ -26,7 +27,6 @@ from flue_nb.runtime.events import (
     ToolEnd,
     ToolStart,
 )
-from flue_nb.notebook.chat._fold import RESULT_CHARS, ChatFold
 
 
 def _session(tmp_path: Path, model: Any, *, approval: str = "allow", cid: str = "w") -> Any:
@@ -155,7 +155,7 @@ def test_approve_runs_the_tool_and_deny_refuses_it(tmp_path: Path) -> None:
     w = ChatWidget(session)
     for call_id, yes, name in (("a1", True, "a.txt"), ("a2", False, "d.txt")):
         receipt = w.send_message("go")
-        _until(lambda: _tool(w, call_id).get("status") == "awaiting_approval")
+        _until(lambda c=call_id: _tool(w, c).get("status") == "awaiting_approval")
         assert "bash: echo" in _tool(w, call_id)["ask"]
         assert w.answer(call_id, yes)
         session.read(receipt)
@@ -230,7 +230,7 @@ def test_thinking_failures_and_compaction_between_runs_are_drawn_from_live_and_s
     with pytest.raises(flue.FlueError):
         session.prompt("three")
     for w in (live, ChatWidget(session)):  # the second one is redrawn from the store
-        one, two, aside, three = w.history
+        one, _two, aside, three = w.history
         if w is live:
             assert one["parts"][0] == {"kind": "thinking", "text": "let me think"}
         assert [p["kind"] for p in aside["parts"]] == ["compaction"]

@@ -62,7 +62,7 @@ def _run(cells: list[str], root: Path, cwd: Path) -> Any:
     _spec_manager(root)  # the kernelspec, in the data dir the child's environment names
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(path), KERNEL_NAME, str(cwd)],
-        env=jupyter_env(root), capture_output=True, text=True, timeout=300,
+        check=False, env=jupyter_env(root), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return nbformat.read(path, as_version=4)

@@ -52,7 +52,7 @@ def _prompt(request: ApprovalRequest) -> bool:
 async def notebook_approver(request: ApprovalRequest) -> Any:
     """Ask the widget showing the call, else stdin, else say no one could be asked."""
     try:
-        from flue_nb.notebook.chat.widget import open_widgets  # noqa: PLC0415 - widget extra
+        from flue_nb.notebook.chat.widget import open_widgets
     except ImportError:  # no `widget` extra: no widget can be showing the call
         widgets = []
     else:

@@ -26,9 +26,8 @@ from typing import Any
 import anywidget
 import traitlets
 
-from flue_nb.runtime.events import Event
-
 from flue_nb.notebook.chat._fold import ChatFold
+from flue_nb.runtime.events import Event
 
 __all__ = ["RATE", "ChatWidget"]
 
@@ -274,7 +273,7 @@ class ChatWidget(anywidget.AnyWidget):
         if found is None:
             return False
         loop, fut = found
-        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(approved))
+        loop.call_soon_threadsafe(_resolve, fut, approved)
         return True
 
     def detach(self) -> None:
@@ -291,9 +290,13 @@ class ChatWidget(anywidget.AnyWidget):
             stop()
         _open.discard(self)
         for loop, fut in list(getattr(self, "_approvals", {}).values()):
-            if True:
-                loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(False))
+            loop.call_soon_threadsafe(_resolve, fut, False)  # a closed widget denies
         super().close()
+
+
+def _resolve(fut: asyncio.Future[bool], approved: bool) -> None:
+    if not fut.done():
+        fut.set_result(approved)
 
 
 def _later(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle | None:
