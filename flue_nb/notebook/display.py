@@ -82,6 +82,8 @@ class _Line:
     tool: _Tool | None = None
     chunks: list[str] = field(default_factory=list)
     """Streamed text as it arrived (joined when rendered: appending stays cheap)."""
+    recovered: bool = False
+    """The answer of a recovered submission (an earlier kernel's), not this cell's."""
 
     @property
     def text(self) -> str:
@@ -163,7 +165,8 @@ class CellView:
                 if not self._recovered_note(sid, outcome):
                     return False
                 if outcome == "completed" and result:
-                    self.lines.append(_Line("text", chunks=[result]))
+                    # Its own line: this cell's answer, streamed next, must not run on from it.
+                    self.lines.append(_Line("text", chunks=[result], recovered=True))
                 elif error is not None:
                     self.lines.append(_Line("note", f"  {error.type}: {_one_line(error.message, 120)}"))
                 return True
@@ -179,7 +182,7 @@ class CellView:
                 self.status = "running"
                 return True
             case TextDelta(task_id=None, delta=delta):
-                if self.lines and self.lines[-1].kind == "text":
+                if self.lines and self.lines[-1].kind == "text" and not self.lines[-1].recovered:
                     self.lines[-1].chunks.append(delta)
                 else:
                     self.lines.append(_Line("text", chunks=[delta]))

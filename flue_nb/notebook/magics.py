@@ -346,9 +346,31 @@ class FlueMagics(Magics):
             self.opened_at = None
             return previous[1]
         self.opened_at = time.time()
-        session = init(agent, conversation=cid, db=db, lease_ttl=self.lease_ttl)
+        session = init(
+            agent, conversation=cid, db=db, lease_ttl=self.lease_ttl,
+            admission=self._admission(args), rebuild=lambda stored: self._rebuild(stored, args),
+        )
         self._agents[key] = (agent, session)
         return session
+
+    def _admission(self, args: Any) -> dict[str, Any]:
+        """What a submission records about its cell (issue 12.8): the default assistant's model
+        setting and approval policy; an @agent's name is recorded by the runtime."""
+        if args.agent or self._chosen(self._conversation(args), self._db(args)):
+            return {}
+        return {"model": self._model_setting(args), "approval": args.approval or self.approval}
+
+    def _rebuild(self, stored: dict[str, Any], args: Any) -> Any:
+        """The agent a recovered submission was admitted with, from what it recorded."""
+        from flue_nb.runtime.agent import AgentDef
+
+        if "approval" in stored:  # the default assistant, with its cell's policy
+            from flue_nb.notebook.assistant import make_assistant, resolve_spec
+
+            setting = stored.get("model") or self._model_setting(args)
+            return make_assistant(resolve_spec(setting, self.shell.user_ns), approval=stored["approval"])
+        found = self.shell.user_ns.get(stored.get("agent", ""))
+        return found if isinstance(found, AgentDef) else None
 
     # --- sending ------------------------------------------------------------------------------
 

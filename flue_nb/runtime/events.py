@@ -358,7 +358,10 @@ class Signal(_Envelope):
     changes: tuple[str, ...] = ()
 
 
-LogKind = Literal["retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "tool_call_streaming"]
+LogKind = Literal[
+    "retry", "attempt_failed", "lease_lost", "lease_taken_over", "idle_compaction_failed", "tool_call_streaming",
+    "settings_not_restored",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

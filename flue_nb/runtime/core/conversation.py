@@ -34,6 +34,7 @@ from flue_nb.runtime.core.loop import AgentRun, RunSettings
 from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
 from flue_nb.runtime.messages import ImagePart, image_from_dict, image_to_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.core.owner import provably_dead
 from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
 
@@ -196,13 +197,25 @@ class Conversation:
     async def _own(self) -> bool:
         """Hold the conversation's lease, waiting while another owner has it and work remains."""
         while True:
-            if self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+            if self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()) or self._take_over():
                 if self._heartbeat is None or self._heartbeat.done():
                     self._heartbeat = asyncio.ensure_future(self._beat())
                 return True
             if not self._runnable():
                 return False
             await asyncio.sleep(min(1.0, self.lease_ttl / 10))
+
+    def _take_over(self) -> bool:
+        """Take the lease at once from an owner proved dead (same host, process gone), instead
+        of waiting out its TTL with nothing to show (issue 12.8)."""
+        held = self.store.lease(self.id)
+        if held is None or not provably_dead(held[0]):
+            return False
+        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock(), replacing=held[0]):
+            return False
+        self.bus.publish(ev.Log(kind="lease_taken_over",
+                                message=f"took over from {held[0]}, whose process is gone, without waiting for its claim to lapse"))
+        return True
 
     async def _beat(self) -> None:
         while True:

@@ -119,8 +119,14 @@ class Store(Protocol):
         """Create the conversation if it does not exist."""
         ...
 
-    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
-        """Take (or renew) ownership if free, expired, or already ours."""
+    def acquire_lease(
+        self, conversation_id: str, owner: str, *, ttl: float, now: float, replacing: str | None = None
+    ) -> bool:
+        """Take (or renew) ownership if free, expired, or already ours.
+
+        With `replacing`, also take it while `replacing` holds it, expired or not: the caller has
+        proved that owner dead (same host, process gone), so nobody need wait out its lease.
+        """
         ...
 
     def renew_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:

@@ -354,8 +354,11 @@ class PostgresStore:
             (key, now),
         ))
 
-    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
-        """Take (or renew) ownership if free, expired by the database's clock, or already ours.
+    def acquire_lease(
+        self, conversation_id: str, owner: str, *, ttl: float, now: float, replacing: str | None = None
+    ) -> bool:
+        """Take (or renew) ownership if free, expired by the database's clock, or already ours,
+        or held by `replacing` (an owner the caller proved dead).
 
         `now` dates a conversation this creates; the lease itself never reads a kernel's clock.
         """
@@ -365,9 +368,9 @@ class PostgresStore:
             self._lock_conversation(conn, key, now)
             row = conn.execute(
                 f"UPDATE conversations SET lease_owner = %s, lease_expires = {NOW} + %s"
-                f" WHERE id = %s AND (lease_owner IS NULL OR lease_expires <= {NOW} OR lease_owner = %s)"
+                f" WHERE id = %s AND (lease_owner IS NULL OR lease_expires <= {NOW} OR lease_owner IN (%s, %s))"
                 " RETURNING 1",
-                (owner, ttl, key, owner),
+                (owner, ttl, key, owner, owner if replacing is None else replacing),
             ).fetchone()
             return row is not None
 

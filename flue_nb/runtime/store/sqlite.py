@@ -203,14 +203,17 @@ class SQLiteStore:
         with self._tx("IMMEDIATE") as conn:
             ensure_conversation(conn, conversation_id, now)
 
-    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
-        """Take (or renew) ownership if free, expired (expires <= now), or already ours."""
+    def acquire_lease(
+        self, conversation_id: str, owner: str, *, ttl: float, now: float, replacing: str | None = None
+    ) -> bool:
+        """Take (or renew) ownership if free, expired (expires <= now), or already ours, or
+        held by `replacing` (an owner the caller proved dead)."""
         with self._tx("IMMEDIATE") as conn:
             ensure_conversation(conn, conversation_id, now)
             cur = conn.execute(
                 f"UPDATE conversations SET lease_owner = ?, lease_expires = {DB_NOW} + ? WHERE id = ?"
-                f" AND (lease_owner IS NULL OR lease_expires <= {DB_NOW} OR lease_owner = ?)",
-                (owner, ttl, conversation_id, owner),
+                f" AND (lease_owner IS NULL OR lease_expires <= {DB_NOW} OR lease_owner IN (?, ?))",
+                (owner, ttl, conversation_id, owner, owner if replacing is None else replacing),
             )
             return cur.rowcount == 1
 
