@@ -163,11 +163,12 @@ def _shrink(data: bytes, label: str) -> tuple[bytes, str, int, int]:
             f"{label or 'an image'} is larger than {MAX_EDGE} px or {MAX_BYTES:,} bytes and Pillow "
             "is not installed to scale it down: `pip install 'flue_nb[images]'`"
         ) from None
-    with Image.open(io.BytesIO(data)) as img:
-        img.load()
-        fmt = img.format or "PNG"
-        if getattr(img, "n_frames", 1) > 1:
-            img.seek(0)  # an animation: its first frame stands for it
+    with Image.open(io.BytesIO(data)) as opened:
+        opened.load()
+        fmt = opened.format or "PNG"
+        if getattr(opened, "n_frames", 1) > 1:
+            opened.seek(0)  # an animation: its first frame stands for it
+        img: Image.Image = opened
         if max(img.size) > MAX_EDGE:
             scale = MAX_EDGE / max(img.size)
             size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))

@@ -12,16 +12,23 @@ import pytest
 
 PIL = pytest.importorskip("PIL")
 pytest.importorskip("matplotlib")
-from PIL import Image  # noqa: E402
+from agents import make_agent, session
+from PIL import Image
 
-import flue_nb as flue  # noqa: E402
-from agents import make_agent, session  # noqa: E402
-from flue_nb.models import FunctionModel, RecordingModel, ReplayModel, ScriptedModel, reply, tool_call  # noqa: E402
-from flue_nb.runtime.core.compaction import summary_request  # noqa: E402
-from flue_nb.runtime.core.tokens import TokenCounter  # noqa: E402
-from flue_nb.runtime.core.window import load_window  # noqa: E402
-from flue_nb.runtime.errors import CassetteDriftError, ConfigError  # noqa: E402
-from flue_nb.runtime.images import (  # noqa: E402
+import flue_nb as flue
+from flue_nb.models import (
+    FunctionModel,
+    RecordingModel,
+    ReplayModel,
+    ScriptedModel,
+    reply,
+    tool_call,
+)
+from flue_nb.runtime.core.compaction import summary_request
+from flue_nb.runtime.core.tokens import TokenCounter
+from flue_nb.runtime.core.window import load_window
+from flue_nb.runtime.errors import CassetteDriftError, ConfigError
+from flue_nb.runtime.images import (
     MAX_BYTES,
     MAX_EDGE,
     MAX_IMAGES_PER_RESULT,
@@ -31,9 +38,14 @@ from flue_nb.runtime.images import (  # noqa: E402
     image_tokens,
     sniff,
 )
-from flue_nb.runtime.messages import ToolResultMessage, UserMessage, message_from_dict, message_to_dict  # noqa: E402
-from flue_nb.runtime.providers.anthropic import to_wire_messages  # noqa: E402
-from flue_nb.runtime.store.sqlite import SQLiteStore  # noqa: E402
+from flue_nb.runtime.messages import (
+    ToolResultMessage,
+    UserMessage,
+    message_from_dict,
+    message_to_dict,
+)
+from flue_nb.runtime.providers.anthropic import to_wire_messages
+from flue_nb.runtime.store.sqlite import SQLiteStore
 
 
 def png(width: int = 64, height: int = 48, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -169,7 +181,7 @@ def test_a_figure_drawn_by_python_reaches_the_model_as_an_image_and_is_stored_on
     fig = seen[0]
     assert fig.media_type == "image/png" and fig.data is not None and fig.label == "figure 1"
     assert answer == f"I see a {fig.width}x{fig.height} image/png figure."
-    result = [m for m in s.history() if isinstance(m, ToolResultMessage)][0]
+    result = next(m for m in s.history() if isinstance(m, ToolResultMessage))
     assert "1 image(s) drawn: figure 1" in result.content
     assert s.store.blob(fig.digest) == fig.data
     # A new kernel rebuilds the window with the bytes, from the blob table.
