@@ -301,3 +301,20 @@ def test_compacting_a_conversation_with_figures_sends_the_summariser_description
     assert len(summariser) == 1 and summariser[0].images == []
     text = summariser[0].messages[0].text  # type: ignore[union-attr]
     assert "[image: figure 1" in text and "base64" not in text and "\x89PNG" not in text
+
+
+def test_without_pillow_small_images_pass_and_large_ones_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    small, large = png(20, 10), png(2000, 100)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` now raises ImportError
+    assert image_from_bytes(small).width == 20
+    with pytest.raises(ConfigError, match=r"flue_nb\[images\]"):
+        image_from_bytes(large)
+
+
+def test_an_image_whose_bytes_are_gone_is_described_to_the_model() -> None:
+    part = image_from_bytes(png(), label="lost")
+    part.data = None
+    block = to_wire_messages([UserMessage("see", images=[part])])[0]["content"][1]
+    assert block["type"] == "text" and "[image: lost, 64×48 PNG" in block["text"]
