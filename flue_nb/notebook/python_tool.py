@@ -63,7 +63,9 @@ variables you see are theirs, and what you define stays for them. It runs like a
 the value of a final expression is shown (end the code with `;` to hide it). Output (stdout, \
 stderr, tracebacks, the value) is cut to its last 2000 lines / 50 KB; a larger result is kept in \
 the kernel as `_flue.results[N]` (full text) and `_flue.values[N]` (the value) for you to slice \
-with another call. Each result lists the variables the code created, changed or deleted. Code \
+with another call. Each result lists the variables the code created, changed or deleted. \
+Figures the code draws (matplotlib, with or without `plt.show()`), images it `display`s and an \
+image-valued result come back as images you can look at (at most 4 per call). Code \
 runs on the kernel's main thread with no timeout, so keep calls short; top-level `await` is not \
 supported."""
 
