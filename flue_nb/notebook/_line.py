@@ -22,6 +22,7 @@ __all__ = [
 SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "mcp", "status", "use")
 _VALUE_OPTIONS = {
     "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval", "--attach",
+    "--max-turns",
 }
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
 

@@ -40,6 +40,7 @@ def run_message(
     opened_at: float | None = None,
     widget: bool = False,
     images: Sequence[Any] = (),
+    max_turns: int | None = None,
 ) -> None:
     """Dispatch `message` and show it; block until it settles unless `background`.
 
@@ -81,7 +82,10 @@ def run_message(
             # here on the kernel's main thread even if the model calls it before `read` begins.
             waiting.enter_context(coordinator().waiting())
         try:
-            receipt = session.dispatch(message, images=images) if images else session.dispatch(message)
+            extra: dict[str, Any] = {"images": images} if images else {}
+            if max_turns is not None:
+                extra["max_turns"] = max_turns
+            receipt = session.dispatch(message, **extra)
         except BaseException as exc:
             stop()
             if isinstance(exc, FlueError):

@@ -143,6 +143,13 @@ class FlueMagics(Magics):
         "--background", action="store_true", help="Return at once; the output keeps updating."
     )
     @argument(
+        "--max-turns",
+        type=int,
+        metavar="N",
+        help="At most N model calls for this message (default: the agent's max_turns, 100); "
+        "then it fails with turn_limit_exceeded.",
+    )
+    @argument(
         "--attach",
         metavar="NAME[,NAME]",
         help="Attach images to the message: figures or images named in the namespace, or image "
@@ -400,6 +407,7 @@ class FlueMagics(Magics):
             opened_at=self.opened_at,
             widget=self._draws_widget(args),
             images=images,
+            max_turns=args.max_turns,
         )
 
     def _attachments(self, spec: str) -> list[Any]:
