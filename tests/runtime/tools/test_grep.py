@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -167,3 +168,36 @@ def test_grep_missing_path_is_an_error_result(engine, call) -> None:
     _, grep = engine
     out = call(grep, {"pattern": "x", "path": "missing-dir"})
     assert out.is_error and "missing-dir" in out.content
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_grep_on_a_fifo_or_device_returns_at_once_with_a_clear_result(
+    tmp_path: Path, engine, acall, run, special: str
+) -> None:
+    # Before: rg/grep read the FIFO (or /dev/zero) until the tool's 120 s timeout.
+    if special == "fifo":
+        os.mkfifo(tmp_path / "pipe")
+        special = "pipe"
+    _, tool = engine
+    out = run(asyncio.wait_for(acall(tool, {"pattern": "x", "path": special}), 20))
+    assert out.is_error
+    assert "not a regular file or directory" in out.content and "FIFO" in out.content
+
+
+def test_grep_skips_a_fifo_inside_a_searched_directory(tmp_path: Path, engine, acall, run) -> None:
+    (tmp_path / "a.txt").write_text("needle\n")
+    os.mkfifo(tmp_path / "pipe")
+    _, tool = engine
+    out = run(asyncio.wait_for(acall(tool, {"pattern": "needle"}), 20))
+    assert out.content == "a.txt:1:needle"
+
+
+def test_grep_and_glob_show_a_name_that_is_not_utf8_in_a_form_read_accepts(
+    tmp_path: Path, sandbox: LocalSandbox, call
+) -> None:
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt"), "wb") as f:
+        f.write(b"needle\n")
+    tools = {t.name: t for t in standard_tools(sandbox)}
+    assert call(tools["grep"], {"pattern": "needle"}).content == "caf\\xe9.txt:1:needle"
+    assert call(tools["glob"], {"pattern": "*.txt"}).content == "caf\\xe9.txt"
+    assert call(tools["read"], {"path": "caf\\xe9.txt"}).content == "needle"
