@@ -73,6 +73,33 @@ def test_there_is_a_quickstart_with_stored_flue_outputs():
     )
 
 
+TOURS = [
+    "tour_tools",
+    "tour_durability",
+    "tour_compaction",
+    "tour_subagents_skills",
+    "tour_record_replay",
+]
+
+
+@pytest.mark.parametrize("name", TOURS)
+def test_tour_is_a_walk_of_prose_and_flue_cells_with_stored_outputs(name):
+    # Guards the nbval run below against a tour that teaches nothing or stored no answers.
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert sum(c.cell_type == "markdown" for c in nb.cells) >= 5
+    answers = [
+        o.get("data", {}).get("text/plain", "")
+        for c in code
+        if "%flue" in c.source or "run_cell_magic" in c.source
+        for o in c.outputs
+    ]
+    assert any(a.rstrip().endswith("completed]") for a in answers), answers
+    for c in code:  # an error is shown only where the tour means to show one
+        if any(o.output_type == "error" for o in c.outputs):
+            assert "raises-exception" in c.metadata.get("tags", []), c.source
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_reruns_to_its_stored_outputs(notebook, tmp_path):
     result = _nbval(notebook, tmp_path)

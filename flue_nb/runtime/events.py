@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from flue_nb.runtime.messages import Usage
+from flue_nb.runtime.messages import ImagePart, Usage
 
 __all__ = [
     "AgentEnd",
@@ -299,6 +299,9 @@ class ToolEnd(_Envelope):
     duration_ms: float | None = None
     details: Mapping[str, Any] | None = None
     ended: Literal["completed", "aborted", "failed"] = "completed"
+    images: tuple[ImagePart, ...] = ()
+    """Images the result carries (a figure, an image `read`): live, with their bytes; rebuilt
+    from the store, references only (`Store.blob(digest)` has the bytes), for thumbnails."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -444,7 +444,7 @@ class AgentRun:
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         content, images = cap_images(out.content, list(out.images))
         self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=out.is_error, content=content,
-                             details=out.details, duration_ms=duration_ms))
+                             details=out.details, duration_ms=duration_ms, images=tuple(images)))
         return ToolResultMessage(call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms,
                                  images=images)
 

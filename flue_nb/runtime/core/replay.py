@@ -15,7 +15,7 @@ from typing import Any
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event, ToolCallInfo
-from flue_nb.runtime.messages import AssistantMessage, ThinkingPart, message_from_dict
+from flue_nb.runtime.messages import AssistantMessage, ThinkingPart, image_from_dict, message_from_dict
 from flue_nb.runtime.store import Record, Store, Submission
 
 __all__ = ["rebuild_events"]
@@ -130,6 +130,7 @@ def _message_events(d: dict[str, Any], sid: str | None, stamp: dict[str, Any], t
                 yield ev.ToolStart(call_id=c.id, name=c.name, input=c.input, **stamp)
     elif kind == "tool_result":
         yield ev.ToolEnd(call_id=d["call_id"], name=d["name"], is_error=bool(d.get("is_error")), content=d["content"],
-                         duration_ms=d.get("duration_ms"), details=d.get("details"), **stamp)
+                         duration_ms=d.get("duration_ms"), details=d.get("details"),
+                         images=tuple(image_from_dict(i) for i in d.get("images") or ()), **stamp)
     elif kind == "signal" and d.get("signal_type") in ("resources", "environment"):
         yield ev.Signal(signal_type=d["signal_type"], text=d["text"], changes=tuple(d.get("changes") or ()), **stamp)
