@@ -318,3 +318,17 @@ def test_an_image_whose_bytes_are_gone_is_described_to_the_model() -> None:
     part.data = None
     block = to_wire_messages([UserMessage("see", images=[part])])[0]["content"][1]
     assert block["type"] == "text" and "[image: lost, 64×48 PNG" in block["text"]
+
+
+def test_tool_end_events_carry_the_images_live_and_rebuilt_from_the_store(tmp_path: Path) -> None:
+    from flue_nb.runtime.events import ToolEnd
+
+    model = ScriptedModel([reply("", tool_call("python", code=PLOT.format(title="seen"))), reply("ok")])
+    s = session(make_agent(model, sandbox=flue.kernel(tmp_path, namespace={})))
+    live: list = []
+    s.observe(lambda e: live.append(e) if isinstance(e, ToolEnd) else None)
+    s.prompt("plot")
+    [end] = live
+    assert end.images and end.images[0].data is not None
+    [rebuilt] = [e for e in s.events() if isinstance(e, ToolEnd)]
+    assert [p.digest for p in rebuilt.images] == [p.digest for p in end.images]
