@@ -213,7 +213,7 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 return _error(f"`{args.path}` is not a regular file.")
             if st.size <= IN_MEMORY_BYTES:
                 return await in_memory(args)
-            if hasattr(sandbox, "write_chunks"):
+            if callable(getattr(sandbox, "write_chunks", None)):
                 return await streamed(args, st.size)
             if st.size <= MAX_IN_MEMORY_BYTES:
                 return await in_memory(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,107 @@ def test_edit_non_utf8_file_is_an_error_result(tmp_path: Path, tools, call) -> N
     out = call(tools["edit"], {"path": "b.bin", "old_text": "abc", "new_text": "x"})
     assert out.is_error and "UTF-8" in out.content
     assert (tmp_path / "b.bin").read_bytes() == b"\xff\xfe abc"
+
+
+# --- big files are streamed (issue 12, point 12) -------------------------------------------------
+
+
+@pytest.fixture
+def streamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file takes the streaming path, read in 7-byte chunks so matches straddle chunks."""
+    from flue_nb.runtime.tools import edit
+
+    monkeypatch.setattr(edit, "IN_MEMORY_BYTES", 0)
+    monkeypatch.setattr(edit, "_CHUNK", 7)
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new", "replace_all"),
+    [
+        ("alpha beta gamma\n", "beta", "BETA", False),
+        ("one two one two one\n", "one", "1", True),
+        ("aaaaaaa", "aa", "b", True),  # self-overlapping: leftmost, non-overlapping, like str.replace
+        ("abcabcabd abcabd", "abcabd", "X", True),
+        ("café ☕ naïve ☕ end", "☕", "tea", True),
+        ("line\n" * 50 + "needle at the end", "needle at the end", "found", False),
+    ],
+)
+def test_edit_streamed_matches_exactly_what_str_replace_does(
+    tmp_path: Path, tools, call, streamed, text: str, old: str, new: str, replace_all: bool
+) -> None:
+    (tmp_path / "f.txt").write_text(text, encoding="utf-8")
+    out = call(
+        tools["edit"],
+        {"path": "f.txt", "old_text": old, "new_text": new, "replace_all": replace_all},
+    )
+    assert not out.is_error, out.content
+    assert f"replaced {text.count(old)} occurrence" in out.content
+    assert (tmp_path / "f.txt").read_text(encoding="utf-8") == text.replace(old, new)
+
+
+def test_edit_streamed_keeps_the_rules_and_leaves_the_file_alone_on_error(
+    tmp_path: Path, tools, call, streamed
+) -> None:
+    f = tmp_path / "f.txt"
+    f.write_text("x = 1\nx = 1\n")
+    out = call(tools["edit"], {"path": "f.txt", "old_text": "x = 1", "new_text": "x = 2"})
+    assert out.is_error and "replace_all" in out.content
+    out = call(tools["edit"], {"path": "f.txt", "old_text": "y", "new_text": "z"})
+    assert out.is_error and "whitespace" in out.content
+    f.write_bytes(b"ok \xff\xfe ok")
+    out = call(tools["edit"], {"path": "f.txt", "old_text": "ok", "new_text": "no", "replace_all": True})
+    assert out.is_error and "UTF-8" in out.content
+    assert f.read_bytes() == b"ok \xff\xfe ok"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]  # no temporary file left
+
+
+def test_edit_streamed_keeps_the_mode_and_edits_through_a_symlink(
+    tmp_path: Path, tools, call, streamed
+) -> None:
+    target = tmp_path / "real.txt"
+    target.write_text("hello world\n")
+    target.chmod(0o640)
+    (tmp_path / "link.txt").symlink_to(target)
+    out = call(tools["edit"], {"path": "link.txt", "old_text": "world", "new_text": "there"})
+    assert not out.is_error, out.content
+    assert (tmp_path / "link.txt").is_symlink()
+    assert target.read_text() == "hello there\n" and (target.stat().st_mode & 0o777) == 0o640
+
+
+def test_edit_of_a_big_file_holds_about_a_chunk_not_the_file(tmp_path: Path, tools, call) -> None:
+    import tracemalloc
+
+    line = b"the quick brown fox jumps over the lazy dog 0123456789\n"
+    with open(tmp_path / "big.txt", "wb") as f:
+        for _ in range(40):  # 40 MiB
+            f.write(line * ((1 << 20) // len(line)))
+        f.write(b"UNIQUE MARKER\n")
+    tracemalloc.start()
+    try:
+        out = call(tools["edit"], {"path": "big.txt", "old_text": "UNIQUE MARKER", "new_text": "X"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not out.is_error, out.content
+    # Before: the whole file as bytes, as text, the new text and its bytes (> 150 MiB).
+    assert peak < 16 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+    with open(tmp_path / "big.txt", "rb") as f:
+        f.seek(-2, os.SEEK_END)
+        assert f.read() == b"X\n"
+
+
+def test_edit_refuses_a_file_too_big_for_a_sandbox_that_cannot_stream(
+    tmp_path: Path, call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flue_nb.runtime.tools import edit
+
+    class WholeFilesOnly(LocalSandbox):
+        write_chunks = None  # type: ignore[assignment]
+
+    monkeypatch.setattr(edit, "IN_MEMORY_BYTES", 10)
+    monkeypatch.setattr(edit, "MAX_IN_MEMORY_BYTES", 100)
+    (tmp_path / "f.txt").write_text("x" * 200)
+    sandbox = WholeFilesOnly(tmp_path)
+    out = call(edit_tool(sandbox, PathLocks()), {"path": "f.txt", "old_text": "x", "new_text": "y"})
+    assert out.is_error and "MiB" in out.content and "sed" in out.content
+    assert (tmp_path / "f.txt").read_text() == "x" * 200
