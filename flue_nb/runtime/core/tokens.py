@@ -46,6 +46,10 @@ MESSAGE_OVERHEAD_TOKENS = 4
 """Tokens added per message for role markers and block framing the text alone does not show."""
 
 
+_COUNT_PIECE = 1 << 20
+"""Characters encoded at once when counting a long text (memory stays bounded)."""
+
+
 class TokenEstimateWarning(UserWarning):
     """No tokenizer could load, so token counts are characters/4 estimates."""
 
@@ -77,7 +81,17 @@ class Tokenizer:
         self._ensure_loaded()
         if self._encode is None:
             return (len(text) + 3) // 4
-        return len(self._encode(text))
+        if len(text) <= _COUNT_PIECE:
+            return len(self._encode(text))
+        # A 20 MB tool input encoded at once holds ~230 MiB of token ids: count it in pieces cut
+        # after a newline (the estimate moves by a token or two per piece at most).
+        total, start = 0, 0
+        while start < len(text):
+            end = text.find("\n", start + _COUNT_PIECE, start + 2 * _COUNT_PIECE) + 1
+            end = end or min(start + _COUNT_PIECE, len(text))  # no newline near: cut anyway
+            total += len(self._encode(text[start:end]))
+            start = end
+        return total
 
     def _ensure_loaded(self) -> None:
         if self._loaded:
