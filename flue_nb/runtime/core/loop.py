@@ -31,6 +31,7 @@ from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
 from flue_nb.runtime.images import cap_images
 from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
+from flue_nb.runtime.core.task_record import TaskRecorder
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
@@ -470,17 +471,28 @@ class AgentRun:
             return parent_emit(event)
 
         parent_emit(ev.TaskStart(task_id=task_id, agent=sub.name, description=args.description, depth=depth))
+        # Durable (contract 11.2): the child's records are steps of this call, so a crash
+        # resumes the child where its records end (or returns the answer it already gave).
+        recorder = TaskRecorder(self.recorder, task_id)
+        transcript = Transcript()
+        resumed = recorder.restore(transcript)
+        done = TaskRecorder.finished(transcript) if resumed else None
+        if done is not None:
+            parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=done.text))
+            return done.text or "(the subagent finished without a text answer)"
         child = AgentRun(
             sub.agent,
-            transcript=Transcript(),
+            transcript=transcript,
             emit=emit,
             settings=self.settings,
+            recorder=recorder,
             depth=depth,
             parent_sandbox=sandbox,
             model_override=sub.model if sub.model is not None else self.model,
             tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
         )
-        child.transcript.add(UserMessage(args.prompt))
+        if not resumed:
+            child.transcript.commit(recorder, [UserMessage(args.prompt)], sid=None)
         try:
             answer = await child.run()
         except BaseException as exc:

@@ -47,7 +47,8 @@ def task_tool(subagents: Sequence[SubagentDef], run_task: RunTask) -> Tool:
         "Delegate a self-contained task to a subagent. It starts with a fresh context, works in "
         "the same sandbox and returns only its final answer.\nSubagents:\n" + roster
     )
-    return Tool("task", description, TaskInput, run)
+    # Durable: after a crash the call is re-run, and the subagent resumes from its records.
+    return Tool("task", description, TaskInput, run, durable=True)
 
 
 class ActivateSkillInput(BaseModel):
