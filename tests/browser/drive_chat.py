@@ -8,6 +8,7 @@ the first failure saves a screenshot in OUT and exits non-zero with what was exp
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import traceback
@@ -46,9 +47,7 @@ def run_cell(page: Page, i: int) -> None:
 
 def wait_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
     """Until cell i's prompt shows an execution count (not `[*]`)."""
-    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(
-        __import__("re").compile(r"\[\d+\]"), timeout=timeout
-    )
+    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
 
 
 def kernel_idle(page: Page) -> None:
@@ -152,7 +151,40 @@ def lab(page: Page) -> None:
     expect(cell(page, 4).locator(".flue-chat .flue-outcome.flue-aborted")).to_contain_text("■ aborted", timeout=TIMEOUT)
     step("cell view: the kernel's interrupt → ■ aborted")
 
-    # 6. Reload the page: the saved notebook's widgets come back from the kernel, and a new
+    # 6. Every other kind of part, drawn live while another cell runs the conversation.
+    run_cell(page, 5)
+    wait_done(page, 5)
+    run_cell(page, 6)
+    wait_done(page, 6)
+    run_cell(page, 7)
+    wait_done(page, 7)
+    gal = cell(page, 6).locator(".flue-chat")
+    think = gal.locator("details.flue-think")
+    expect(think).to_have_count(1, timeout=TIMEOUT)
+    expect(think).not_to_have_attribute("open", "")  # collapsed
+    read = gal.locator(".flue-tool", has_text="big.txt")
+    read.locator("summary").first.click()
+    expect(read.locator(".flue-long > summary")).to_have_text("result (7.5 KB, 400 lines, collapsed)")
+    task = gal.locator(".flue-tool", has_text="check the totals")
+    expect(task.locator(".flue-task")).to_contain_text("subagent reviewer")
+    task.locator("summary").first.click()
+    expect(task.locator(".flue-task .flue-answer")).to_have_text("The numbers add up.")
+    expect(gal.locator(".flue-divider", has_text="compacted")).to_contain_text(
+        re.compile(r"compacted \(manual\): [\d.]+k? → [\d.]+k? tokens"))
+    summary = gal.locator("details.flue-sumbox")
+    expect(summary).not_to_have_attribute("open", "")
+    summary.locator("summary").click()
+    expect(summary.locator(".flue-summary")).to_contain_text("Summarise big.txt")
+    expect(gal.locator(".flue-chip")).to_have_text("resources Mounted tools: lookup")
+    expect(gal.locator(".flue-outcome.flue-failed")).to_have_text(
+        "✗ failed: provider_error: the request was malformed")
+    page.add_style_tag(content=".flue-log { max-height: none !important; }")
+    gal.screenshot(path=str(OUT / "gallery.png"))
+    if README_PNG is not None:
+        gal.screenshot(path=str(README_PNG.with_name("chat-parts.png")))
+    step("chat: thinking, long result, subagent, compaction, signal chip, failure drawn")
+
+    # 7. Reload the page: the saved notebook's widgets come back from the kernel, and a new
     #    `%flue chat` redraws the whole conversation from the store.
     page.keyboard.press("Control+s")
     time.sleep(1.0)

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]
 
 SETUP = '''\
 import flue_nb as flue
-from flue_nb.models import ScriptedModel, FunctionModel, reply, tool_call
+from flue_nb.models import ScriptedModel, FunctionModel, fail, reply, tool_call
 
 cell_model = ScriptedModel([
     reply("Let me check with both tools.", tool_call("bash", command="echo hello from bash"),
@@ -69,6 +69,59 @@ def chatty():
     return "Be brief."
 '''
 
+# Every other kind of part, in one conversation: thinking, a long result, a subagent, a
+# compaction, a signal, a failure.
+GALLERY = '''\
+open("big.txt", "w").write("".join(f"row {i}: value {i * 7}\\n" for i in range(400)))
+reviewer_model = ScriptedModel([reply("The numbers add up.")])
+
+@flue.agent
+def reviewer():
+    flue.use_model(reviewer_model)
+    return "Review."
+
+@flue.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key}=1"
+
+mounted = {"on": False}
+ALPHA = ("alpha is **1**. What I checked:\\n\\n- `lookup` was mounted for this message, so I asked it\\n"
+         "- it answered `alpha=1`, a plain integer\\n- big.txt has no row named alpha\\n"
+         "- the reviewer's totals do not depend on it")
+gal_model = ScriptedModel([
+    reply("I'll read the file.", tool_call("read", path="big.txt"),
+          thinking="The user wants the file summarised; read it first."),
+    reply("", tool_call("task", agent="reviewer", description="check the totals",
+                        prompt="Check the totals in big.txt")),
+    reply("The file has **400 rows**; the reviewer agrees."),
+    reply("", tool_call("lookup", key="alpha")),
+    reply(ALPHA),
+    fail("invalid_request", "the request was malformed"),
+], summary="## Goal\\nSummarise big.txt\\n## Progress\\n- read 400 rows", delay=0.01)
+
+@flue.agent
+def gal():
+    flue.use_model(gal_model, compaction=flue.CompactionConfig(keep_recent_tokens=100))
+    flue.use_sandbox(flue.local())
+    flue.use_subagent(flue.define_subagent("reviewer", "Checks numbers", agent=reviewer))
+    if mounted["on"]:
+        flue.use_tool(lookup)
+    return "Be brief."
+'''
+
+GALLERY_RUN = '''\
+s = flue.init(gal, conversation="gallery")
+s.prompt("Summarise big.txt")
+mounted["on"] = True
+s.prompt("What is alpha?")
+s.compact()
+try:
+    s.prompt("And now?")
+except flue.FlueError as exc:
+    print("failed as scripted:", exc)
+'''
+
 
 def _notebook(path: Path, cells: list[str]) -> None:
     nb = {
@@ -104,6 +157,9 @@ def test_chat_widget_in_jupyterlab_and_notebook7(prerequisites: tuple[str, Path]
         "%flue chat --agent chatty -c talk",
         "%flue chat --agent chatty -c talk",
         "%%flue --agent chatty -c longcell\nlong one",
+        GALLERY,
+        "%flue chat --agent gal -c gallery",
+        GALLERY_RUN,
     ])  # fmt: skip
     _notebook(tmp_path / "nb" / "nb7.ipynb", [
         SETUP,
@@ -119,8 +175,10 @@ def test_chat_widget_in_jupyterlab_and_notebook7(prerequisites: tuple[str, Path]
     finally:
         lab.stop()
     report = done.stdout + done.stderr
+    (tmp_path / "driver.log").write_text(report)
     assert done.returncode == 0, (
-        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}):\n{report[-6000:]}\n"
+        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}, log: driver.log):\n"
+        f"{report[:5000]}\n"
         f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
     )
     print(report)
