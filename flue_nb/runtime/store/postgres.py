@@ -17,13 +17,11 @@ The same contract as `SQLiteStore`, with what a shared server needs on top:
   caller always sees the id it passed. This is convention: a database role per user is the
   enforcement (see the README).
 
-One connection per store, guarded by a lock, like `SQLiteStore`.
+One connection per store, guarded by a lock, like `SQLiteStore` (`_pg_conn.PgConnection`).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -36,6 +34,7 @@ from flue_nb.runtime.store import (
     SubmissionState,
     SubmissionUpdate,
 )
+from flue_nb.runtime.store._pg_conn import PgConnection
 from flue_nb.runtime.store._pg_schema import (
     BLOB_CHUNK,
     NOW,
@@ -54,14 +53,6 @@ from flue_nb.runtime.store._sqlite_schema import (
 )
 from flue_nb.runtime.store._url import mask_url, namespace_of, scoped_user
 
-try:
-    import psycopg
-    from psycopg import errors as pg_errors
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "a postgresql:// store needs psycopg 3: `pip install 'flue_nb[postgres]'`"
-    ) from exc
-
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
@@ -69,10 +60,6 @@ T = TypeVar("T")
 _SETTLED = SubmissionState.SETTLED.value
 _FINAL = frozenset({"state", "result", "error"})
 """Columns a settled submission keeps forever (its outcome is written by `settle` only)."""
-
-
-class _Uncommitted(Exception):
-    """The connection failed before COMMIT was sent: the server rolled the transaction back."""
 
 
 class PostgresStore:
@@ -107,144 +94,25 @@ class PostgresStore:
         self.connect_timeout = connect_timeout
         self.reconnect_timeout = reconnect_timeout
         self._prefix = f"user:{self.user}:"
-        self._lock = threading.Lock()
-        self._closed = False
-        self._conn: Any = None
-        with self._lock:
-            conn = self._connect_retrying()
-            try:
-                migrate(conn, self.url)
-            except StoreError:
-                conn.close()
-                raise
-            except psycopg.Error as exc:
-                conn.close()
-                raise self._error(exc) from exc
-            self._conn = conn
+        self._db = PgConnection(
+            url,
+            label=self.url,
+            schema=SCHEMA,
+            statement_timeout=statement_timeout,
+            connect_timeout=connect_timeout,
+            reconnect_timeout=reconnect_timeout,
+        )
+        self._db.open(lambda conn: migrate(conn, self.url))
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    def _connect(self) -> Any:
-        ms = int(self.statement_timeout * 1000)
-        ours = (
-            f"-c search_path={SCHEMA} -c statement_timeout={ms} -c lock_timeout={ms}"
-            f" -c idle_in_transaction_session_timeout={ms * 4}"
-        )
-        try:
-            # The URL's own `options` (e.g. `-c role=team`) are kept; ours come after them.
-            theirs = psycopg.conninfo.conninfo_to_dict(self._url).get("options") or ""
-            return psycopg.connect(
-                self._url,
-                autocommit=True,  # we send BEGIN/COMMIT ourselves, to know which one failed
-                connect_timeout=max(1, int(self.connect_timeout)),
-                options=f"{theirs} {ours}".strip(),
-                keepalives=1,
-                keepalives_idle=10,
-                keepalives_interval=5,
-                keepalives_count=3,
-                application_name="flue_nb",
-            )
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
-
-    def _connect_retrying(self) -> Any:
-        """Connect, retrying while the server is unreachable, up to `reconnect_timeout`."""
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.1
-        while True:
-            try:
-                return self._connect()
-            except StoreError as exc:
-                if not _transient(exc.__cause__) or time.monotonic() + delay > deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    def _error(self, exc: BaseException) -> StoreError:
-        # psycopg's messages never carry the password; the URL we name is masked.
-        if isinstance(exc, pg_errors.QueryCanceled):
-            return StoreError(
-                f"the store {self.url} did not answer within the statement timeout "
-                f"({self.statement_timeout:g} s); another session may hold a lock: {_first_line(exc)}",
-                path=self.url,
-            )
-        if isinstance(exc, pg_errors.LockNotAvailable):
-            return StoreError(
-                f"the store {self.url} stayed locked by another session past "
-                f"{self.statement_timeout:g} s",
-                path=self.url,
-            )
-        if isinstance(exc, psycopg.OperationalError):
-            return StoreError(
-                f"cannot reach the store {self.url} ({_first_line(exc)}); check that the server "
-                "is running and the URL is right",
-                path=self.url,
-            )
-        return StoreError(f"the store {self.url} failed: {_first_line(exc)}", path=self.url)
-
     def _call(self, fn: Callable[[Any], T]) -> T:
-        """Run `fn(conn)` in one transaction; retry it on a fresh connection if it did not commit."""
-        with self._lock:
-            deadline = time.monotonic() + self.reconnect_timeout
-            while True:
-                if self._closed:
-                    raise StoreError(f"the store {self.url} is closed", path=self.url)
-                try:
-                    if self._conn is None or self._conn.closed or self._conn.broken:
-                        self._conn = None
-                        self._conn = self._connect_retrying()
-                    return self._once(self._conn, fn)
-                except _Uncommitted as lost:
-                    cause = lost.__cause__
-                    assert isinstance(cause, BaseException)
-                    if time.monotonic() > deadline:
-                        raise self._error(cause) from cause
-                    self._drop()
-                    time.sleep(0.1)
-
-    def _once(self, conn: Any, fn: Callable[[Any], T]) -> T:
-        try:
-            conn.execute("BEGIN")
-            out = fn(conn)
-        except BaseException as exc:
-            # Also on KeyboardInterrupt: a half-applied write must never become visible.
-            if conn.broken or conn.closed:
-                if isinstance(exc, psycopg.OperationalError):
-                    raise _Uncommitted() from exc
-                raise
-            try:
-                conn.execute("ROLLBACK")
-            except psycopg.Error:
-                self._drop()
-            if isinstance(exc, psycopg.Error):
-                raise self._error(exc) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error as exc:
-            self._drop()
-            if isinstance(exc, psycopg.OperationalError):
-                raise StoreError(
-                    f"lost the connection to {self.url} while committing; the last write may or "
-                    "may not have been stored",
-                    path=self.url,
-                ) from exc
-            raise self._error(exc) from exc
-        return out
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone anyway
-                pass
+        """Run `fn(conn)` in one transaction (see `PgConnection.call`)."""
+        return self._db.call(fn)
 
     def close(self) -> None:
         """Release the connection (idempotent); later calls raise `StoreError`."""
-        with self._lock:
-            self._closed = True
-            self._drop()
+        self._db.close()
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -753,28 +621,3 @@ class PostgresStore:
         ).fetchall())
         return b"".join(bytes(r[0]) for r in rows) if rows else None
 
-
-def _transient(exc: BaseException | None) -> bool:
-    """A server that is away (refused, reset, starting up, shutting down), not a wrong URL.
-
-    A missing database or a refused password is an `OperationalError` too, but waiting will not
-    fix it. For a failure while connecting libpq gives psycopg no SQLSTATE, only its message, so
-    the message decides here: a `FATAL` from the server is final unless the server said it is
-    starting, stopping, recovering or full.
-    """
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = getattr(exc, "sqlstate", None)
-    if state is not None:
-        return state.startswith(("08", "57"))
-    text = str(exc)
-    return "FATAL:" not in text or any(w in text for w in _AWAY)
-
-
-_AWAY = ("starting up", "shutting down", "in recovery", "too many", "not yet accepting")
-"""What a server says while it cannot take connections for now."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
