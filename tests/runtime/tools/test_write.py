@@ -69,3 +69,21 @@ def test_write_to_a_fifo_is_an_error_result_not_a_hang(tmp_path: Path, tools, ca
     os.mkfifo(tmp_path / "pipe")
     out = call(tools["write"], {"path": "pipe", "content": "x"})
     assert out.is_error and "not a regular file" in out.content
+
+
+def test_write_of_20_mib_streams_instead_of_holding_another_copy(tmp_path: Path, tools, call) -> None:
+    import tracemalloc
+
+    content = ("naïve café ☕ line\n" * (20 * 2**20 // 22))[: 20 * 2**20]
+    tracemalloc.start()
+    try:
+        out = call(tools["write"], {"path": "big.txt", "content": content})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = len(content.encode())
+    assert out.content == f"Wrote {size} bytes to `big.txt`."
+    # Before: the whole encoded content (> 20 MiB) on top of the input.
+    assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+    assert (tmp_path / "big.txt").stat().st_size == size
+    assert (tmp_path / "big.txt").read_text(encoding="utf-8") == content
