@@ -157,6 +157,7 @@ def test_ask_in_a_cell_prompts_on_stdin_when_the_frontend_allows_it(tmp_path: Pa
     kernel = Kernel(tmp_path / "jupyter", cwd)
     try:
         kernel.ok(SETUP)
+        kernel.ok('%config FlueMagics.widget = "always"')  # the cell's view shows the call too
         msg_id = kernel.kc.execute("%%flue -c st -m asker --approval ask\nwrite a file", allow_stdin=True)
         request = kernel.kc.get_stdin_msg(timeout=60)
         assert request["content"]["prompt"] == "flue: allow bash: echo nope > asked.txt? [y/N] "

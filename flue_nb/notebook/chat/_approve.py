@@ -57,13 +57,21 @@ async def notebook_approver(request: ApprovalRequest) -> Any:
         widgets = []
     else:
         widgets = open_widgets()
+    shown = None
     for widget in widgets:
-        if widget.shows(request.call_id) and widget.interactive:
-            return await widget.ask(request.call_id, request.summary)
+        if widget.shows(request.call_id):
+            if widget.interactive:
+                return await widget.ask(request.call_id, request.summary)
+            shown = widget  # a blocking cell's view: its card points to the prompt under the cell
+    if shown is not None:
+        shown.asking(request.call_id, request.summary)
     try:
         return await coordinator().run_on_waiter(lambda: _prompt(request))
     except _NoStdin:
         return Unanswered(NO_ONE)
+    finally:
+        if shown is not None:
+            shown.asking(request.call_id, None)
 
 
 def default_approver() -> Any:

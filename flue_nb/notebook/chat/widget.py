@@ -266,6 +266,15 @@ class ChatWidget(anywidget.AnyWidget):
         self._push()
         return approved
 
+    def asking(self, call_id: str, summary: str | None) -> None:
+        """Mark the call's card as waiting for an answer given elsewhere (stdin), or no longer."""
+        with self._lock:
+            if summary is not None:
+                self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary)
+            else:
+                self.fold.mark_tool(call_id, status="running", ask=None)
+        self._push()
+
     def answer(self, call_id: str, approved: bool) -> bool:
         """Answer a waiting approval (any thread); False when nothing waits for `call_id`."""
         with self._lock:
