@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from agents import make_agent
 
 import flue_nb as flue
-from agents import make_agent
 from flue_nb.models import ScriptedModel, fail
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.store import SubmissionState

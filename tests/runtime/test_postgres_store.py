@@ -10,9 +10,9 @@ import time
 from typing import Any
 
 import pytest
+from agents import make_agent
 
 import flue_nb as flue
-from agents import make_agent
 from flue_nb.models import FunctionModel, reply
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import StoreError

@@ -16,17 +16,17 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import flue_nb
-from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
-from flue_nb.runtime.store.sqlite import SQLiteStore as _SQLite
 from flue_nb.runtime.errors import SessionBusyError, StoreError
-from flue_nb.runtime.store.sqlite import SQLiteStore, open_store
 from flue_nb.runtime.store import Outcome, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
+from flue_nb.runtime.store.sqlite import SQLiteStore, open_store
+from flue_nb.runtime.store.sqlite import SQLiteStore as _SQLite
 
 QUEUED, RUNNING, JOINING, JOINED, SETTLED = (
     SubmissionState.QUEUED,
@@ -838,7 +838,8 @@ _LEASE_WORKER = textwrap.dedent(
             now = time.time()
             tries += 1
             if store.acquire_lease("c", owner, ttl=ttl, now=now):
-                out.update(acquired_at=now, tries=tries)
+                # After the call: the store's clock said "expired" during it, not before.
+                out.update(acquired_at=time.time(), tries=tries)
                 break
             time.sleep(0.01)
     store.close()

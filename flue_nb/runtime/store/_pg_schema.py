@@ -1,4 +1,4 @@
-"""The SQL side of `PostgresStore`: schema migrations and row decoding.
+"""The SQL side of `PostgresStore`: schema migrations, row decoding and in-transaction helpers.
 
 Same rules as the SQLite schema: a migration is frozen once released; a change is a new entry at
 the end of `MIGRATIONS`. Everything lives in the `flue` schema of the database the URL names.
@@ -10,11 +10,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from flue_nb.runtime.errors import StoreError
-from flue_nb.runtime.store import Submission
-from flue_nb.runtime.store._sqlite_schema import Migration, load_json, submission_from_row
+from flue_nb.runtime.errors import SessionBusyError, StoreError
+from flue_nb.runtime.store import Submission, SubmissionState
+from flue_nb.runtime.store._sqlite_schema import (
+    Migration,
+    assignments,
+    dump_json,
+    load_json,
+    submission_from_row,
+)
 
-__all__ = ["BLOB_CHUNK", "MIGRATIONS", "NOW", "RECORD_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "SUBMISSION_COLUMNS", "migrate", "submission_from_pg"]
+__all__ = [
+    "BLOB_CHUNK",
+    "MIGRATIONS",
+    "NOW",
+    "RECORD_COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SUBMISSION_COLUMNS",
+    "apply_update",
+    "encode_fields",
+    "fence",
+    "lock_conversation",
+    "migrate",
+    "select_submission",
+    "submission_from_pg",
+]
+
+_SETTLED = SubmissionState.SETTLED.value
+_FINAL = frozenset({"state", "result", "error"})
+"""Columns a settled submission keeps forever (its outcome is written by `settle` only)."""
 
 SCHEMA = "flue"
 """The PostgreSQL schema (namespace) holding flue_nb's tables."""
@@ -167,3 +192,77 @@ def submission_from_pg(row: tuple[Any, ...]) -> Submission:
     values[3] = load_json(values[3])
     values[13] = load_json(values[13])
     return submission_from_row(tuple(values))
+
+
+# -- helpers that run inside a transaction --------------------------------------------------------
+
+
+def lock_conversation(conn: Any, key: str, now: float) -> str | None:
+    """Create the conversation if needed and lock its row; return the lease holder."""
+    conn.execute(
+        "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+        (key, now),
+    )
+    (holder,) = conn.execute(
+        "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
+    ).fetchone()
+    return holder
+
+
+def fence(conn: Any, key: str, cid: str, owner: str) -> None:
+    """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease."""
+    row = conn.execute(
+        "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
+    ).fetchone()
+    holder = None if row is None else row[0]
+    if holder != owner:
+        raise SessionBusyError(
+            f"{owner!r} no longer owns conversation {cid!r} "
+            f"({'it is free' if holder is None else f'{holder!r} does'}); nothing was written",
+            conversation_id=cid,
+            owner=owner,
+            holder=holder,
+        )
+
+
+def select_submission(conn: Any, submission_id: str) -> tuple[Any, ...] | None:
+    """One submission row (`SUBMISSION_COLUMNS`), or None."""
+    return conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)
+    ).fetchone()
+
+
+def apply_update(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded: list[tuple[str, Any]]) -> bool:
+    """One compare-and-set on a submission (its row locked); True if it matched and applied."""
+    row = conn.execute(
+        "SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
+    ).fetchone()
+    if row is None:
+        return False
+    state = row[0]
+    if expect and state not in {SubmissionState(s).value for s in expect}:
+        return False
+    if state == _SETTLED and any(name in _FINAL for name, _ in encoded):
+        return False  # the first terminal outcome wins, with its result and error
+    if encoded:
+        columns = ", ".join(
+            f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s"
+            for name, _ in encoded
+        )
+        conn.execute(
+            f"UPDATE submissions SET {columns} WHERE id = %s",
+            (*(value for _, value in encoded), submission_id),
+        )
+    return True
+
+
+def encode_fields(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+    """`assignments(fields)` as PostgreSQL columns take them (booleans, free text as JSON)."""
+    out = []
+    for name, value in assignments(fields):
+        if name == "abort_requested":
+            value = bool(value)
+        elif name == "result" and value is not None:
+            value = dump_json(value, "a submission result")
+        out.append((name, value))
+    return out

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from flue_nb.runtime.errors import SessionBusyError, StoreError
+from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import (
     Outcome,
     Record,
@@ -41,12 +41,16 @@ from flue_nb.runtime.store._pg_schema import (
     RECORD_COLUMNS,
     SCHEMA,
     SUBMISSION_COLUMNS,
+    apply_update,
+    encode_fields,
+    fence,
+    lock_conversation,
     migrate,
+    select_submission,
     submission_from_pg,
 )
 from flue_nb.runtime.store._sqlite_schema import (
     RECORD_KINDS,
-    assignments,
     dump_json,
     load_json,
     record_from_row,
@@ -58,8 +62,6 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _SETTLED = SubmissionState.SETTLED.value
-_FINAL = frozenset({"state", "result", "error"})
-"""Columns a settled submission keeps forever (its outcome is written by `settle` only)."""
 
 
 class PostgresStore:
@@ -129,7 +131,7 @@ class PostgresStore:
         return conversation_id if namespace_of(conversation_id) else self._prefix + conversation_id
 
     def _cid(self, key: str) -> str:
-        return key[len(self._prefix):] if key.startswith(self._prefix) else key
+        return key.removeprefix(self._prefix)
 
     def _submission(self, row: tuple[Any, ...]) -> Submission:
         sub = submission_from_pg(row)
@@ -140,77 +142,6 @@ class PostgresStore:
         rec = record_from_row(row)
         rec.conversation_id = self._cid(rec.conversation_id)
         return rec
-
-    # -- in-transaction helpers -------------------------------------------------------------------
-
-    @staticmethod
-    def _lock_conversation(conn: Any, key: str, now: float) -> str | None:
-        """Create the conversation if needed and lock its row; return the lease holder."""
-        conn.execute(
-            "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-            (key, now),
-        )
-        (holder,) = conn.execute(
-            "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
-        ).fetchone()
-        return holder
-
-    @staticmethod
-    def _fence(conn: Any, key: str, cid: str, owner: str) -> None:
-        """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease."""
-        row = conn.execute(
-            "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
-        ).fetchone()
-        holder = None if row is None else row[0]
-        if holder != owner:
-            raise SessionBusyError(
-                f"{owner!r} no longer owns conversation {cid!r} "
-                f"({'it is free' if holder is None else f'{holder!r} does'}); nothing was written",
-                conversation_id=cid,
-                owner=owner,
-                holder=holder,
-            )
-
-    @staticmethod
-    def _select(conn: Any, submission_id: str) -> tuple[Any, ...] | None:
-        return conn.execute(
-            f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)
-        ).fetchone()
-
-    @staticmethod
-    def _apply(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded: list[tuple[str, Any]]) -> bool:
-        """One compare-and-set on a submission (its row locked); True if it matched and applied."""
-        row = conn.execute(
-            "SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
-        ).fetchone()
-        if row is None:
-            return False
-        state = row[0]
-        if expect and state not in {SubmissionState(s).value for s in expect}:
-            return False
-        if state == _SETTLED and any(name in _FINAL for name, _ in encoded):
-            return False  # the first terminal outcome wins, with its result and error
-        if encoded:
-            columns = ", ".join(
-                f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s"
-                for name, _ in encoded
-            )
-            conn.execute(
-                f"UPDATE submissions SET {columns} WHERE id = %s",
-                (*(value for _, value in encoded), submission_id),
-            )
-        return True
-
-    @staticmethod
-    def _encode(fields: dict[str, Any]) -> list[tuple[str, Any]]:
-        out = []
-        for name, value in assignments(fields):
-            if name == "abort_requested":
-                value = bool(value)
-            elif name == "result" and value is not None:
-                value = dump_json(value, "a submission result")
-            out.append((name, value))
-        return out
 
     # -- conversations and ownership --------------------------------------------------------------
 
@@ -233,7 +164,7 @@ class PostgresStore:
         key = self._key(conversation_id)
 
         def tx(conn: Any) -> bool:
-            self._lock_conversation(conn, key, now)
+            lock_conversation(conn, key, now)
             row = conn.execute(
                 f"UPDATE conversations SET lease_owner = %s, lease_expires = {NOW} + %s"
                 f" WHERE id = %s AND (lease_owner IS NULL OR lease_expires <= {NOW} OR lease_owner IN (%s, %s))"
@@ -313,8 +244,8 @@ class PostgresStore:
         encoded = dump_json(text, "a submission's text")
 
         def tx(conn: Any) -> Submission:
-            self._lock_conversation(conn, key, now)
-            existing = self._select(conn, submission_id)
+            lock_conversation(conn, key, now)
+            existing = select_submission(conn, submission_id)
             if existing is not None:
                 sub = self._submission(existing)
                 if sub.conversation_id == conversation_id and sub.text == text:
@@ -335,7 +266,7 @@ class PostgresStore:
 
     def submission(self, submission_id: str) -> Submission | None:
         """One submission by id."""
-        row = self._call(lambda conn: self._select(conn, submission_id))
+        row = self._call(lambda conn: select_submission(conn, submission_id))
         return None if row is None else self._submission(row)
 
     def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
@@ -362,7 +293,7 @@ class PostgresStore:
         is the only way to settle. With `owner`, raises `SessionBusyError` (changing nothing)
         unless it still holds the conversation's lease.
         """
-        encoded = self._encode(fields)
+        encoded = encode_fields(fields)
         expected = tuple(expect)
 
         def tx(conn: Any) -> bool:
@@ -372,8 +303,8 @@ class PostgresStore:
                 ).fetchone()
                 if row is None:
                     return False
-                self._fence(conn, row[0], self._cid(row[0]), owner)
-            return self._apply(conn, submission_id, expected, encoded)
+                fence(conn, row[0], self._cid(row[0]), owner)
+            return apply_update(conn, submission_id, expected, encoded)
 
         return self._call(tx)
 
@@ -415,9 +346,9 @@ class PostgresStore:
             if state == _SETTLED:
                 return False  # already settled: nothing changes, whoever asks
             if owner is not None:
-                self._fence(conn, key, self._cid(key), owner)
+                fence(conn, key, self._cid(key), owner)
             else:
-                self._lock_conversation(conn, key, now)
+                lock_conversation(conn, key, now)
             settle_sql = (
                 "UPDATE submissions SET state = %s, outcome = %s, result = %s::json, error = %s::json,"
                 " settled_at = %s, lease_owner = NULL, lease_expires = NULL"
@@ -493,19 +424,19 @@ class PostgresStore:
             for i, (kind, _, data) in enumerate(encoded)
             if kind == "state"
         }
-        planned = [(u, self._encode(u.fields)) for u in updates]
+        planned = [(u, encode_fields(u.fields)) for u in updates]
         key = self._key(conversation_id)
 
         def tx(conn: Any) -> list[Record]:
             # The conversation's row lock comes first, as in every write: one lock order, and
             # the commit order of a conversation's records is their seq order.
             if owner is not None:
-                self._fence(conn, key, conversation_id, owner)
+                fence(conn, key, conversation_id, owner)
             else:
-                self._lock_conversation(conn, key, now)
+                lock_conversation(conn, key, now)
             for update, columns in planned:
-                if not self._apply(conn, update.submission_id, tuple(update.expect), columns):
-                    current = self._select(conn, update.submission_id)
+                if not apply_update(conn, update.submission_id, tuple(update.expect), columns):
+                    current = select_submission(conn, update.submission_id)
                     state = None if current is None else current[4]
                     wanted = [SubmissionState(s).value for s in update.expect]
                     raise StoreError(
@@ -578,7 +509,7 @@ class PostgresStore:
                     "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
                 ).fetchone()
                 if row is not None:
-                    self._fence(conn, row[0], self._cid(row[0]), owner)
+                    fence(conn, row[0], self._cid(row[0]), owner)
             conn.execute(
                 "INSERT INTO partials (submission_id, data) VALUES (%s, %s::json)"
                 " ON CONFLICT (submission_id) DO UPDATE SET data = excluded.data",
