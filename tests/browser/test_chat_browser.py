@@ -45,7 +45,7 @@ def brain(req):
     if trigger == "work slowly":
         if not ran:
             return reply("Loading the table and checking its columns first; this takes a moment.",
-                         tool_call("python", code="import time; time.sleep(2.5); rows = [3, 1, 2]"))
+                         tool_call("python", code="import time; time.sleep(4); rows = [3, 1, 2]"))
         joined = [m.text for m in after if m.kind == "user"]
         return reply("Finished. I also saw: " + ", ".join(joined), usage=(2400, 60))
     if trigger == "long one":
