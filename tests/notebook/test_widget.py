@@ -14,7 +14,7 @@ import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.notebook.chat._approve import notebook_approver
 from flue_nb.notebook.chat._fold import RESULT_CHARS, ChatFold
-from flue_nb.notebook.chat.widget import RATE, ChatWidget
+from flue_nb.notebook.chat.widget import RATE, ChatWidget, open_widgets
 from flue_nb.runtime.events import (
     CompactionEnd,
     CompactionStart,
@@ -239,3 +239,15 @@ def test_thinking_failures_and_compaction_between_runs_are_drawn_from_live_and_s
         assert comp["tokens_before"] > comp["tokens_after"] > 0
         assert all("Goal" not in p.get("text", "") for b in w.history for p in b["parts"])
         assert three["outcome"] == "failed" and three["error"]["message"]
+
+
+def test_a_closed_widget_stops_following_and_leaves_no_approval_waiting(tmp_path: Path) -> None:
+    model = ScriptedModel([reply("one"), reply("two")])
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    session.prompt("first")
+    assert w in open_widgets()
+    w.close()
+    assert w not in open_widgets() and w.comm is None
+    session.prompt("second")
+    assert [b["text"] for b in w.history] == ["first"]  # nothing after close reached it
