@@ -71,8 +71,11 @@ def run_notebook(
     )
     error: BaseException | None = None
     try:
-        # `quiet` drops the kernel's own log lines (shutdown notices and the like).
-        client.execute(env=env, **({"stderr": subprocess.DEVNULL} if quiet else {}))
+        # `quiet` drops the kernel's own log lines. cleanup_kc: nbclient leaves a kernel it was
+        # handed running, which then outlives us and logs "Parent appears to have exited".
+        client.execute(
+            env=env, cleanup_kc=True, **({"stderr": subprocess.DEVNULL} if quiet else {})
+        )
     except CellExecutionError as exc:
         error = exc
     finally:

@@ -60,7 +60,9 @@ def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
     result = _cli(["run", str(nb), "--transcript"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "fine\n[✓ completed]" in result.stdout
+    # No kernel log lines: no transport warning, and no kernel left to outlive the command.
     assert "without encryption" not in result.stderr + result.stdout
+    assert "Parent appears to have exited" not in result.stderr
     # Not next to the source: a temporary directory, named in the output.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jupyter", "ok.ipynb"]
     where = result.stdout.split("executed notebook written to ")[1].splitlines()[0]
