@@ -130,7 +130,7 @@ def diff_roster(old: dict[str, Any] | None, new: dict[str, Any]) -> list[SignalM
             f"The environment changed. {where}\n{_full_roster_text(new)}\n"
             "Files and results from the previous environment may be gone; check before relying on them."
         )
-        return [SignalMessage("environment", text, [where])]
+        return [SignalMessage("environment", clean(text), [clean(where)])]  # cwd may not be UTF-8
     lines = []
     for kind in ("tools", "skills", "subagents"):
         before, after = old.get(kind, {}), new.get(kind, {})
