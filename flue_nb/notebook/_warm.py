@@ -19,11 +19,13 @@ import threading
 
 __all__ = ["warm_up"]
 
+# In the order a `%flue` cell imports them: two threads importing the same modules in the same
+# order only ever wait for each other, never deadlock on a circular import.
 _RUNTIME = (
-    "flue_nb.runtime.session",
-    "flue_nb.runtime.store.sqlite",
     "flue_nb.notebook.assistant",
+    "flue_nb.runtime.session",
     "flue_nb.notebook._run",
+    "flue_nb.runtime.store.sqlite",
 )
 _started: list[threading.Thread] = []
 
