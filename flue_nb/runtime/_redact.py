@@ -22,6 +22,7 @@ is not recognised.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import threading
@@ -70,12 +71,36 @@ def register_env(env: Mapping[str, str]) -> None:
         _opted_in.extend((k, v) for k, v in env.items() if (k, v) not in _opted_in)
 
 
-def _patterns(env: Mapping[str, str], var: str) -> list[str]:
-    return [p.strip() for p in env.get(var, "").split(",") if p.strip()]
+def _patterns(env: Mapping[str, str], var: str) -> tuple[str, ...]:
+    return tuple(p.strip().upper() for p in env.get(var, "").split(",") if p.strip())
 
 
-def _matches(name: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name.upper(), p.upper()) for p in patterns)
+@functools.lru_cache(maxsize=4096)
+def _rule(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> int:
+    """The minimum value length at which variable `name` is a secret (0: never)."""
+    upper = name.upper()
+    if name in (ALLOW_ENV, DENY_ENV):
+        return 0
+    if any(fnmatch.fnmatchcase(upper, p) for p in deny):
+        return _MIN_NAMED
+    if _SECRET_NAME.search(name) and not any(fnmatch.fnmatchcase(upper, p) for p in allow):
+        return _MIN_BY_NAME
+    return 0
+
+
+def _environ_items(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    # os.environ decodes every name and value on access (~40 us for a typical environment, at
+    # every tool call): read its raw bytes and decode only the values that are secrets.
+    data = getattr(env, "_data", None) if env is os.environ else None
+    if not isinstance(data, dict):
+        return list(env.items())
+    allow, deny = _patterns(env, ALLOW_ENV), _patterns(env, DENY_ENV)
+    out = []
+    for raw_name, raw_value in data.items():
+        name = os.fsdecode(raw_name)
+        if _rule(name, allow, deny) and len(raw_value) >= _MIN_NAMED:
+            out.append((name, os.fsdecode(raw_value)))
+    return out
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -84,16 +109,11 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]
     allow, deny = _patterns(env, ALLOW_ENV), _patterns(env, DENY_ENV)
     found: dict[str, str] = {}
     with _lock:
-        items = [*_opted_in, *env.items()]
+        items = [*_opted_in, *_environ_items(env)]
     for name, value in items:
-        if name in (ALLOW_ENV, DENY_ENV) or not value:
-            continue
-        if deny and _matches(name, deny):
-            if len(value) >= _MIN_NAMED:
-                found[value] = name
-        elif _SECRET_NAME.search(name) and len(value) >= _MIN_BY_NAME:
-            if not (allow and _matches(name, allow)):
-                found[value] = name
+        minimum = _rule(name, allow, deny)
+        if minimum and len(value) >= minimum:
+            found[value] = name
     with _lock:
         found.update(_registered)  # the provider key in use, whatever the allow-list says
     return sorted(found.items(), key=lambda item: -len(item[0]))
