@@ -17,11 +17,12 @@ import io
 import itertools
 import linecache
 import os
+import sys
 import threading
 import traceback
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,7 +149,7 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
     has_value, value, value_repr = False, None, None
     # Figures the code draws (shown or left open), `display`ed images and an image-valued
     # result become the result's images (issue 14.1).
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), _figures.capture() as drawn:
+    with _captured(buffer), _figures.capture() as drawn:
         try:
             body, last = _compile(code, filename)
         except (SyntaxError, ValueError) as exc:
@@ -215,6 +216,44 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
     _figures.show(drawn)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
     return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
+
+
+class _Routed:
+    """`sys.stdout`/`sys.stderr` once the tool has run: writes from a thread running tool code go
+    to that call's buffer, everyone else's to the stream this replaced. (`redirect_stdout` is
+    process-wide: a background call would swallow the kernel's own output, `%flue abort`'s too.)"""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        target = getattr(_capture, "buffer", None)
+        return (target if target is not None else self.inner).write(text)
+
+    def flush(self) -> None:
+        if getattr(_capture, "buffer", None) is None:
+            self.inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+_capture = threading.local()
+
+
+@contextlib.contextmanager
+def _captured(buffer: io.StringIO) -> Iterator[None]:
+    """Send this thread's stdout and stderr to `buffer` while the block runs."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, _Routed):
+            setattr(sys, name, _Routed(stream))
+    previous = getattr(_capture, "buffer", None)
+    _capture.buffer = buffer
+    try:
+        yield
+    finally:
+        _capture.buffer = previous
 
 
 def _is_main_thread() -> bool:
