@@ -91,6 +91,8 @@ class StreamReply:
     stall_after: int | None = None
     """Send this many events, then send nothing for `stall_seconds` (a hung stream)."""
     stall_seconds: float = 30.0
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (e.g. a `content-encoding` the body does not have)."""
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """The SSE events, in order, as (event name, data)."""
@@ -283,6 +285,8 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
             if chunked:
                 self.send_header("transfer-encoding", "chunked")
             else:

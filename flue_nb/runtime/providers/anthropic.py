@@ -423,13 +423,17 @@ def _translate_errors(model_id: str) -> Iterator[None]:
         yield
     except anthropic.APIStatusError as exc:
         raise _status_error(exc, model_id) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        # The SDK decodes each SSE `data:` line as UTF-8 JSON: a damaged line is a fault of the
-        # server or the network, worth a retry, never an internal error of ours.
-        what = "bytes that are not UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
+    except (json.JSONDecodeError, UnicodeDecodeError, httpx2.DecodingError) as exc:
+        # The SDK decodes each SSE `data:` line as UTF-8 JSON: a damaged line (or a body that
+        # does not decompress) is a fault of the server or the network, worth a retry, never an
+        # internal error of ours.
+        what = (
+            "bytes that are not UTF-8 in an SSE event" if isinstance(exc, UnicodeDecodeError)
+            else "invalid JSON in an SSE event" if isinstance(exc, json.JSONDecodeError)
+            else "a body that does not decompress"
+        )
         raise ProviderError(
-            f"The Anthropic stream for `{model_id}` was malformed ({what} in an SSE event: "
-            f"{_cap(str(exc), 200)}).",
+            f"The Anthropic stream for `{model_id}` was malformed ({what}: {_cap(str(exc), 200)}).",
             kind="server",
             model=model_id,
             mid_stream=True,

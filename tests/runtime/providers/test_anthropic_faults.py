@@ -96,6 +96,13 @@ def test_a_malformed_sse_event_is_a_retryable_provider_error(server, raw, what) 
     assert not any(isinstance(e, ResponseDone) for e in events)
 
 
+def test_a_body_that_does_not_decompress_is_a_retryable_provider_error(server) -> None:
+    server.enqueue(stream(text("hello"), headers={"content-encoding": "gzip"}))
+    _, exc = run(model_for(server))
+    assert isinstance(exc, ProviderError), exc
+    assert exc.transient and "malformed" in exc.message
+
+
 def test_a_malformed_stream_is_retried_and_the_run_completes(server, tmp_path) -> None:
     server.enqueue(stream(text("broken"), raw_before={3: BAD_JSON}), stream(text("Complete.")))
     sleeps = Sleeps()
