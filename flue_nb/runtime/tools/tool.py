@@ -174,8 +174,16 @@ async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutp
 def _invalid_json(tool_name: str, raw: Any) -> ToolOutput:
     raw = str(raw)
     try:
-        json.loads(raw)  # Python's parser takes NaN, Infinity and 1e999; JSON does not
-        why = "it holds NaN, Infinity or a number too large for a double, which JSON cannot carry"
+        value = json.loads(raw)  # Python's parser takes NaN, Infinity and 1e999; JSON does not
+        where = first_non_finite(value)
+        if where is None:
+            why = "it is not a JSON object of named arguments"
+        else:
+            field_ = f"field `{where}`" if where != "(input)" else "it"
+            why = (
+                f"{field_} holds NaN, Infinity or a number too large for a double, which JSON "
+                "cannot carry; give a finite number"
+            )
     except ValueError:
         why = "it is not valid JSON (it may have been cut off by the output limit)"
     shown = raw if len(raw) <= 300 else raw[:300] + "…"

@@ -184,7 +184,7 @@ def test_1e999_from_the_model_comes_back_as_a_validation_result(server, tmp_path
     second = server.requests[1].body["messages"]
     result = next(b for m in second for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
     assert result["is_error"] is True and "Invalid input for tool `read`" in json.dumps(result["content"])
-    assert "1e999" in json.dumps(result["content"])
+    assert "1e999" in json.dumps(result["content"]) and "field `offset`" in json.dumps(result["content"])
 
 
 # --- point 11: the key in use never reaches a tool result ----------------------------------------
