@@ -164,7 +164,7 @@ async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutp
     """
     out = await _execute(tool, raw_input, ctx)
     pairs = secret_values()
-    content = redact(clean(out.content), pairs)
+    content = redact(clean(out.content), pairs) if isinstance(out.content, str) else out.content
     details = redact_value(clean_value(out.details), pairs) if out.details else out.details
     if content is out.content and details is out.details:
         return out
