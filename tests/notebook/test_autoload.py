@@ -23,7 +23,9 @@ PROBE = (
 @pytest.mark.kernel
 def test_a_fresh_kernel_has_the_magic_without_load_ext_and_nothing_heavy(tmp_path):
     # A fresh IPYTHONDIR: the only config that can load the extension is the environment's.
-    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    # FLUE_WARMUP=0: what loading itself imports (the background warm-up that then loads the
+    # first cell's modules on purpose is tests/notebook/test_warm.py's subject).
+    kernel = Kernel(tmp_path / "jupyter", tmp_path, FLUE_WARMUP="0")
     try:
         assert not any((tmp_path / "jupyter" / "ipython").rglob("*config*"))
         out = kernel.ok(PROBE).stdout.split("\n")
@@ -45,7 +47,7 @@ def test_load_ext_in_a_plain_shell_imports_nothing_heavy(tmp_path):
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env=jupyter_env(tmp_path),
+        env=jupyter_env(tmp_path, FLUE_WARMUP="0"),  # as above: loading alone
         capture_output=True,
         text=True,
         timeout=60,
