@@ -81,16 +81,17 @@ MATRIX: dict[str, Tally] = {}
 
 
 def _matrix_lines() -> list[str]:
+    labels = {mode: f"{mode}: {KILL_POINTS[mode.split()[0]]}" for mode in MATRIX}
+    width = max([62, *map(len, labels.values())])
     head = (
-        f"{'kill point':<62} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} {'dup':>4} "
-        f"{'tool runs':>9} {'re-runs':>7}"
+        f"{'kill point':<{width}} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} "
+        f"{'dup':>4} {'tool runs':>9} {'re-runs':>7}"
     )
     lines = ["", "crash matrix (SIGKILL, then a new process recovers)", head, "-" * len(head)]
     for mode, t in MATRIX.items():
-        label = f"{mode}: {KILL_POINTS[mode.split()[0]]}"
         lines.append(
-            f"{label:<62} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} {t.lost:>4} "
-            f"{t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
+            f"{labels[mode]:<{width}} {t.reps:>4} {t.submissions:>5} {t.exactly_once:>12} "
+            f"{t.lost:>4} {t.duplicated:>4} {t.tool_runs:>9} {t.tool_reruns:>7}"
         )
     return lines
 
