@@ -6,6 +6,8 @@ import asyncio
 import random
 from typing import Any
 
+from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools import standard_tools
 from flue_nb.runtime.tools.tool import ToolContext, ToolOutput, execute_tool
 
 NASTY_STRINGS = [
@@ -41,11 +43,16 @@ def random_input(rng: random.Random, fields: list[str]) -> Any:
     return raw
 
 
-def test_fuzzed_inputs_to_the_six_tools_always_come_back_as_results(tmp_path, tools, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "a.txt").write_text("alpha\nbeta\n")
-    (tmp_path / "bin.dat").write_bytes(bytes(range(256)) * 8)
-    (tmp_path / "dir").mkdir()
+def test_fuzzed_inputs_to_the_six_tools_always_come_back_as_results(tmp_path, monkeypatch):
+    # Four levels down, so "../../../../etc/passwd" stays inside tmp_path: the sandbox is the
+    # host, and a fuzzed `write` from tmp_path itself once replaced the machine's /etc/passwd.
+    work = tmp_path / "1" / "2" / "3" / "4"
+    work.mkdir(parents=True)
+    tools = {t.name: t for t in standard_tools(LocalSandbox(work))}
+    monkeypatch.chdir(work)
+    (work / "a.txt").write_text("alpha\nbeta\n")
+    (work / "bin.dat").write_bytes(bytes(range(256)) * 8)
+    (work / "dir").mkdir()
     rng = random.Random(20261130)
     # The tools' own input fields (the names are pinned in test_bad_input.py).
     fields = {name: list(t.input_model.model_fields) for name, t in tools.items()}
@@ -71,5 +78,5 @@ def test_fuzzed_inputs_to_the_six_tools_always_come_back_as_results(tmp_path, to
             assert result.is_error, (name, raw, result.content)
     # `bash` runs shell text by design; every other tool passes its input as data, never to a shell.
     bash_ran_it = any(n == "bash" and isinstance(r, dict) and "pwned" in str(r.get("command")) for n, r, _ in results)
-    assert bash_ran_it or not (tmp_path / "pwned").exists()
+    assert bash_ran_it or not (work / "pwned").exists()
     assert any(n != "bash" and isinstance(r, dict) and "$(touch pwned)" in r.values() for n, r, _ in results)
