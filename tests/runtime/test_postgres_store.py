@@ -296,3 +296,34 @@ def test_a_connection_the_server_terminated_is_replaced_at_the_next_call(pg_url:
         assert killed == [(True,)]
         s.admit("c", "after", submission_id="s2", now=2.0)
         assert [x.text for x in s.submissions("c")] == ["before", "after"]
+
+
+def test_a_server_gone_for_good_mid_run_ends_the_read_in_a_store_error_and_nothing_is_lost(
+    own_server: Any,
+) -> None:
+    url = own_server.create_database()
+    gone = threading.Event()
+
+    def answer(request: Any) -> Any:
+        if not gone.is_set():
+            own_server.stop("immediate")
+            gone.set()
+        return reply("answered")
+
+    store = _store(url, reconnect_timeout=1.0, connect_timeout=1)
+    session = flue.init(make_agent(FunctionModel(answer)), conversation="c", db=store,
+                        settings=RunSettings(sleep=_no_sleep), lease_ttl=1.0)
+    receipt = session.dispatch("hi")
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="cannot reach the store"):
+        session.read(receipt, timeout=60)
+    # Each store call after the first wait tries once: the failure is not paid per call.
+    assert time.monotonic() - started < 15
+    own_server.start()
+    later = flue.init(make_agent(FunctionModel(lambda request: reply("recovered"))),
+                      conversation="c", db=url, settings=RunSettings(sleep=_no_sleep), lease_ttl=1.0)
+    assert later.read(receipt.submission_id, timeout=60) == "recovered"
+    with _store(url) as s:
+        (sub,) = s.submissions("c")
+        assert (sub.state, sub.outcome) == (SubmissionState.SETTLED, Outcome.COMPLETED)
+        assert [r.submission_id for r in s.records("c", kinds=["settlement"])] == [sub.id]

@@ -57,6 +57,8 @@ class PgConnection:
         self._lock = threading.Lock()
         self._closed = False
         self._conn: Any = None
+        self._away = False
+        """The server stayed away past `reconnect_timeout`: later calls try once, not wait again."""
 
     def open(self, setup: Callable[[Any], object]) -> None:
         """Connect (waiting for a server that is away) and run `setup(conn)`, e.g. migrations."""
@@ -87,7 +89,7 @@ class PgConnection:
                 except _Uncommitted as lost:
                     cause = lost.__cause__
                     assert isinstance(cause, BaseException)
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > deadline or self._away:
                         raise self.error(cause) from cause
                     self._drop()
                     time.sleep(0.1)
@@ -146,14 +148,23 @@ class PgConnection:
             raise self.error(exc) from exc
 
     def _connect_retrying(self) -> Any:
-        """Connect, retrying while the server is unreachable, up to `reconnect_timeout`."""
-        deadline = time.monotonic() + self.reconnect_timeout
+        """Connect, retrying while the server is unreachable, up to `reconnect_timeout`.
+
+        Once a wait ran out, the next calls try once each until the server answers again: a run
+        that fails makes several store calls (record, settle), and each must not wait again.
+        """
+        deadline = time.monotonic() + (0 if self._away else self.reconnect_timeout)
         delay = 0.1
         while True:
             try:
-                return self._connect()
+                conn = self._connect()
+                self._away = False
+                return conn
             except StoreError as exc:
-                if not _transient(exc.__cause__) or time.monotonic() + delay > deadline:
+                if not _transient(exc.__cause__):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    self._away = True
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
