@@ -41,12 +41,12 @@ _HELP_INTRO = [
     ("%flue MESSAGE", "one line is one message to the agent"),
     ("%%flue [options]", "the cell body is the message"),
     ("%flue SUBCOMMAND", "status, history, abort, compact, use AGENT (or `use assistant`), mcp, "
-     "chat (plain text until the widget lands), help"),
+     "chat (the chat widget), help"),
     ("%flue -- MESSAGE", "send a message that starts like a subcommand or an option"),
 ]
 _HELP_SETTINGS = (
-    "c.FlueMagics.model (or $FLUE_MODEL), c.FlueMagics.db, c.FlueMagics.approval, "
-    "c.FlueMagics.lease_ttl"
+    "c.FlueMagics.model (or $FLUE_MODEL), c.FlueMagics.db (or $FLUE_DB), c.FlueMagics.approval, "
+    "c.FlueMagics.widget, c.FlueMagics.lease_ttl"
 )
 
 
