@@ -89,8 +89,11 @@ def test_notebook_snippets_run_in_order_in_a_fresh_kernel(tmp_path):
                     assert "[✓ completed]" in shown, f"README.md:{line}\n{shown}"
         finally:
             kernel.shutdown()
-    # The default model answered the first cells (over the loopback API, with the key given).
+    # The default model answered the first cells (over the loopback API, with the key given),
+    # and the second cell continued the first one's conversation, as the README says.
     assert len(server.requests) >= 2
+    second = [m["content"] for m in server.requests[1].body["messages"]]
+    assert "Load sales.csv" in str(second[0]) and "Now plot it." in str(second[-1]), second
     assert server.requests[0].headers.get("x-api-key") == "test-key" or (
         server.requests[0].headers.get("authorization") == "Bearer test-key"
     )
