@@ -218,8 +218,16 @@ class Conversation:
         return True
 
     async def _beat(self) -> None:
+        every = self.lease_ttl / 3
+        poll = min(1.0, every)
+        due = every
         while True:
-            await asyncio.sleep(self.lease_ttl / 3)
+            await asyncio.sleep(poll)
+            self._notice_abort()
+            due -= poll
+            if due > 1e-9:
+                continue
+            due = every
             try:
                 renewed = self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock())
             except StoreError as exc:  # try again at the next beat; the worker meets it too
@@ -233,6 +241,19 @@ class Conversation:
                 if self._run_task is not None and not self._run_task.done():
                     self._run_task.cancel()
                 return
+
+    def _notice_abort(self) -> None:
+        """An abort recorded elsewhere (another process, the CLI, a `StoredConversation`) stops
+        the live run here within a second, not only at its next attempt (contract 11.5)."""
+        sub, task = self.current, self._run_task
+        if sub is None or task is None or task.done():
+            return
+        try:
+            fresh = self.store.submission(sub.id)
+        except StoreError:
+            return  # the worker meets it too
+        if fresh is not None and fresh.abort_requested:
+            task.cancel()
 
     def _runnable(self) -> list[Submission]:
         return [s for s in self.store.submissions(self.id, unsettled=True) if s.state != S.JOINED]
