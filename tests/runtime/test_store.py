@@ -581,6 +581,23 @@ def test_lease_acquire_is_exclusive_until_expiry(store: SQLiteStore) -> None:
     assert store.lease("c")[0] == "k2"  # type: ignore[index]
 
 
+def test_a_live_lease_is_taken_only_from_the_owner_named_as_replaced(store: SQLiteStore) -> None:
+    # `replacing` names an owner the caller proved dead (issue 12.8): only that one is displaced.
+    assert store.acquire_lease("c", "dead", ttl=30, now=time.time())
+    assert not store.acquire_lease("c", "k2", ttl=30, now=time.time(), replacing="someone-else")
+    assert store.acquire_lease("c", "k2", ttl=30, now=time.time(), replacing="dead")
+    assert store.lease("c")[0] == "k2"  # type: ignore[index]
+    assert not store.acquire_lease("c", "k3", ttl=30, now=time.time(), replacing="dead")
+
+
+def test_a_submission_keeps_the_settings_it_was_admitted_with(store: SQLiteStore) -> None:
+    settings = {"agent": "assistant", "model": "anthropic/x", "approval": "ask", "max_turns": 5}
+    store.admit("c", "hi", submission_id="s1", now=1.0, settings=settings)
+    store.admit("c", "plain", submission_id="s2", now=1.0)
+    assert store.submission("s1").settings == settings  # type: ignore[union-attr]
+    assert [s.settings for s in store.submissions("c")] == [settings, None]
+
+
 def test_leases_use_the_stores_clock_not_the_callers(store: SQLiteStore) -> None:
     # A kernel whose clock runs minutes ahead (or behind) can neither steal a live lease nor
     # make its own outlive the ttl: expiry is measured by the store's clock.
