@@ -139,3 +139,49 @@ def test_a_subagent_that_answered_before_the_crash_is_not_asked_again(tmp_path):
     s = flue.init(parent, db=str(path), conversation="c", settings=RunSettings())
     assert s.read("sub_x", timeout=20) == "parent saw: the child's answer"
     assert child_model.requests == []
+
+
+def test_a_subagents_events_are_rebuilt_from_the_store_as_they_were_seen_live(tmp_path):
+    from flue_nb.models import reply, tool_call
+
+    @flue.tool
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    child_model = FunctionModel(
+        lambda request: reply("child answer") if request.messages[-1].kind == "tool_result" else reply("", tool_call("look"))
+    )
+
+    @flue.agent
+    def helper_fn():
+        flue.use_tool(look)
+
+    helper = flue.define_subagent("helper", "Helps.", agent=helper_fn, model=child_model)
+    parent_model = FunctionModel(
+        lambda request: reply("done") if request.messages[-1].kind == "tool_result"
+        else reply("", tool_call("task", prompt="sub work", agent="helper", description="a sub task"))
+    )
+
+    @flue.agent
+    def parent():
+        flue.use_model(parent_model)
+        flue.use_subagent(helper)
+
+    s = flue.init(parent, db=str(tmp_path / "s.sqlite"), conversation="c", settings=RunSettings())
+    live: list = []
+    s.observe(live.append)
+    assert s.prompt("delegate", timeout=20) == "done"
+    rebuilt = s.events()
+
+    def task_view(events):
+        # Logs are not records, and a streamed text comes back as one delta (replay.py).
+        view = [(e.type, e.task_id is not None, getattr(e, "agent", None), getattr(e, "name", None))
+                for e in events if (e.task_id is not None or e.type in ("task_start", "task")) and e.type != "log"]
+        return [v for i, v in enumerate(view) if not (v[0] == "text_delta" and i and view[i - 1][0] == "text_delta")]
+
+    assert task_view(rebuilt) == task_view(live), (task_view(rebuilt), task_view(live))
+    start = next(e for e in rebuilt if e.type == "task_start")
+    assert (start.agent, start.description, start.depth) == ("helper", "a sub task", 1)
+    end = next(e for e in rebuilt if e.type == "task")
+    assert end.text == "child answer" and not end.is_error

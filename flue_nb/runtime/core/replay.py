@@ -6,6 +6,10 @@ observer saw live, with three differences that only the live stream can have:
 - a streamed text or thinking comes back whole, one delta per message;
 - `log` events (retries, diagnostics) are not records, so they are not rebuilt;
 - a response cut off by a crash or an abort comes back as a message marked `aborted`.
+
+A subagent's events come back from the steps its `task` call recorded (core/task_record.py):
+`task_start` at its first message, its turns and tools (with its `task_id`), and `task` just
+before the call's result.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
     recovered: set[str] = set()
     held: list[Event] = []  # joined settlements, shown after the response that absorbed them
     idle_pending = False
+    tasks = _Tasks()
 
     def admitted_until(t: float) -> Iterator[Event]:
         while waiting and waiting[0].accepted_at <= t:
@@ -69,7 +74,10 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
             yield ev.SubmissionRunning(attempt=int(d["attempt"]), agent=running[sid], **stamp)
             yield ev.AgentStart(agent=running[sid], **stamp)
         elif r.kind == "message":
+            yield from tasks.before(d, stamp)
             yield from _message_events(d, sid, stamp, turns)
+        elif r.kind == "step":
+            yield from tasks.step(d, stamp)
         elif r.kind == "compaction":
             reason = d.get("reason", "manual")
             yield ev.CompactionStart(reason=reason, estimated_tokens=int(d.get("tokens_before", 0)), **stamp)
@@ -103,6 +111,49 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
     if idle_pending:
         yield ev.Idle(timestamp=records[-1].created_at if records else 0.0)
     yield from admitted_until(float("inf"))
+
+
+class _Tasks:
+    """Subagents, as their `task` calls' recorded steps show them."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, dict[str, Any]] = {}  # task call id -> its input
+        self.open: dict[str, str] = {}  # task id -> agent, between task_start and task
+        self.turns: dict[str, int] = {}
+
+    def before(self, d: dict[str, Any], stamp: dict[str, Any]) -> Iterator[Event]:
+        """Note task calls; end a subagent just before its call's result."""
+        if d.get("kind") == "assistant":
+            m = message_from_dict(d)
+            assert isinstance(m, AssistantMessage)
+            for c in m.tool_calls:
+                if c.name == "task":
+                    self.calls[c.id] = dict(c.input)
+        elif d.get("kind") == "tool_result" and d.get("call_id") in self.open:
+            agent = self.open.pop(d["call_id"])
+            is_error = bool(d.get("is_error"))
+            content = str(d.get("content", ""))
+            yield ev.TaskEnd(agent=agent, is_error=is_error, text=None if is_error else content,
+                             error=content if is_error else None, **{**stamp, "task_id": d["call_id"]})
+
+    def step(self, d: dict[str, Any], stamp: dict[str, Any]) -> Iterator[Event]:
+        """A subagent's recorded message (possibly a nested one's) as the events it made live."""
+        task_id, name, depth = str(d.get("call_id")), str(d.get("name", "")), 1
+        while name.startswith("step:"):
+            task_id, _, name = name[len("step:"):].partition(":")
+            depth += 1
+        if not name.startswith("message:") or not isinstance(d.get("value"), dict):
+            return
+        inner = {**stamp, "task_id": task_id}
+        if task_id not in self.open:
+            call = self.calls.get(task_id, {})
+            self.open[task_id] = str(call.get("agent", ""))
+            yield ev.TaskStart(agent=self.open[task_id], description=call.get("description"), depth=depth, **inner)
+        value = d["value"]
+        if value.get("kind") == "user":
+            return  # the task's prompt: not an event live either
+        yield from self.before(value, inner)
+        yield from _message_events(value, task_id, inner, self.turns)
 
 
 def _message_events(d: dict[str, Any], sid: str | None, stamp: dict[str, Any], turns: dict[str, int]) -> Iterator[Event]:
