@@ -110,9 +110,7 @@ def scripts_dir() -> str:
 def python_json(code: str, *, timeout: float = 600, python: str = sys.executable) -> dict:
     """Run `code` in a fresh interpreter; it must print one JSON object as its last stdout line."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(BENCH_DIR), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(BENCH_DIR), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = subprocess.run(
         [python, "-c", code],
         capture_output=True,

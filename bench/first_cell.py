@@ -127,8 +127,7 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
     return [
         Result(
             "first cell",
-            f"fresh kernel, first %%flue typed {THINK_S:.0f} s after ready -> model request "
-            f"(median of {n})",
+            f"fresh kernel, first %%flue typed {THINK_S:.0f} s after ready -> model request (median of {n})",
             _spread(m["typed"][0]),
             f"<= {FIRST_TARGET_MS} ms",
             verdict(typed_first <= FIRST_TARGET_MS),
@@ -161,8 +160,13 @@ def main() -> None:
     m = measure(opts.kernels)
     print(load_line())
     for mode, (first, second) in m.items():
-        print(f"{mode}: first", " ".join(f"{x:.0f}" for x in first), "ms; second",
-              " ".join(f"{x:.1f}" for x in second), "ms")
+        print(
+            f"{mode}: first",
+            " ".join(f"{x:.0f}" for x in first),
+            "ms; second",
+            " ".join(f"{x:.1f}" for x in second),
+            "ms",
+        )
     print_table(rows_for(m))
 
 

@@ -109,10 +109,7 @@ def _profile_text(windows: dict[tuple[int, int], cProfile.Profile], top: int = 1
     out = [head]
     for f in growth[:top]:
         e, l_ = early.get(f, (0.0, 0.0)), late.get(f, (0.0, 0.0))
-        out.append(
-            f"  {e[0]:7.3f} ({e[1]:6.1f}) -> {l_[0]:7.3f} ({l_[1]:6.1f})  "
-            f"{_short(f[0])}:{f[1]}({f[2]})"
-        )
+        out.append(f"  {e[0]:7.3f} ({e[1]:6.1f}) -> {l_[0]:7.3f} ({l_[1]:6.1f})  {_short(f[0])}:{f[1]}({f[2]})")
     return "\n".join(out)
 
 
@@ -125,9 +122,7 @@ def _short(path: str) -> str:
 
 
 def rows_for(m: dict[str, Any], *, target: bool) -> list[Result]:
-    label = "flat cost (1,000-turn conversation" + (
-        ", usage reported)" if m["usage"] else ", no usage reported)"
-    )
+    label = "flat cost (1,000-turn conversation" + (", usage reported)" if m["usage"] else ", no usage reported)")
     rows = [
         Result(
             label,

@@ -22,8 +22,8 @@ import tempfile
 import time
 
 from flue_nb.runtime.sandbox.local import LocalSandbox
-from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 from flue_nb.runtime.tools import grep_tool
+from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 
 WORDS = [
     "alpha",
@@ -81,18 +81,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="flue-grep-bench-") as root:
         t0 = time.perf_counter()
         build_tree(root, opts.files)
-        print(
-            f"tree: {opts.files} files in {time.perf_counter() - t0:.1f} s; "
-            f"rg: {rg}; reps: {opts.reps}"
-        )
+        print(f"tree: {opts.files} files in {time.perf_counter() - t0:.1f} s; rg: {rg}; reps: {opts.reps}")
         sandbox = LocalSandbox(root)
         tool = grep_tool(sandbox)
 
         def raw(pattern: str) -> float:
             start = time.perf_counter()
-            subprocess.run(
-                [rg, "-n", "-e", pattern, "."], cwd=root, capture_output=True, check=False
-            )
+            subprocess.run([rg, "-n", "-e", pattern, "."], cwd=root, capture_output=True, check=False)
             return time.perf_counter() - start
 
         async def via_tool(pattern: str) -> float:
@@ -117,10 +112,7 @@ def main() -> None:
         rows = asyncio.run(bench())
     # The machine is shared and noisy: the median is the figure, the best run a sanity check.
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(
-        f"{'search':<34} {'rg median':>10} {'tool median':>12} {'ratio':>7} "
-        f"{'rg best':>8} {'tool best':>10}"
-    )
+    print(f"{'search':<34} {'rg median':>10} {'tool median':>12} {'ratio':>7} {'rg best':>8} {'tool best':>10}")
     for label, r, t in rows:
         rm, tm = statistics.median(r), statistics.median(t)
         print(

@@ -96,9 +96,23 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
     mb = m["file_bytes"] / 1e6
     name = f"store of a {m['turns']:,}-turn conversation with {m['figures']} figures"
     return [
-        Result(name, "SQLite file (after checkpoint)", f"{mb:.1f} MB", f"<= {TARGET_MB:g} MB", "met" if mb <= TARGET_MB else "MISSED"),
-        Result(name, "image bytes stored (each figure once)", f"{m['blob_bytes'] / 1e6:.2f} MB in {m['figures']} blobs", "", "info"),
-        Result(name, "message records (JSON)", f"{m['record_bytes'] / 1e6:.2f} MB in {m['records']:,} records", "", "info"),
+        Result(
+            name,
+            "SQLite file (after checkpoint)",
+            f"{mb:.1f} MB",
+            f"<= {TARGET_MB:g} MB",
+            "met" if mb <= TARGET_MB else "MISSED",
+        ),
+        Result(
+            name,
+            "image bytes stored (each figure once)",
+            f"{m['blob_bytes'] / 1e6:.2f} MB in {m['figures']} blobs",
+            "",
+            "info",
+        ),
+        Result(
+            name, "message records (JSON)", f"{m['record_bytes'] / 1e6:.2f} MB in {m['records']:,} records", "", "info"
+        ),
         Result(name, "image bytes the requests carried", f"{m['sent_bytes'] / 1e6:,.0f} MB (not stored)", "", "info"),
         Result(name, "run time", f"{m['seconds']:.1f} s", "", "info"),
     ]

@@ -111,10 +111,7 @@ class FlueSide:
         out.write("\n  main thread (prompt: admit, wait), top 8 by own time, ms per turn:\n")
         for func in st.fcn_list[:8]:  # type: ignore[attr-defined]
             _cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
-            out.write(
-                f"  {tt * per_turn:8.3f} {nc / self.turns:10.1f}  "
-                f"{_short(func[0])}:{func[1]}({func[2]})\n"
-            )
+            out.write(f"  {tt * per_turn:8.3f} {nc / self.turns:10.1f}  {_short(func[0])}:{func[1]}({func[2]})\n")
         return out.getvalue()
 
 
@@ -141,11 +138,7 @@ class PeerSide:
         def fn(messages: list[Any], info: Any) -> Any:
             self.calls += 1
             # Without usage, FunctionModel estimates it by walking the whole history each turn.
-            u = (
-                RequestUsage(input_tokens=2_000 + 100 * self.calls, output_tokens=30)
-                if usage
-                else RequestUsage()
-            )
+            u = RequestUsage(input_tokens=2_000 + 100 * self.calls, output_tokens=30) if usage else RequestUsage()
             if self.calls < turns:
                 return ModelResponse(parts=[ToolCallPart("read", {"path": "small.txt"})], usage=u)
             return ModelResponse(parts=[TextPart("done")], usage=u)
@@ -170,9 +163,7 @@ class PeerSide:
         return elapsed
 
 
-def measure(
-    turns: int = TURNS, reps: int = 7, profile: bool = False, usage: bool = True
-) -> dict[str, Any]:
+def measure(turns: int = TURNS, reps: int = 7, profile: bool = False, usage: bool = True) -> dict[str, Any]:
     """Interleaved reps of both sides after one warm-up each; medians in ms/turn.
 
     `usage`: both models report token usage each turn, as real providers do (otherwise each

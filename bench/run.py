@@ -25,9 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import BENCH_DIR, Result, load_line, print_table, verdict
 
 GREP_TARGET = 1.2  # from bench/grep_vs_rg.py
-_GREP_ROW = re.compile(
-    r"^(?P<label>.+?)\s+(?P<rg>[\d.]+)ms\s+(?P<tool>[\d.]+)ms\s+(?P<ratio>[\d.]+)x"
-)
+_GREP_ROW = re.compile(r"^(?P<label>.+?)\s+(?P<rg>[\d.]+)ms\s+(?P<tool>[\d.]+)ms\s+(?P<ratio>[\d.]+)x")
 
 
 def _log(msg: str) -> None:
@@ -100,13 +98,15 @@ def _store_shared(quick: bool) -> list[Result]:
     except RuntimeError as exc:
         rows.append(Result("store (postgres)", "not measured", str(exc)[:80], "", "n/a"))
     for label, r in runs:
-        rows.append(Result(
-            f"two processes, one conversation ({label})",
-            f"{r['messages']} messages",
-            f"{r['messages_per_s']:.1f} msg/s, {r['lost']} lost, {r['duplicated']} duplicated",
-            "0 lost, 0 duplicated",
-            verdict(r["lost"] == 0 and r["duplicated"] == 0),
-        ))
+        rows.append(
+            Result(
+                f"two processes, one conversation ({label})",
+                f"{r['messages']} messages",
+                f"{r['messages_per_s']:.1f} msg/s, {r['lost']} lost, {r['duplicated']} duplicated",
+                "0 lost, 0 duplicated",
+                verdict(r["lost"] == 0 and r["duplicated"] == 0),
+            )
+        )
     return rows
 
 
@@ -145,9 +145,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer reps and smaller inputs")
-    ap.add_argument(
-        "--only", default="", help="comma-separated subset: " + ",".join(k for k, _, _ in BENCHES)
-    )
+    ap.add_argument("--only", default="", help="comma-separated subset: " + ",".join(k for k, _, _ in BENCHES))
     opts = ap.parse_args()
     only = {s.strip() for s in opts.only.split(",") if s.strip()}
     rows: list[Result] = []

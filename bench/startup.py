@@ -155,9 +155,7 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
             if m.get("peer_setup")
             else f"no peer venv at {PEER_VENV} (run --setup-peer)"
         )
-        rows.append(
-            Result("start-up", "jupyter_ai_magics (peer)", f"not measured: {why}", "", "n/a")
-        )
+        rows.append(Result("start-up", "jupyter_ai_magics (peer)", f"not measured: {why}", "", "n/a"))
     else:
         rows.append(
             Result(

@@ -149,8 +149,13 @@ def two_processes(db: str, n: int = 100) -> dict[str, Any]:
         go = Path(tmp) / "go"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         procs = [
-            subprocess.Popen([sys.executable, "-c", _WORKER, db, name, str(n), str(go)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            subprocess.Popen(
+                [sys.executable, "-c", _WORKER, db, name, str(n), str(go)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
             for name in ("a", "b")
         ]
         try:
@@ -177,8 +182,11 @@ def two_processes(db: str, n: int = 100) -> dict[str, Any]:
         try:
             subs = store.submissions("team:shared")
             settlements = [r.submission_id for r in store.records("team:shared", kinds=["settlement"])]
-            users = [r.data.get("submission_id") for r in store.records("team:shared", kinds=["message"])
-                     if r.data.get("kind") == "user"]
+            users = [
+                r.data.get("submission_id")
+                for r in store.records("team:shared", kinds=["message"])
+                if r.data.get("kind") == "user"
+            ]
         finally:
             store.close()
     stored = {s.id for s in subs}
@@ -218,8 +226,10 @@ def main() -> None:
     print("\ntwo processes, one shared conversation (offline model, instant answers)")
     print(f"{'store':<22} {'messages':>8} {'sec':>6} {'msg/s':>7} {'lost':>5} {'dup':>4}")
     for label, r in runs:
-        print(f"{label:<22} {r['messages']:>8} {r['seconds']:>6.2f} {r['messages_per_s']:>7.1f} "
-              f"{r['lost']:>5} {r['duplicated']:>4}")
+        print(
+            f"{label:<22} {r['messages']:>8} {r['seconds']:>6.2f} {r['messages_per_s']:>7.1f} "
+            f"{r['lost']:>5} {r['duplicated']:>4}"
+        )
 
 
 if __name__ == "__main__":

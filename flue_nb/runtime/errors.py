@@ -279,11 +279,30 @@ class ToolRetry(Exception):
 ERROR_TYPES: dict[str, type[FlueError]] = {
     cls.type: cls
     for cls in (
-        FlueError, ConfigError, HookError, ToolNameConflictError, NoSandboxError, ModelNotConfiguredError,
-        McpConnectionError, CassetteDriftError, ToolInputValidationError, StoreError, SessionBusyError,
-        RunError, ProviderError, ProviderHTTPError, ContextOverflowError, SandboxError, SandboxTimeoutError,
-        LimitExceeded, DelegationDepthExceededError, TurnLimitExceededError, SubmissionAbortedError, SubmissionTimeoutError,
-        SubmissionRetryExhaustedError, InternalError,
+        FlueError,
+        ConfigError,
+        HookError,
+        ToolNameConflictError,
+        NoSandboxError,
+        ModelNotConfiguredError,
+        McpConnectionError,
+        CassetteDriftError,
+        ToolInputValidationError,
+        StoreError,
+        SessionBusyError,
+        RunError,
+        ProviderError,
+        ProviderHTTPError,
+        ContextOverflowError,
+        SandboxError,
+        SandboxTimeoutError,
+        LimitExceeded,
+        DelegationDepthExceededError,
+        TurnLimitExceededError,
+        SubmissionAbortedError,
+        SubmissionTimeoutError,
+        SubmissionRetryExhaustedError,
+        InternalError,
     )
 }
 """Type code → class: the one table `error_from_dict` reads (a test checks codes are unique)."""

@@ -362,7 +362,12 @@ class Signal(_Envelope):
 
 
 LogKind = Literal[
-    "retry", "attempt_failed", "lease_lost", "lease_taken_over", "idle_compaction_failed", "tool_call_streaming",
+    "retry",
+    "attempt_failed",
+    "lease_lost",
+    "lease_taken_over",
+    "idle_compaction_failed",
+    "tool_call_streaming",
     "settings_not_restored",
 ]
 

@@ -125,8 +125,7 @@ def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
     head = sniff(data)
     if head is None:
         raise ConfigError(
-            f"{label or 'the data'} is not a PNG, JPEG, GIF or WebP image "
-            f"({len(data):,} bytes starting {data[:8]!r})"
+            f"{label or 'the data'} is not a PNG, JPEG, GIF or WebP image ({len(data):,} bytes starting {data[:8]!r})"
         )
     media_type, width, height = head
     problem = undecodable(data)
@@ -279,7 +278,7 @@ def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
 
 def _rasterise_svg(svg: str | bytes) -> tuple[bytes | None, str | None]:
     try:
-        import cairosvg  # type: ignore[import-not-found,import-untyped]
+        import cairosvg
     except ImportError:
         return None, "an SVG image (the model takes PNG, JPEG, GIF or WebP; install `cairosvg` to convert SVG)"
     raw = svg.encode() if isinstance(svg, str) else svg

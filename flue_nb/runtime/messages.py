@@ -199,7 +199,13 @@ Message = Union[UserMessage, AssistantMessage, ToolResultMessage, SignalMessage,
 
 def image_to_dict(p: ImagePart) -> dict[str, Any]:
     """The JSON form of an image: the reference only, never the bytes."""
-    d: dict[str, Any] = {"kind": "image", "media_type": p.media_type, "digest": p.digest, "width": p.width, "height": p.height}
+    d: dict[str, Any] = {
+        "kind": "image",
+        "media_type": p.media_type,
+        "digest": p.digest,
+        "width": p.width,
+        "height": p.height,
+    }
     if p.label:
         d["label"] = p.label
     return d
@@ -282,9 +288,15 @@ def message_from_dict(d: dict[str, Any]) -> Message:
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])
     if k == "tool_result":
-        return ToolResultMessage(d["call_id"], d["name"], d["content"], d.get("is_error", False),
-                                 d.get("details"), d.get("duration_ms"),
-                                 [image_from_dict(p) for p in d.get("images") or ()])
+        return ToolResultMessage(
+            d["call_id"],
+            d["name"],
+            d["content"],
+            d.get("is_error", False),
+            d.get("details"),
+            d.get("duration_ms"),
+            [image_from_dict(p) for p in d.get("images") or ()],
+        )
     if k == "signal":
         return SignalMessage(d["signal_type"], d["text"], list(d.get("changes") or []))
     if k == "summary":

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime._text import clean
-from flue_nb.runtime.core.coordinator import coordinator
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
 from flue_nb.runtime.core.conversation import Conversation
+from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
-from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 
@@ -107,7 +107,11 @@ class StoredConversation:
         from flue_nb.runtime.core.window import load_images
 
         subs = {s.id: s for s in self.submissions()}
-        recovered = {r.submission_id for r in self.store.records(self.conversation_id, kinds=["event"]) if r.data.get("recovered")}
+        recovered = {
+            r.submission_id
+            for r in self.store.records(self.conversation_id, kinds=["event"])
+            if r.data.get("recovered")
+        }
         groups: list[tuple[str | None, list[Message]]] = []
         for r in self.store.records(self.conversation_id, kinds=["message"]):
             if not groups or groups[-1][0] != r.submission_id:
@@ -148,7 +152,8 @@ class StoredConversation:
         model = last.model if last is not None else None
         window = threshold = None
         if live is not None and live.model is not None:
-            from flue_nb.runtime.core.compaction import CompactionConfig, threshold as compaction_threshold
+            from flue_nb.runtime.core.compaction import CompactionConfig
+            from flue_nb.runtime.core.compaction import threshold as compaction_threshold
 
             info = live.model.info
             used, model, window = live.used_tokens(), info.id, info.context_window
@@ -280,7 +285,11 @@ class Session:
             return sub.result or ""
         if sub.outcome == Outcome.ABORTED:
             err = sub.error or {"type": "submission_aborted", "message": "the submission was aborted"}
-            raise error_from_dict(err) if err.get("type") == "submission_aborted" else SubmissionAbortedError(err.get("message", "aborted"))
+            raise (
+                error_from_dict(err)
+                if err.get("type") == "submission_aborted"
+                else SubmissionAbortedError(err.get("message", "aborted"))
+            )
         raise error_from_dict(sub.error or {"type": "run_error", "message": "the submission failed"})
 
     # --- control ------------------------------------------------------------------------------
@@ -379,7 +388,11 @@ def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
             return store, True
     if db is not None and os.fspath(db) == ":memory:":
         return open_store(":memory:", cwd=cwd), False
-    path = os.path.abspath(os.path.join(cwd, os.fspath(db))) if db is not None else os.path.join(cwd, ".flue", "flue.sqlite")
+    path = (
+        os.path.abspath(os.path.join(cwd, os.fspath(db)))
+        if db is not None
+        else os.path.join(cwd, ".flue", "flue.sqlite")
+    )
     if db is None:
         # The default lives in `<cwd>/.flue/`, which a fresh working directory doesn't have yet.
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -423,7 +436,9 @@ def init(
     with _registry_lock:
         conv = _conversations.get(key) if shared and settings is None else None
         if conv is None:
-            conv = Conversation(store, conversation, agent_def, settings=settings or RunSettings(), owner=_OWNER, lease_ttl=lease_ttl)
+            conv = Conversation(
+                store, conversation, agent_def, settings=settings or RunSettings(), owner=_OWNER, lease_ttl=lease_ttl
+            )
             if shared and settings is None:
                 _conversations[key] = conv
         else:

@@ -86,9 +86,7 @@ class Child:
     def mark(self, point: str, **info: Any) -> None:
         """Say the kill point is reached: write the marker atomically, then block."""
         tmp = self.dir / "marker.tmp"
-        tmp.write_text(
-            json.dumps({"point": point, "first": self.first_sid, "second": self.second_sid, **info})
-        )
+        tmp.write_text(json.dumps({"point": point, "first": self.first_sid, "second": self.second_sid, **info}))
         os.replace(tmp, self.dir / "marker")
         time.sleep(BLOCK)
 
@@ -144,9 +142,7 @@ class Child:
         elif self.mode == "recover_slow":
             model = FunctionModel(lambda request: reply(LONG_TEXT), delay=STREAM_DELAY)
         else:
-            model = FunctionModel(
-                self.crashing_model, delay=STREAM_DELAY if self.mode == "stream" else 0.0
-            )
+            model = FunctionModel(self.crashing_model, delay=STREAM_DELAY if self.mode == "stream" else 0.0)
 
         @flue.agent(name="crash_agent")
         def crash_agent() -> str:
@@ -211,11 +207,7 @@ class Child:
                     partial_text=partial.get("text", ""),
                     elapsed=now - self.stream_started,
                 )
-        elif (
-            self.mode == "settle"
-            and event.type == "turn"
-            and event.stop_reason == "end_turn"
-        ):
+        elif self.mode == "settle" and event.type == "turn" and event.stop_reason == "end_turn":
             # The final assistant message is recorded; settlement has not happened.
             self.mark("settle")
 
@@ -243,9 +235,7 @@ class Child:
         self.first_sid = first.submission_id
         self.receipt(first.submission_id)
         if self.mode not in ("admitted", "abort") and not self.want_second.wait(20.0):
-            raise SystemExit(
-                f"crash_child: the first message never went live in mode {self.mode!r}"
-            )
+            raise SystemExit(f"crash_child: the first message never went live in mode {self.mode!r}")
         second = session.dispatch(SECOND)
         self.second_sid = second.submission_id
         self.receipt(second.submission_id)

@@ -11,7 +11,6 @@ import os
 import sys
 
 import anyio
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 

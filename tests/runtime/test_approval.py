@@ -9,8 +9,8 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from flue_nb.runtime.tools.approval import ApprovalRequest, summarize_call, with_approval
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.tools.approval import ApprovalRequest, summarize_call, with_approval
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
 
 
@@ -64,9 +64,7 @@ def test_deny_refuses_and_says_how_the_user_can_change_it() -> None:
 def test_ask_with_approver_yes_runs_the_tool_and_the_request_describes_the_call() -> None:
     calls: list[str] = []
     approver = _Approver(True)
-    out = _call(
-        with_approval(_bash_like(calls), policy="ask", approver=approver), {"command": "make test"}
-    )
+    out = _call(with_approval(_bash_like(calls), policy="ask", approver=approver), {"command": "make test"})
     assert not out.is_error and out.content == "ran make test" and calls == ["make test"]
     [request] = approver.requests
     assert request == ApprovalRequest("bash", "c1", {"command": "make test"}, "bash: make test")
@@ -79,9 +77,7 @@ def test_ask_with_approver_yes_runs_the_tool_and_the_request_describes_the_call(
 
 def test_ask_with_approver_no_refuses_without_running() -> None:
     calls: list[str] = []
-    out = _call(
-        with_approval(_bash_like(calls), policy="ask", approver=_Approver(False)), {"command": "ls"}
-    )
+    out = _call(with_approval(_bash_like(calls), policy="ask", approver=_Approver(False)), {"command": "ls"})
     assert out.is_error and calls == []
     assert "declined" in out.content
 
@@ -132,10 +128,7 @@ def test_unknown_policy_or_fallback_is_a_config_error() -> None:
 
 
 def test_summary_shows_code_first_line_and_how_many_more() -> None:
-    assert (
-        summarize_call("python", {"code": "import os\nos.listdir()\n"})
-        == "python: import os (+1 more lines)"
-    )
+    assert summarize_call("python", {"code": "import os\nos.listdir()\n"}) == "python: import os (+1 more lines)"
     assert summarize_call("write", {"path": "a.txt"}) == 'write: {"path": "a.txt"}'
 
 

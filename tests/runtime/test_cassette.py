@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import CassetteDriftError, RecordingModel, ReplayModel, ScriptedModel, fail, reply, tool_call
 
 
 def live_session(tmp_path, cassette):
     (tmp_path / "a.txt").write_text("alpha\n")
-    live = ScriptedModel([reply("Reading.", tool_call("read", path="a.txt")), reply("It says alpha."),
-                          fail("bad_request", "no such thing")])
+    live = ScriptedModel(
+        [
+            reply("Reading.", tool_call("read", path="a.txt")),
+            reply("It says alpha."),
+            fail("bad_request", "no such thing"),
+        ]
+    )
     recording = RecordingModel(live, cassette)
     s = session(make_agent(recording, sandbox=flue.local(str(tmp_path))))
     assert s.prompt("what is in a.txt?") == "It says alpha."

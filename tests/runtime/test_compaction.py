@@ -21,6 +21,7 @@ from flue_nb.runtime.core.compaction import (
     summary_request,
     threshold,
 )
+from flue_nb.runtime.core.tokens import TokenCounter
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import (
     AssistantMessage,
@@ -34,7 +35,6 @@ from flue_nb.runtime.messages import (
     UserMessage,
 )
 from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, StreamEvent
-from flue_nb.runtime.core.tokens import TokenCounter
 
 
 class FakeModel:
@@ -129,9 +129,7 @@ def test_compaction_13_2_cut_never_separates_tool_result_from_call() -> None:
     cut = select_cut(messages, counts, 7_000)
     assert cut == 2
     kept_ids = {m.call_id for m in messages[cut:] if isinstance(m, ToolResultMessage)}
-    kept_calls = {
-        c.id for m in messages[cut:] if isinstance(m, AssistantMessage) for c in m.tool_calls
-    }
+    kept_calls = {c.id for m in messages[cut:] if isinstance(m, AssistantMessage) for c in m.tool_calls}
     assert kept_ids <= kept_calls
 
 
@@ -189,9 +187,7 @@ def test_compaction_13_4_config_rejects_unknown_keywords_and_positional_args() -
 
 
 def test_compaction_13_4_config_model_is_spec_model_or_none() -> None:
-    assert (
-        CompactionConfig(model="anthropic/claude-haiku-4-5").model == "anthropic/claude-haiku-4-5"
-    )
+    assert CompactionConfig(model="anthropic/claude-haiku-4-5").model == "anthropic/claude-haiku-4-5"
     fake = FakeModel()
     assert CompactionConfig(model=fake).model is fake
     with pytest.raises(ConfigError, match="empty"):
@@ -300,9 +296,7 @@ def test_format_summary_keeps_one_copy_of_lists_the_model_repeated() -> None:
 def test_compaction_13_6_compacted_context_is_summary_then_kept() -> None:
     user = UserMessage("latest")
     result = ToolResultMessage("c1", "bash", "ok")
-    assistant = AssistantMessage(
-        [ToolCall("c1", "bash", {"command": "ls"})], usage=Usage(150_000, 100)
-    )
+    assistant = AssistantMessage([ToolCall("c1", "bash", {"command": "ls"})], usage=Usage(150_000, 100))
     context = compacted_context("## Goal\nx", [assistant, result, user])
     assert isinstance(context[0], SummaryMessage) and context[0].text == "## Goal\nx"
     assert context[2] is result and context[3] is user
@@ -321,11 +315,7 @@ def test_used_tokens_after_compaction_ignores_usage_from_before_the_fold() -> No
 def test_compaction_end_to_end_with_a_fake_summariser() -> None:
     history: list[Message] = [UserMessage("Refactor src/core.py; keep the public API.")]
     for i in range(40):
-        history.append(
-            AssistantMessage(
-                [ToolCall(f"c{i}", "edit" if i % 2 else "read", {"path": f"src/m{i}.py"})]
-            )
-        )
+        history.append(AssistantMessage([ToolCall(f"c{i}", "edit" if i % 2 else "read", {"path": f"src/m{i}.py"})]))
         history.append(ToolResultMessage(f"c{i}", "read", "line\n" * 400))
     history.append(AssistantMessage([TextPart("Half done.")], usage=Usage(185_000, 200)))
     history.append(UserMessage("continue"))
@@ -353,7 +343,5 @@ def test_compaction_module_is_pure() -> None:
         "bad = {'sqlite3', 'socket', 'tiktoken', 'anthropic'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from agents import session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb import CompactionConfig
 from flue_nb.models import ScriptedModel, fail, reply, tool_call
 from flue_nb.runtime.messages import SummaryMessage, ToolResultMessage, UserMessage
@@ -25,7 +25,10 @@ def turn_requests(model):
     return [r for r in model.requests if r.purpose == "turn"]
 
 
-def agent_with(model, compaction=CompactionConfig(keep_recent_tokens=40), **kw):
+SMALL_KEEP = CompactionConfig(keep_recent_tokens=40)
+
+
+def agent_with(model, compaction=SMALL_KEEP, **kw):
     @flue.agent
     def compacting():
         flue.use_model(model, compaction=compaction)
@@ -38,10 +41,14 @@ def agent_with(model, compaction=CompactionConfig(keep_recent_tokens=40), **kw):
 
 def test_compaction_13_3_threshold_is_checked_before_a_model_call_would_exceed_it():
     long_text = "word " * 60
-    model = ScriptedModel([
-        reply(long_text, tool_call("task", prompt="x", agent="none"), usage=(8_500, 100)),
-        reply("after compaction"),
-    ], summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        [
+            reply(long_text, tool_call("task", prompt="x", agent="none"), usage=(8_500, 100)),
+            reply("after compaction"),
+        ],
+        summary=SUMMARY,
+        **WINDOW,
+    )
     events = []
     s = session(agent_with(model))
     s.observe(events.append)
@@ -60,8 +67,9 @@ def test_compaction_13_3_threshold_is_checked_before_a_model_call_would_exceed_i
 
 
 def test_compaction_13_3_threshold_is_checked_when_the_loop_goes_idle():
-    model = ScriptedModel([reply("small answer " * 20), reply("big answer", usage=(8_900, 50)), reply("next")],
-                          summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        [reply("small answer " * 20), reply("big answer", usage=(8_900, 50)), reply("next")], summary=SUMMARY, **WINDOW
+    )
     s = session(agent_with(model))
     s.prompt("first " * 80)
     idle = threading.Event()
@@ -74,7 +82,9 @@ def test_compaction_13_3_threshold_is_checked_when_the_loop_goes_idle():
 
 
 def test_compaction_13_2_the_most_recent_tokens_are_kept_verbatim():
-    model = ScriptedModel([reply("a " * 30), reply("b " * 30, usage=(9_000, 10)), reply("c")], summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        [reply("a " * 30), reply("b " * 30, usage=(9_000, 10)), reply("c")], summary=SUMMARY, **WINDOW
+    )
     s = session(agent_with(model, compaction=CompactionConfig(keep_recent_tokens=60)))
     s.prompt("one")
     s.prompt("two")
@@ -88,8 +98,9 @@ def test_compaction_13_2_the_most_recent_tokens_are_kept_verbatim():
 
 def test_compaction_13_4_compaction_false_opts_out_of_threshold_only():
     # Default keep_recent_tokens (8,000): enough history that the first exchange can fold.
-    model = ScriptedModel([reply("over " * 6_000, usage=(9_500, 10)), reply("still no compaction " * 3_000)],
-                          summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        [reply("over " * 6_000, usage=(9_500, 10)), reply("still no compaction " * 3_000)], summary=SUMMARY, **WINDOW
+    )
     s = session(agent_with(model, compaction=False))
     s.prompt("one")
     s.prompt("two")
@@ -115,8 +126,9 @@ def test_compaction_13_4_config_is_validated():
 
 
 def test_compaction_13_5_overflow_compacts_and_retries_the_turn_once():
-    model = ScriptedModel(["first " * 9_000, fail("context_overflow", "prompt is too long"), "fits now"],
-                          summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        ["first " * 9_000, fail("context_overflow", "prompt is too long"), "fits now"], summary=SUMMARY, **WINDOW
+    )
     events = []
     s = session(agent_with(model, compaction=False))
     s.observe(events.append)
@@ -128,7 +140,9 @@ def test_compaction_13_5_overflow_compacts_and_retries_the_turn_once():
 
 
 def test_compaction_13_5_a_second_overflow_fails_the_submission():
-    model = ScriptedModel(["first " * 20, fail("context_overflow"), fail("context_overflow")], summary=SUMMARY, **WINDOW)
+    model = ScriptedModel(
+        ["first " * 20, fail("context_overflow"), fail("context_overflow")], summary=SUMMARY, **WINDOW
+    )
     s = session(agent_with(model))
     s.prompt("one " * 20)
     with pytest.raises(flue.ContextOverflowError):
@@ -167,12 +181,16 @@ def test_compaction_13_5_manual_compact_is_busy_while_a_run_is_going():
 def test_compaction_13_6_summary_keeps_file_lists_and_the_system_prompt_is_rebaselined(tmp_path):
     (tmp_path / "data.csv").write_text("a,b\n1,2\n")
     box = flue.local(str(tmp_path))
-    model = ScriptedModel([
-        reply("", tool_call("read", path="data.csv")),
-        reply("", tool_call("write", path="out.txt", content="result")),
-        reply("wrote it"),
-        reply("after"),
-    ], summary="## Goal\nAnalyse data.", **WINDOW)
+    model = ScriptedModel(
+        [
+            reply("", tool_call("read", path="data.csv")),
+            reply("", tool_call("write", path="out.txt", content="result")),
+            reply("wrote it"),
+            reply("after"),
+        ],
+        summary="## Goal\nAnalyse data.",
+        **WINDOW,
+    )
     s = session(agent_with(model, sandbox=box))
     s.prompt("analyse")
     before = turn_requests(model)[0].system

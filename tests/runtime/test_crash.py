@@ -147,13 +147,10 @@ def _kill_at_marker(mode: str, d: Path) -> dict[str, Any]:
         while not (d / "marker").exists():
             if proc.poll() is not None:
                 raise AssertionError(
-                    f"{d.name}: the child exited ({proc.returncode}) "
-                    f"before its kill point:\n{_tail(d / 'child.out')}"
+                    f"{d.name}: the child exited ({proc.returncode}) before its kill point:\n{_tail(d / 'child.out')}"
                 )
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{d.name}: no marker within {MARKER_WAIT} s:\n{_tail(d / 'child.out')}"
-                )
+                raise AssertionError(f"{d.name}: no marker within {MARKER_WAIT} s:\n{_tail(d / 'child.out')}")
             time.sleep(0.005)
         if mode == "admitting":
             time.sleep(random.uniform(0.0, 0.05))  # land anywhere in the admission loop
@@ -178,9 +175,7 @@ def _recover(d: Path) -> None:
             timeout=120,
             check=False,
         )
-    assert proc.returncode == 0, (
-        f"{d.name}: the recovering process failed:\n{_tail(d / 'recover.out')}"
-    )
+    assert proc.returncode == 0, f"{d.name}: the recovering process failed:\n{_tail(d / 'recover.out')}"
 
 
 def _lines(path: Path) -> list[str]:
@@ -229,38 +224,23 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
     want_kinds, want_s2 = expected[mode]
     problems = []
     if s1 is None or s1.state != SubmissionState.RUNNING:
-        problems.append(
-            f"{d.name}: at the kill point the first submission is {s1 and s1.state}, not running"
-        )
+        problems.append(f"{d.name}: at the kill point the first submission is {s1 and s1.state}, not running")
     if s2 is None or s2.state.value not in want_s2:
-        problems.append(
-            f"{d.name}: at the kill point the second submission "
-            f"is {s2 and s2.state.value}, not {want_s2}"
-        )
+        problems.append(f"{d.name}: at the kill point the second submission is {s2 and s2.state.value}, not {want_s2}")
     if kinds != want_kinds:
-        problems.append(
-            f"{d.name}: at the kill point the first submission's "
-            f"messages are {kinds}, not {want_kinds}"
-        )
+        problems.append(f"{d.name}: at the kill point the first submission's messages are {kinds}, not {want_kinds}")
     if settled:
         problems.append(f"{d.name}: a settlement was recorded before the kill point: {settled}")
     if mode == "stream" and not (partial and partial.get("text")):
         problems.append(f"{d.name}: no partial snapshot at the mid-stream kill point")
     if (mode == "abort") != bool(s1 and s2 and s1.abort_requested and s2.abort_requested):
         problems.append(
-            f"{d.name}: abort intents at the kill point: "
-            f"{s1 and s1.abort_requested}, {s2 and s2.abort_requested}"
+            f"{d.name}: abort intents at the kill point: {s1 and s1.abort_requested}, {s2 and s2.abort_requested}"
         )
     if mode == "durable":
-        steps = [
-            r.data["name"]
-            for r in records
-            if r.kind == "step" and r.data["call_id"] == marker["call_id"]
-        ]
+        steps = [r.data["name"] for r in records if r.kind == "step" and r.data["call_id"] == marker["call_id"]]
         if steps != ["charge"]:
-            problems.append(
-                f"{d.name}: at the kill point the durable call has steps {steps}, not ['charge']"
-            )
+            problems.append(f"{d.name}: at the kill point the durable call has steps {steps}, not ['charge']")
     if mode == "stream" and marker.get("elapsed", 0) < 0.3:
         problems.append(f"{d.name}: killed only {marker.get('elapsed')} s into the stream")
     return problems
@@ -275,9 +255,7 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     runs = Counter(_lines(d / "tool_runs"))
     by_id = {s.id: s for s in subs}
     settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
-    users = Counter(
-        r.data.get("submission_id") for r in _messages(records) if r.data["kind"] == "user"
-    )
+    users = Counter(r.data.get("submission_id") for r in _messages(records) if r.data["kind"] == "user")
     # A half-streamed response kept (as aborted) more than once is a duplicate too.
     kept = Counter(
         (r.submission_id, json.dumps(r.data, sort_keys=True))
@@ -304,11 +282,7 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
             or own == 0
             or (absorber is not None and settlements[absorber.id] == 0)
         )
-        duplicated = (
-            own > 1
-            or users[s.id] > 1
-            or kept_twice[s.id] > 0
-        )
+        duplicated = own > 1 or users[s.id] > 1 or kept_twice[s.id] > 0
         if lost:
             t.lost += 1
             t.problems.append(
@@ -326,12 +300,8 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         if s.outcome != expected or (
             expected == Outcome.ABORTED and (s.error or {}).get("type") != "submission_aborted"
         ):
-            t.problems.append(
-                f"{where}: {s.id} settled {s.outcome} (error {s.error}), expected {expected.value}"
-            )
-        if absorber is not None and (
-            absorber.outcome != s.outcome or absorber.state != SubmissionState.SETTLED
-        ):
+            t.problems.append(f"{where}: {s.id} settled {s.outcome} (error {s.error}), expected {expected.value}")
+        if absorber is not None and (absorber.outcome != s.outcome or absorber.state != SubmissionState.SETTLED):
             t.problems.append(
                 f"{where}: joined {s.id} settled {s.outcome} but its absorber "
                 f"{absorber.id} is {absorber.state.value}/{absorber.outcome}"
@@ -340,8 +310,7 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     # Tools: one real run per call at most; a recorded success was produced by exactly one run.
     calls = dict(_tool_calls(records))
     names = {
-        call_id: next(p["name"] for p in r.data["parts"] if p.get("id") == call_id)
-        for call_id, r in calls.items()
+        call_id: next(p["name"] for p in r.data["parts"] if p.get("id") == call_id) for call_id, r in calls.items()
     }
     steps = Counter(_lines(d / "step_runs"))
     for step, n in steps.items():
@@ -358,32 +327,21 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         if n > 1:
             t.problems.append(f"{where}: tool call {call_id} really ran {n} times")
         if call_id not in calls:
-            t.problems.append(
-                f"{where}: tool call {call_id} ran but no assistant message records it"
-            )
+            t.problems.append(f"{where}: tool call {call_id} ran but no assistant message records it")
     for call_id in calls:
         got = results.get(call_id, [])
         if len(got) != 1:
-            t.problems.append(
-                f"{where}: tool call {call_id} has {len(got)} recorded results, expected 1"
-            )
+            t.problems.append(f"{where}: tool call {call_id} has {len(got)} recorded results, expected 1")
             continue
         (result,) = got
         if result["is_error"]:
             if "outcome is unknown" not in result["content"]:
-                t.problems.append(
-                    f"{where}: tool call {call_id} has an "
-                    f"unexpected error result {result['content']!r}"
-                )
+                t.problems.append(f"{where}: tool call {call_id} has an unexpected error result {result['content']!r}")
         elif names[call_id] == "durable_work":
             if steps[f"{call_id}:charge"] != 1 or steps[f"{call_id}:ship"] != 1:
-                t.problems.append(
-                    f"{where}: durable call {call_id} has a result but its steps ran {dict(steps)}"
-                )
+                t.problems.append(f"{where}: durable call {call_id} has a result but its steps ran {dict(steps)}")
         elif runs[call_id] != 1:
-            t.problems.append(
-                f"{where}: tool call {call_id} has a recorded result but ran {runs[call_id]} times"
-            )
+            t.problems.append(f"{where}: tool call {call_id} has a recorded result but ran {runs[call_id]} times")
     for call_id in results:
         if call_id not in calls:
             t.problems.append(f"{where}: a tool result for {call_id} answers no recorded call")
@@ -391,16 +349,10 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     # What the recovering process's `read` returned agrees with the store.
     read = json.loads((d / "outcomes.json").read_text())
     if set(read) != set(by_id):
-        t.problems.append(
-            f"{where}: the recovering process read {sorted(read)}, not every submission"
-        )
+        t.problems.append(f"{where}: the recovering process read {sorted(read)}, not every submission")
     for sid, got in read.items():
         s = by_id.get(sid)
-        want = (
-            "completed"
-            if s and s.outcome == Outcome.COMPLETED
-            else (s and s.error or {}).get("type")
-        )
+        want = "completed" if s and s.outcome == Outcome.COMPLETED else (s and s.error or {}).get("type")
         if got.split(":")[0] != want:
             t.problems.append(f"{where}: read({sid}) gave {got!r}; the store says {want!r}")
 
@@ -428,32 +380,23 @@ def _check_recovered(
         return [f"{where}: a dispatched submission is missing"]
     if mode in ("stream", "twice", "keep"):
         kept = [m for m in msgs if m["kind"] == "assistant" and m["aborted"]]
-        texts = [
-            "".join(p.get("text", "") for p in m["parts"] if p["kind"] == "text") for m in kept
-        ]
+        texts = ["".join(p.get("text", "") for p in m["parts"] if p["kind"] == "text") for m in kept]
         if texts != [marker["partial_text"]]:
-            problems.append(
-                f"{where}: the half-streamed response was not kept once as aborted: {texts!r}"
-            )
+            problems.append(f"{where}: the half-streamed response was not kept once as aborted: {texts!r}")
         if not any(m["kind"] == "signal" and m["signal_type"] == "interrupted" for m in msgs):
             problems.append(f"{where}: the model was not told its stream was interrupted")
     if mode in ("tool", "twice"):
         got = results.get(marker["call_id"], [])
         if runs[marker["call_id"]] != 1 or len(got) != 1 or not got[0]["is_error"]:
             problems.append(
-                f"{where}: the interrupted call {marker['call_id']} "
-                f"ran {runs[marker['call_id']]} times, results {got}"
+                f"{where}: the interrupted call {marker['call_id']} ran {runs[marker['call_id']]} times, results {got}"
             )
     if mode == "durable":
         got = results.get(marker["call_id"], [])
         if len(got) != 1 or got[0]["is_error"] or got[0]["content"] != "first: charged and shipped":
-            problems.append(
-                f"{where}: the durable call was not resumed with its recorded step replayed: {got}"
-            )
+            problems.append(f"{where}: the durable call was not resumed with its recorded step replayed: {got}")
     if mode == "after_tool" and second.joined_into != first.id:
-        problems.append(
-            f"{where}: the joined message is no longer joined into the first: {second.joined_into}"
-        )
+        problems.append(f"{where}: the joined message is no longer joined into the first: {second.joined_into}")
     if mode == "settle":
         answers = [m for m in msgs if m["kind"] == "assistant"]
         if len(answers) != 2 or first.result != "Finished the work.":
@@ -462,9 +405,7 @@ def _check_recovered(
                 f"recorded: result={first.result!r}, {len(answers)} answers"
             )
     if mode != "after_tool" and second.joined_into is not None and second.joined_into != first.id:
-        problems.append(
-            f"{where}: the second message joined an unexpected submission {second.joined_into}"
-        )
+        problems.append(f"{where}: the second message joined an unexpected submission {second.joined_into}")
     return problems
 
 
@@ -474,17 +415,14 @@ def _check_second_kill(d: Path, marker: dict[str, Any], again: dict[str, Any]) -
         records = store.records(CONVERSATION)
         partial = store.partial(marker["first"])
     results = [
-        r.data
-        for r in _messages(records)
-        if r.data["kind"] == "tool_result" and r.data["call_id"] == marker["call_id"]
+        r.data for r in _messages(records) if r.data["kind"] == "tool_result" and r.data["call_id"] == marker["call_id"]
     ]
     problems = []
     if len(results) != 1 or not results[0]["is_error"]:
         problems.append(f"{d.name}: at the second kill the interrupted call has results {results}")
     if again["first"] != marker["first"] or not (partial and partial.get("text")):
         problems.append(
-            f"{d.name}: the second kill was not mid-stream of "
-            f"the first submission: {again}, partial {partial}"
+            f"{d.name}: the second kill was not mid-stream of the first submission: {again}, partial {partial}"
         )
     return problems
 
@@ -494,9 +432,7 @@ def _check_kept_not_cleared(d: Path, marker: dict[str, Any], again: dict[str, An
     with _open(d) as store:
         records = store.records(CONVERSATION)
         partial = store.partial(marker["first"])
-    kept = [
-        r.data for r in _messages(records) if r.data["kind"] == "assistant" and r.data["aborted"]
-    ]
+    kept = [r.data for r in _messages(records) if r.data["kind"] == "assistant" and r.data["aborted"]]
     if (
         again["cleared"] != marker["first"]
         or len(kept) != 1

@@ -14,8 +14,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import flue_nb as flue
 from agents import make_agent
+
+import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply
 from flue_nb.runtime.core.loop import RunSettings
 

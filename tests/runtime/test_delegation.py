@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import flue_nb as flue
 from agents import make_agent, session
+
+import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.runtime.agent import define_subagent
 from flue_nb.runtime.messages import ToolResultMessage, UserMessage
@@ -37,12 +38,14 @@ def test_delegation_14_2_child_has_fresh_context_shares_sandbox_inherits_model_r
         return "You are the child."
 
     # One scripted model serves both: the child inherits the parent's model (14.2).
-    model = ScriptedModel([
-        reply("", tool_call("task", prompt="read notes.txt", agent="kid", description="read the notes")),
-        reply("", tool_call("read", path="notes.txt")),
-        reply("The notes say: child can see this."),
-        reply("Parent done."),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("task", prompt="read notes.txt", agent="kid", description="read the notes")),
+            reply("", tool_call("read", path="notes.txt")),
+            reply("The notes say: child can see this."),
+            reply("Parent done."),
+        ]
+    )
     sub = define_subagent("kid", "Reads files", agent=child)
     events = []
     s = session(make_agent(model, sandbox=flue.local(str(tmp_path)), extra=lambda: flue.use_subagent(sub)))
@@ -80,12 +83,14 @@ def test_delegation_14_2_a_subagent_may_name_its_own_model():
 def test_delegation_14_2_a_task_cwd_scopes_the_shared_sandbox(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "inner.txt").write_text("inside")
-    model = ScriptedModel([
-        reply("", tool_call("task", prompt="read inner", agent="kid", cwd="sub")),
-        reply("", tool_call("read", path="inner.txt")),
-        reply("got it"),
-        reply("done"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("task", prompt="read inner", agent="kid", cwd="sub")),
+            reply("", tool_call("read", path="inner.txt")),
+            reply("got it"),
+            reply("done"),
+        ]
+    )
     sub = define_subagent("kid", "kid", agent=lambda: "child")
     session(make_agent(model, sandbox=flue.local(str(tmp_path)), extra=lambda: flue.use_subagent(sub))).prompt("go")
     assert results(model.requests[2])[0].content == "inside"
@@ -100,7 +105,9 @@ def test_delegation_14_1_a_chain_of_five_fails_at_depth_five_as_an_error_result(
     steps = [reply("", tool_call("task", prompt=f"level {i + 1}", agent="deeper")) for i in range(5)]
     steps += [reply(f"answer {i}") for i in range(4, -1, -1)]
     model = ScriptedModel(steps)
-    root = make_agent(model, extra=lambda: flue.use_subagent(define_subagent("deeper", "goes deeper", agent=chain_agent)))
+    root = make_agent(
+        model, extra=lambda: flue.use_subagent(define_subagent("deeper", "goes deeper", agent=chain_agent))
+    )
     assert session(root).prompt("go deep") == "answer 0"
     model.assert_complete()
     # Request 5 is the depth-4 child after its own task call failed at depth 5.

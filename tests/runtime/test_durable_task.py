@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel
@@ -75,7 +74,9 @@ def test_a_task_interrupted_by_a_crash_resumes_its_subagent_from_its_records(tmp
     (tmp_path / "durable_agents.py").write_text(AGENTS)
     db = str(tmp_path / "s.sqlite")
     env = {**__import__("os").environ, "FLUE_TEST_BLOCK": "1"}
-    with subprocess.Popen([sys.executable, "-c", CHILD, db, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, db, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+    ) as child:
         try:
             sid = child.stdout.readline().strip()
             assert child.stdout.readline().strip() == "in work"
@@ -101,11 +102,12 @@ def test_a_task_interrupted_by_a_crash_resumes_its_subagent_from_its_records(tmp
 
 
 def test_a_subagent_that_answered_before_the_crash_is_not_asked_again(tmp_path):
+    import time
+
     from flue_nb.models import reply
     from flue_nb.runtime.messages import TextPart, ToolCall, message_to_dict
     from flue_nb.runtime.store import SubmissionState
     from flue_nb.runtime.store.sqlite import SQLiteStore
-    import time
 
     child_model = FunctionModel(lambda request: reply("asked again"))
 
@@ -129,11 +131,22 @@ def test_a_subagent_that_answered_before_the_crash_is_not_asked_again(tmp_path):
     store.acquire_lease("c", "gone-host:1:0", ttl=0.01, now=now)
     store.update_submission("sub_x", state=SubmissionState.RUNNING, attempts=1, started_at=now - 5)
     call = ToolCall("call_task", "task", {"prompt": "sub work", "agent": "helper"})
-    store.append("c", "sub_x", [("message", message_to_dict(UserMessage("delegate", "sub_x"))),
-                                ("message", message_to_dict(AssistantMessage([call])))], now=now)
+    store.append(
+        "c",
+        "sub_x",
+        [
+            ("message", message_to_dict(UserMessage("delegate", "sub_x"))),
+            ("message", message_to_dict(AssistantMessage([call]))),
+        ],
+        now=now,
+    )
     for i, m in enumerate([UserMessage("sub work"), AssistantMessage([TextPart("the child's answer")])]):
-        store.append("c", "sub_x", [("step", {"call_id": "call_task", "name": f"message:{i:06d}",
-                                              "value": message_to_dict(m)})], now=now)
+        store.append(
+            "c",
+            "sub_x",
+            [("step", {"call_id": "call_task", "name": f"message:{i:06d}", "value": message_to_dict(m)})],
+            now=now,
+        )
     store.close()
     time.sleep(0.05)
     s = flue.init(parent, db=str(path), conversation="c", settings=RunSettings())
@@ -150,7 +163,9 @@ def test_a_subagents_events_are_rebuilt_from_the_store_as_they_were_seen_live(tm
         return "seen"
 
     child_model = FunctionModel(
-        lambda request: reply("child answer") if request.messages[-1].kind == "tool_result" else reply("", tool_call("look"))
+        lambda request: (
+            reply("child answer") if request.messages[-1].kind == "tool_result" else reply("", tool_call("look"))
+        )
     )
 
     @flue.agent
@@ -159,8 +174,11 @@ def test_a_subagents_events_are_rebuilt_from_the_store_as_they_were_seen_live(tm
 
     helper = flue.define_subagent("helper", "Helps.", agent=helper_fn, model=child_model)
     parent_model = FunctionModel(
-        lambda request: reply("done") if request.messages[-1].kind == "tool_result"
-        else reply("", tool_call("task", prompt="sub work", agent="helper", description="a sub task"))
+        lambda request: (
+            reply("done")
+            if request.messages[-1].kind == "tool_result"
+            else reply("", tool_call("task", prompt="sub work", agent="helper", description="a sub task"))
+        )
     )
 
     @flue.agent
@@ -176,8 +194,11 @@ def test_a_subagents_events_are_rebuilt_from_the_store_as_they_were_seen_live(tm
 
     def task_view(events):
         # Logs are not records, and a streamed text comes back as one delta (replay.py).
-        view = [(e.type, e.task_id is not None, getattr(e, "agent", None), getattr(e, "name", None))
-                for e in events if (e.task_id is not None or e.type in ("task_start", "task")) and e.type != "log"]
+        view = [
+            (e.type, e.task_id is not None, getattr(e, "agent", None), getattr(e, "name", None))
+            for e in events
+            if (e.task_id is not None or e.type in ("task_start", "task")) and e.type != "log"
+        ]
         return [v for i, v in enumerate(view) if not (v[0] == "text_delta" and i and view[i - 1][0] == "text_delta")]
 
     assert task_view(rebuilt) == task_view(live), (task_view(rebuilt), task_view(live))

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import flue_nb as flue
-from agents import make_agent, session
-from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.runtime import errors
 import dataclasses
 import subprocess
 import sys
 import threading
 from typing import get_args
 
-from flue_nb.models import FunctionModel
+from agents import make_agent, session
+
+import flue_nb as flue
+from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
+from flue_nb.runtime import errors
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import EventType
 
@@ -50,12 +50,24 @@ def test_events_15_2_a_tool_run_emits_the_documented_sequence():
     _, events = run_with_events(ScriptedModel([reply("calling", tool_call("ping")), reply("done")]), tools=(ping,))
     types = [e.type for e in events if e.type not in ("text_delta", "log")]
     assert types == [
-        "submission_queued", "submission_running", "agent_start",
-        "message_start", "message_end",  # the user's message enters the window
-        "turn_start", "message_start", "message_end", "turn",
-        "tool_start", "tool",
-        "turn_start", "message_start", "message_end", "turn",
-        "agent_end", "submission_settled", "idle",
+        "submission_queued",
+        "submission_running",
+        "agent_start",
+        "message_start",
+        "message_end",  # the user's message enters the window
+        "turn_start",
+        "message_start",
+        "message_end",
+        "turn",
+        "tool_start",
+        "tool",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "turn",
+        "agent_end",
+        "submission_settled",
+        "idle",
     ]
     tool_event = next(e for e in events if e.type == "tool")
     assert tool_event.name == "ping" and tool_event.is_error is False
@@ -139,8 +151,13 @@ def _comparable(events):
     for e in events:
         if isinstance(e, ev.Log):
             continue
-        if out and isinstance(e, (ev.TextDelta, ev.ThinkingDelta)) and type(out[-1]) is type(e) \
-                and out[-1].turn_id == e.turn_id and out[-1].submission_id == e.submission_id:
+        if (
+            out
+            and isinstance(e, (ev.TextDelta, ev.ThinkingDelta))
+            and type(out[-1]) is type(e)
+            and out[-1].turn_id == e.turn_id
+            and out[-1].submission_id == e.submission_id
+        ):
             out[-1] = dataclasses.replace(out[-1], delta=out[-1].delta + e.delta)
             continue
         out.append(e)
@@ -153,12 +170,14 @@ def test_events_15_3_every_event_is_rebuilt_from_the_stored_records(tmp_path):
         """Ping."""
         return f"pong {word}"
 
-    model = ScriptedModel([
-        reply("let me ", tool_call("ping", word="a")),
-        reply("found it"),
-        reply("", tool_call("glob", pattern="*.txt")),
-        reply("second answer"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("let me ", tool_call("ping", word="a")),
+            reply("found it"),
+            reply("", tool_call("glob", pattern="*.txt")),
+            reply("second answer"),
+        ]
+    )
     agent = make_agent(model, tools=(ping,), sandbox=flue.local(str(tmp_path)))
     db = str(tmp_path / "e.sqlite")
     s = session(agent, db=db, conversation="e")
@@ -191,9 +210,11 @@ def test_events_10_4_a_message_that_joins_a_live_response_ends_its_stream_with_t
     first = s.dispatch("first")
     assert entered.wait(10)
     seen = []
+
     def feed():
         for e in s.stream("also this"):
             seen.append(e)
+
     t = threading.Thread(target=feed)
     t.start()
     while not any(isinstance(e, ev.SubmissionQueued) for e in seen):
@@ -216,7 +237,9 @@ def test_errors_16_1_type_codes_are_unique_and_every_stored_error_comes_back_as_
         c = stack.pop()
         everything.add(c)
         stack.extend(c.__subclasses__())
-    missing = {c.__name__ for c in everything if c.__module__.startswith("flue_nb") and errors.ERROR_TYPES.get(c.type) is not c}
+    missing = {
+        c.__name__ for c in everything if c.__module__.startswith("flue_nb") and errors.ERROR_TYPES.get(c.type) is not c
+    }
     assert not missing, f"error classes without their own type code in ERROR_TYPES: {missing}"
     for code, cls in errors.ERROR_TYPES.items():
         assert type(errors.error_from_dict({"type": code, "message": "m"})) is cls

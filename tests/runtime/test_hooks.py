@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.runtime.agent import define_subagent
 
@@ -39,7 +39,9 @@ def test_use_model_twice_raises():
 
 def test_use_sandbox_twice_in_one_render_raises(tmp_path):
     model = ScriptedModel(["never"])
-    agent = make_agent(model, sandbox=flue.local(str(tmp_path)), extra=lambda: flue.use_sandbox(flue.local(str(tmp_path))))
+    agent = make_agent(
+        model, sandbox=flue.local(str(tmp_path)), extra=lambda: flue.use_sandbox(flue.local(str(tmp_path)))
+    )
     with pytest.raises(flue.HookError, match="at most one sandbox"):
         session(agent).prompt("hello")
 

@@ -60,7 +60,9 @@ PLOT = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as pl
 # --- images.py -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt, mime", [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("GIF", "image/gif"), ("WEBP", "image/webp")])
+@pytest.mark.parametrize(
+    "fmt, mime", [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("GIF", "image/gif"), ("WEBP", "image/webp")]
+)
 def test_sniff_reads_type_and_size_of_the_four_formats(fmt: str, mime: str) -> None:
     buf = io.BytesIO()
     Image.new("RGB", (300, 200)).save(buf, format=fmt)
@@ -124,11 +126,13 @@ def test_anthropic_gets_image_blocks_inside_tool_results_and_user_content() -> N
     import base64
 
     part = image_from_bytes(png())
-    wire = to_wire_messages([
-        UserMessage("what is this?", images=[part]),
-        _assistant(),
-        ToolResultMessage("t1", "python", "drew it", images=[part]),
-    ])
+    wire = to_wire_messages(
+        [
+            UserMessage("what is this?", images=[part]),
+            _assistant(),
+            ToolResultMessage("t1", "python", "drew it", images=[part]),
+        ]
+    )
     user = wire[0]["content"]
     assert user[0]["text"] == "what is this?"
     assert user[1]["type"] == "image" and user[1]["source"]["media_type"] == "image/png"
@@ -147,7 +151,11 @@ def _assistant():  # type: ignore[no-untyped-def]
 
 def test_compaction_folds_images_to_one_line_and_never_sends_bytes() -> None:
     part = image_from_bytes(png(), label="figure 1")
-    folded = [UserMessage("plot it", images=[part]), _assistant(), ToolResultMessage("t1", "python", "ok", images=[part])]
+    folded = [
+        UserMessage("plot it", images=[part]),
+        _assistant(),
+        ToolResultMessage("t1", "python", "ok", images=[part]),
+    ]
     request = summary_request(folded)
     assert request.images == []
     text = request.messages[0].text  # type: ignore[union-attr]
@@ -194,7 +202,9 @@ def test_a_figure_drawn_by_python_reaches_the_model_as_an_image_and_is_stored_on
 def test_the_same_figure_twice_is_one_blob(tmp_path: Path) -> None:
     db = tmp_path / "f.sqlite"
     code = PLOT.format(title="same")
-    model = ScriptedModel([reply("", tool_call("python", code=code)), reply("", tool_call("python", code=code)), reply("done")])
+    model = ScriptedModel(
+        [reply("", tool_call("python", code=code)), reply("", tool_call("python", code=code)), reply("done")]
+    )
     s = session(make_agent(model, sandbox=flue.kernel(tmp_path, namespace={})), db=str(db))
     s.prompt("plot twice")
     digests = [p.digest for p in model.requests[-1].images]
@@ -217,7 +227,9 @@ def test_rich_values_and_display_images_become_images(tmp_path: Path) -> None:
     (tmp_path / "pic.png").write_bytes(png(30, 20))
     code = f"from IPython.display import Image\nImage(filename={str(tmp_path / 'pic.png')!r})"
     svg = "class Vector:\n    def _repr_svg_(self):\n        return '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'\nVector()"
-    model = ScriptedModel([reply("", tool_call("python", code=code)), reply("", tool_call("python", code=svg)), reply("ok")])
+    model = ScriptedModel(
+        [reply("", tool_call("python", code=code)), reply("", tool_call("python", code=svg)), reply("ok")]
+    )
     session(make_agent(model, sandbox=flue.kernel(tmp_path, namespace={}))).prompt("show")
     first = model.requests[1].messages[-1]
     assert isinstance(first, ToolResultMessage) and (first.images[0].width, first.images[0].height) == (30, 20)
@@ -230,10 +242,17 @@ def test_read_returns_an_image_with_its_size_and_other_binaries_are_still_refuse
     (tmp_path / "chart.png").write_bytes(png(120, 80))
     (tmp_path / "disguised.dat").write_bytes(png(10, 10))
     (tmp_path / "blob.bin").write_bytes(b"\x00\x01binary")
-    model = ScriptedModel([
-        reply("", tool_call("read", path="chart.png"), tool_call("read", path="disguised.dat"), tool_call("read", path="blob.bin")),
-        reply("ok"),
-    ])
+    model = ScriptedModel(
+        [
+            reply(
+                "",
+                tool_call("read", path="chart.png"),
+                tool_call("read", path="disguised.dat"),
+                tool_call("read", path="blob.bin"),
+            ),
+            reply("ok"),
+        ]
+    )
     session(make_agent(model, sandbox=flue.local(str(tmp_path)))).prompt("look")
     chart, disguised, blob = model.requests[-1].messages[-3:]
     assert isinstance(chart, ToolResultMessage) and not chart.is_error
@@ -282,7 +301,12 @@ def test_cassettes_keep_images_by_digest_and_a_different_attachment_is_drift(tmp
 def test_compacting_a_conversation_with_figures_sends_the_summariser_descriptions_not_bytes(tmp_path: Path) -> None:
     code = PLOT.format(title="folded")
     model = ScriptedModel(
-        [reply("", tool_call("python", code=code)), reply("Drew it."), reply("", tool_call("python", code=code)), reply("Again.")],
+        [
+            reply("", tool_call("python", code=code)),
+            reply("Drew it."),
+            reply("", tool_call("python", code=code)),
+            reply("Again."),
+        ],
         summary="The user asked for plots; two were drawn.",
     )
     sandbox = flue.kernel(tmp_path, namespace={})

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.runtime.sandbox.local import LocalSandbox, local
 from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.sandbox.local import LocalSandbox, local
 from tests.procs import alive
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.runtime.agent import define_subagent
 from flue_nb.runtime.messages import SignalMessage, ToolResultMessage, UserMessage
@@ -146,7 +146,9 @@ def test_tools_1_6_invalid_input_is_an_error_result_naming_the_field():
         """Needs an int."""
         return str(count)
 
-    model = ScriptedModel([reply("", tool_call("needs_int", count="many"), tool_call("needs_int", nope=1)), reply("ok")])
+    model = ScriptedModel(
+        [reply("", tool_call("needs_int", count="many"), tool_call("needs_int", nope=1)), reply("ok")]
+    )
     session(make_agent(model, tools=(needs_int,))).prompt("go")
     first, second = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
     assert first.is_error and "`count`" in first.content
@@ -216,7 +218,9 @@ def test_environment_9_3_detaching_is_narrated_too(tmp_path):
         return "gone"
 
     model = ScriptedModel([reply("", tool_call("detach")), reply("done")])
-    agent = make_agent(model, tools=(detach,), extra=lambda: flue.use_sandbox(flue.local(str(tmp_path))) if attach["on"] else None)
+    agent = make_agent(
+        model, tools=(detach,), extra=lambda: flue.use_sandbox(flue.local(str(tmp_path))) if attach["on"] else None
+    )
     session(agent).prompt("go")
     assert tool_names(model.requests[1]) == ["task", "detach"]
     (sig,) = signals(model.requests[1])
@@ -230,7 +234,14 @@ def test_environment_9_4_the_sandbox_factory_is_built_once_per_submission(tmp_pa
         built.append(1)
         return flue.local(str(tmp_path))
 
-    model = ScriptedModel([reply("", tool_call("glob", pattern="*")), reply("", tool_call("glob", pattern="*")), reply("one"), reply("two")])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("glob", pattern="*")),
+            reply("", tool_call("glob", pattern="*")),
+            reply("one"),
+            reply("two"),
+        ]
+    )
     agent = make_agent(model, sandbox=factory)
     s = session(agent)
     s.prompt("a")
@@ -249,11 +260,26 @@ def test_context_12_1_prompt_has_instructions_cwd_listing_agents_md_and_rosters(
     write_skill(tmp_path / ".agents" / "skills" / "plot", "plot", "Makes plots")
     sub = define_subagent("reviewer", "Reviews code changes", agent=lambda: "review")
     model = ScriptedModel(["hi"])
-    agent = make_agent(model, sandbox=flue.local(str(tmp_path)), instructions="You are a careful analyst.",
-                       extra=lambda: (flue.use_subagent(sub), flue.use_instruction("Be brief.")))
+    agent = make_agent(
+        model,
+        sandbox=flue.local(str(tmp_path)),
+        instructions="You are a careful analyst.",
+        extra=lambda: (flue.use_subagent(sub), flue.use_instruction("Be brief.")),
+    )
     session(agent).prompt("hello")
     system = model.requests[0].system
-    order = [system.index(s) for s in ("You are a careful analyst.", "Be brief.", str(tmp_path), "data.csv", "Always use tabs.", "plot: Makes plots", "reviewer: Reviews code changes")]
+    order = [
+        system.index(s)
+        for s in (
+            "You are a careful analyst.",
+            "Be brief.",
+            str(tmp_path),
+            "data.csv",
+            "Always use tabs.",
+            "plot: Makes plots",
+            "reviewer: Reviews code changes",
+        )
+    ]
     assert order == sorted(order)
     assert "src/" in system
 
@@ -335,7 +361,9 @@ def test_context_12_2_the_frozen_prompt_survives_a_reopened_session(tmp_path):
 
 def test_skills_8_2_activate_skill_returns_instructions_and_unknown_lists_the_available(tmp_path):
     skill = write_skill(tmp_path / "sk", "tidy", "Tidies data", body="Step 1: tidy.\nStep 2: check.")
-    model = ScriptedModel([reply("", tool_call("activate_skill", name="tidy"), tool_call("activate_skill", name="nope")), reply("ok")])
+    model = ScriptedModel(
+        [reply("", tool_call("activate_skill", name="tidy"), tool_call("activate_skill", name="nope")), reply("ok")]
+    )
     session(make_agent(model, extra=lambda: flue.use_skill(skill))).prompt("go")
     ok, bad = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
     assert "Step 1: tidy." in ok.content and not ok.is_error
@@ -354,12 +382,17 @@ def test_skills_8_2_workspace_skills_are_discovered_with_a_sandbox(tmp_path):
 def test_skills_8_3_read_skill_resource_reads_with_reads_paging(tmp_path):
     lines = "\n".join(f"line {i}" for i in range(1, 3001))
     skill = write_skill(tmp_path / "sk", "big", "Has a big file", resources=[("ref/data.txt", lines)])
-    model = ScriptedModel([
-        reply("", tool_call("read_skill_resource", skill="big", path="ref/data.txt"),
-              tool_call("read_skill_resource", skill="big", path="ref/data.txt", offset=2999),
-              tool_call("read_skill_resource", skill="big", path="../escape.txt")),
-        reply("ok"),
-    ])
+    model = ScriptedModel(
+        [
+            reply(
+                "",
+                tool_call("read_skill_resource", skill="big", path="ref/data.txt"),
+                tool_call("read_skill_resource", skill="big", path="ref/data.txt", offset=2999),
+                tool_call("read_skill_resource", skill="big", path="../escape.txt"),
+            ),
+            reply("ok"),
+        ]
+    )
     session(make_agent(model, extra=lambda: flue.use_skill(skill))).prompt("go")
     first, second, escape = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
     assert "Use offset=2001 to continue." in first.content and "line 2001" not in first.content.split("\n")[-3:]

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
 from flue_nb.runtime.messages import SignalMessage, ToolResultMessage
 from flue_nb.runtime.tools.mcp import McpServer, close_mcp_servers, mcp_servers, mount_mcp
@@ -47,7 +47,10 @@ def test_stdio_server_tools_mount_as_mcp_names_with_the_servers_own_schema():
     model = ScriptedModel(["hi"])
     session(calc_agent(model)).prompt("hello")
     request = model.requests[0]
-    assert names(request) == ["task", *(f"mcp__calc__{n}" for n in ("add", "pid", "dot", "fail", "slow", "crash", "grow"))]
+    assert names(request) == [
+        "task",
+        *(f"mcp__calc__{n}" for n in ("add", "pid", "dot", "fail", "slow", "crash", "grow")),
+    ]
     add = next(t for t in request.tools if t.name == "mcp__calc__add")
     assert add.description == "Add two integers."
     assert add.input_schema["required"] == ["a", "b"]
@@ -62,10 +65,12 @@ def test_a_tool_call_reaches_the_server_and_its_text_comes_back_as_a_tool_result
 
 
 def test_a_tool_error_on_the_server_is_an_error_result_and_bad_input_names_the_field():
-    model = ScriptedModel([
-        reply("", tool_call("mcp__calc__fail", why="boom"), tool_call("mcp__calc__add", a="x", b=1)),
-        reply("ok"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__calc__fail", why="boom"), tool_call("mcp__calc__add", a="x", b=1)),
+            reply("ok"),
+        ]
+    )
     session(calc_agent(model)).prompt("go")
     failed, invalid = results(model.requests[1])
     assert failed.is_error and "fail" in failed.content
@@ -86,11 +91,16 @@ def test_tools_filter_naming_a_tool_the_server_lacks_fails_with_the_listed_names
 
 
 def test_the_connection_is_opened_once_and_reused_across_submissions_and_sessions():
-    model = ScriptedModel([
-        reply("", tool_call("mcp__calc__pid")), reply("one"),
-        reply("", tool_call("mcp__calc__pid")), reply("two"),
-        reply("", tool_call("mcp__calc__pid")), reply("three"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__calc__pid")),
+            reply("one"),
+            reply("", tool_call("mcp__calc__pid")),
+            reply("two"),
+            reply("", tool_call("mcp__calc__pid")),
+            reply("three"),
+        ]
+    )
     agent = calc_agent(model)
     s = session(agent)
     s.prompt("first")
@@ -122,9 +132,7 @@ def test_a_server_that_exits_at_start_is_reported_with_its_stderr():
 
 def test_an_optional_server_that_cannot_start_mounts_nothing_and_the_model_is_told_once(tmp_path):
     model = ScriptedModel(["one", "two"])
-    agent = make_agent(
-        model, extra=lambda: flue.use_mcp("gone", command=[str(tmp_path / "missing")], optional=True)
-    )
+    agent = make_agent(model, extra=lambda: flue.use_mcp("gone", command=[str(tmp_path / "missing")], optional=True))
     s = session(agent)
     assert s.prompt("hello") == "one"
     assert names(model.requests[0]) == ["task"]
@@ -137,12 +145,14 @@ def test_an_optional_server_that_cannot_start_mounts_nothing_and_the_model_is_to
 
 
 def test_a_server_crashing_mid_call_is_an_error_result_and_the_next_call_restarts_it():
-    model = ScriptedModel([
-        reply("", tool_call("mcp__calc__pid")),
-        reply("", tool_call("mcp__calc__crash")),
-        reply("", tool_call("mcp__calc__pid")),
-        reply("done"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__calc__pid")),
+            reply("", tool_call("mcp__calc__crash")),
+            reply("", tool_call("mcp__calc__pid")),
+            reply("done"),
+        ]
+    )
     assert session(calc_agent(model)).prompt("go") == "done"
     first, crashed, second = results(model.requests[3])
     assert crashed.is_error
@@ -152,10 +162,14 @@ def test_a_server_crashing_mid_call_is_an_error_result_and_the_next_call_restart
 
 
 def test_an_abort_during_a_call_settles_aborted_and_the_connection_stays_usable():
-    model = ScriptedModel([
-        reply("", tool_call("mcp__calc__pid")), reply("", tool_call("mcp__calc__slow", seconds=30)),
-        reply("", tool_call("mcp__calc__pid")), reply("same server"),
-    ])
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__calc__pid")),
+            reply("", tool_call("mcp__calc__slow", seconds=30)),
+            reply("", tool_call("mcp__calc__pid")),
+            reply("same server"),
+        ]
+    )
     s = session(calc_agent(model))
     receipt = s.dispatch("sleep")
     deadline = time.monotonic() + 30
@@ -196,7 +210,9 @@ def test_a_server_that_crashes_and_cannot_restart_is_unmounted_and_the_model_tol
 
 
 def test_a_tool_list_change_on_the_server_reaches_the_model_as_a_resources_signal():
-    model = ScriptedModel([reply("", tool_call("mcp__calc__grow")), reply("", tool_call("mcp__calc__extra")), reply("ok")])
+    model = ScriptedModel(
+        [reply("", tool_call("mcp__calc__grow")), reply("", tool_call("mcp__calc__extra")), reply("ok")]
+    )
     session(calc_agent(model)).prompt("grow")
     assert "mcp__calc__extra" in names(model.requests[1])
     [signal] = signals(model.requests[1])

@@ -30,8 +30,12 @@ def _store(url: str, **kw: Any) -> Any:
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(out.stdout.split())
 
 
@@ -242,8 +246,9 @@ def test_a_server_restart_mid_run_settles_once_with_nothing_lost_or_duplicated(o
             restarted.set()
         return reply(f"answer {len(request.messages)}")
 
-    session = flue.init(make_agent(FunctionModel(answer)), conversation="c", db=url,
-                        settings=RunSettings(sleep=_no_sleep))
+    session = flue.init(
+        make_agent(FunctionModel(answer)), conversation="c", db=url, settings=RunSettings(sleep=_no_sleep)
+    )
     receipts = [session.dispatch(f"message {i}") for i in range(3)]
     outcomes = [session.read(r, timeout=60) for r in receipts]
     assert restarted.is_set()
@@ -311,8 +316,13 @@ def test_a_server_gone_for_good_mid_run_ends_the_read_in_a_store_error_and_nothi
         return reply("answered")
 
     store = _store(url, reconnect_timeout=1.0, connect_timeout=1)
-    session = flue.init(make_agent(FunctionModel(answer)), conversation="c", db=store,
-                        settings=RunSettings(sleep=_no_sleep), lease_ttl=1.0)
+    session = flue.init(
+        make_agent(FunctionModel(answer)),
+        conversation="c",
+        db=store,
+        settings=RunSettings(sleep=_no_sleep),
+        lease_ttl=1.0,
+    )
     receipt = session.dispatch("hi")
     started = time.monotonic()
     with pytest.raises(StoreError, match="cannot reach the store"):
@@ -320,8 +330,13 @@ def test_a_server_gone_for_good_mid_run_ends_the_read_in_a_store_error_and_nothi
     # Each store call after the first wait tries once: the failure is not paid per call.
     assert time.monotonic() - started < 15
     own_server.start()
-    later = flue.init(make_agent(FunctionModel(lambda request: reply("recovered"))),
-                      conversation="c", db=url, settings=RunSettings(sleep=_no_sleep), lease_ttl=1.0)
+    later = flue.init(
+        make_agent(FunctionModel(lambda request: reply("recovered"))),
+        conversation="c",
+        db=url,
+        settings=RunSettings(sleep=_no_sleep),
+        lease_ttl=1.0,
+    )
     assert later.read(receipt.submission_id, timeout=60) == "recovered"
     with _store(url) as s:
         (sub,) = s.submissions("c")

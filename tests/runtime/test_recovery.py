@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
-from flue_nb.models import ScriptedModel, reply
+from flue_nb.models import ScriptedModel
 from flue_nb.runtime.messages import (
     AssistantMessage,
     SignalMessage,
@@ -18,8 +18,8 @@ from flue_nb.runtime.messages import (
     UserMessage,
     message_to_dict,
 )
-from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, SubmissionState
+from flue_nb.runtime.store.sqlite import SQLiteStore
 
 CID = "crashed"
 
@@ -31,8 +31,14 @@ def crashed_store(path, text="do it", messages=(), partial=None, abort=False):
     store.ensure_conversation(CID, now=now)
     sub = store.admit(CID, text, submission_id="sub_crashed", now=now - 5)
     store.acquire_lease(CID, "dead-owner", ttl=1, now=now - 10)
-    store.update_submission(sub.id, state=SubmissionState.RUNNING, attempts=1, started_at=now - 5,
-                            lease_owner="dead-owner", lease_expires=now - 9)
+    store.update_submission(
+        sub.id,
+        state=SubmissionState.RUNNING,
+        attempts=1,
+        started_at=now - 5,
+        lease_owner="dead-owner",
+        lease_expires=now - 9,
+    )
     if messages:
         store.append(CID, sub.id, [("message", message_to_dict(m)) for m in messages], now=now - 4)
     if partial:
@@ -69,7 +75,9 @@ def test_recovery_11_2_a_completed_response_settles_completed_without_a_model_ca
 
 def test_recovery_11_2_a_half_streamed_message_is_kept_as_aborted_and_the_model_continues(tmp_path):
     path = tmp_path / "s.sqlite"
-    crashed_store(path, messages=[UserMessage("do it", "sub_crashed")], partial={"text": "The answer is", "thinking": ""})
+    crashed_store(
+        path, messages=[UserMessage("do it", "sub_crashed")], partial={"text": "The answer is", "thinking": ""}
+    )
     model = ScriptedModel([" forty-two."])
     s, answer = recover(path, model)
     assert answer == " forty-two."
@@ -90,11 +98,14 @@ def test_recovery_11_2_unresolved_calls_get_an_unknown_outcome_result_and_are_no
         return "deployed"
 
     calls = [ToolCall("c_done", "deploy", {"target": "a"}), ToolCall("c_lost", "deploy", {"target": "b"})]
-    crashed_store(path, messages=[
-        UserMessage("do it", "sub_crashed"),
-        AssistantMessage([TextPart("Deploying."), *calls]),
-        ToolResultMessage("c_done", "deploy", "deployed"),
-    ])
+    crashed_store(
+        path,
+        messages=[
+            UserMessage("do it", "sub_crashed"),
+            AssistantMessage([TextPart("Deploying."), *calls]),
+            ToolResultMessage("c_done", "deploy", "deployed"),
+        ],
+    )
     model = ScriptedModel(["checked"])
     s, answer = recover(path, model, tools=(deploy,))
     assert answer == "checked" and ran == []
@@ -114,9 +125,13 @@ def test_recovery_11_2_durable_tools_rerun_with_recorded_steps_replayed(tmp_path
         b = await ctx.step.do("apply", lambda: performed.append("apply") or "applied")
         return f"{a} {b}"
 
-    crashed_store(path, messages=[UserMessage("do it", "sub_crashed"), AssistantMessage([ToolCall("c_mig", "migrate", {})])])
+    crashed_store(
+        path, messages=[UserMessage("do it", "sub_crashed"), AssistantMessage([ToolCall("c_mig", "migrate", {})])]
+    )
     store = SQLiteStore(path)
-    store.append(CID, "sub_crashed", [("step", {"call_id": "c_mig", "name": "backup", "value": "backup-1"})], now=time.time())
+    store.append(
+        CID, "sub_crashed", [("step", {"call_id": "c_mig", "name": "backup", "value": "backup-1"})], now=time.time()
+    )
     store.close()
     model = ScriptedModel(["migrated"])
     _, answer = recover(path, model, tools=(migrate,))
@@ -163,7 +178,9 @@ def test_recovery_11_1_a_live_lease_of_another_owner_is_respected_until_it_expir
 
 def test_recovery_11_1_opening_a_session_recovers_without_new_work(tmp_path):
     path = tmp_path / "s.sqlite"
-    crashed_store(path, messages=[UserMessage("do it", "sub_crashed"), AssistantMessage([TextPart("done before the crash")])])
+    crashed_store(
+        path, messages=[UserMessage("do it", "sub_crashed"), AssistantMessage([TextPart("done before the crash")])]
+    )
     s = session(make_agent(ScriptedModel([])), db=str(path), conversation=CID)
     deadline = time.time() + 10
     while s.store.submission("sub_crashed").state != SubmissionState.SETTLED:

@@ -135,9 +135,7 @@ def test_synchronous_full_is_an_option(tmp_path: Path) -> None:
 
 
 def test_tables_are_strict_and_foreign_keys_are_on(file_store: SQLiteStore) -> None:
-    rows = _query(
-        Path(file_store.path), "SELECT name, strict FROM pragma_table_list WHERE schema = 'main'"
-    )
+    rows = _query(Path(file_store.path), "SELECT name, strict FROM pragma_table_list WHERE schema = 'main'")
     strict = {name: bool(flag) for name, flag in rows if not str(name).startswith("sqlite_")}
     assert set(strict) == {
         "schema_version",
@@ -230,9 +228,7 @@ def test_old_version_file_migrates_forward_keeping_data(tmp_path: Path) -> None:
         assert migrate(conn, str(path), (*MIGRATIONS, extra)) == SCHEMA_VERSION + 1
         assert conn.execute("SELECT x FROM extra").fetchall() == [(42,)]
         assert conn.execute("SELECT text FROM submissions").fetchall() == [("kept",)]
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-            (SCHEMA_VERSION + 1,)
-        ]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION + 1,)]
         # Applying again is a no-op.
         assert migrate(conn, str(path), (*MIGRATIONS, extra)) == SCHEMA_VERSION + 1
     finally:
@@ -516,9 +512,7 @@ def test_records_filters(store: SQLiteStore) -> None:
     store.admit("c", "b", submission_id="s2", now=1.0)
     r1, r2 = store.append("c", "s1", [("system", {"text": "sys"}), ("message", {"n": 1})], now=2.0)
     (r3,) = store.append("c", "s2", [("message", {"n": 2})], now=3.0)
-    (r4,) = store.append(
-        "c", None, [("compaction", {"summary": "s", "first_kept_seq": r3.seq})], now=4.0
-    )
+    (r4,) = store.append("c", None, [("compaction", {"summary": "s", "first_kept_seq": r3.seq})], now=4.0)
     store.append("other", None, [("event", {})], now=5.0)
     assert store.records("c") == [r1, r2, r3, r4]
     assert store.records("c", after_seq=r2.seq) == [r3, r4]
@@ -690,16 +684,12 @@ def test_owner_fence_covers_attempt_start_updates_and_partials(store: SQLiteStor
     # submission (state, attempts, lease_owner) nor overwrite its partial response.
     store.admit("c", "hi", submission_id="s1", now=0.0)
     store.acquire_lease("c", "k1", ttl=0.05, now=0.0)
-    assert store.update_submission(
-        "s1", owner="k1", state=RUNNING, attempts=1, lease_owner="k1", lease_expires=1.0
-    )
+    assert store.update_submission("s1", owner="k1", state=RUNNING, attempts=1, lease_owner="k1", lease_expires=1.0)
     store.put_partial("s1", {"text": "k1's"}, owner="k1")
     time.sleep(0.15)
     assert store.acquire_lease("c", "k2", ttl=30, now=0.0)
     with pytest.raises(SessionBusyError, match="'k2' does"):
-        store.update_submission(
-            "s1", owner="k1", state=RUNNING, attempts=2, lease_owner="k1", lease_expires=2.0
-        )
+        store.update_submission("s1", owner="k1", state=RUNNING, attempts=2, lease_owner="k1", lease_expires=2.0)
     with pytest.raises(SessionBusyError):
         store.put_partial("s1", {"text": "late"}, owner="k1")
     s1 = store.submission("s1")
@@ -722,9 +712,7 @@ def test_a_settled_submissions_outcome_result_and_error_are_final(store: SQLiteS
     assert not store.update_submission("s2", error=None)
     assert not store.update_submission("s2", result="late", attempts=7)
     with pytest.raises(StoreError, match="nothing was appended"):
-        store.append(
-            "c", None, [("event", {})], now=2.0, updates=[SubmissionUpdate("s1", (), {"result": "x"})]
-        )
+        store.append("c", None, [("event", {})], now=2.0, updates=[SubmissionUpdate("s1", (), {"result": "x"})])
     s1, s2 = store.submission("s1"), store.submission("s2")
     assert s1 is not None and (s1.outcome, s1.result, s1.error) == (Outcome.COMPLETED, "the answer", None)
     assert s2 is not None and (s2.outcome, s2.result, s2.error, s2.attempts) == (Outcome.FAILED, None, err, 0)
@@ -771,9 +759,7 @@ def test_threads_share_one_store_safely(store: SQLiteStore) -> None:
     def work(n: int) -> None:
         try:
             for i in range(50):
-                seqs.extend(
-                    r.seq for r in store.append("c", None, [("event", {"t": n, "i": i})], now=1.0)
-                )
+                seqs.extend(r.seq for r in store.append("c", None, [("event", {"t": n, "i": i})], now=1.0))
                 store.records("c", after_seq=max(0, i - 5))
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
@@ -788,9 +774,7 @@ def test_threads_share_one_store_safely(store: SQLiteStore) -> None:
     assert len(set(seqs)) == 200
 
 
-def test_store_file_never_contains_the_api_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_store_file_never_contains_the_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key = "sk-ant-api03-FAKE-KEY-" + "q7" * 20
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     path = tmp_path / ".flue" / "flue.sqlite"
@@ -913,9 +897,7 @@ def _run_pair(tmp: Path, procs: list[subprocess.Popen[str]], names: list[str]) -
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
-                pytest.fail(
-                    f"a worker died before it was ready: {[p.communicate() for p in procs]}"
-                )
+                pytest.fail(f"a worker died before it was ready: {[p.communicate() for p in procs]}")
             time.sleep(0.01)
         (tmp / "go").touch()
         outs = [p.communicate(timeout=120) for p in procs]
@@ -949,9 +931,7 @@ def test_two_processes_contend_for_one_lease(tmp_path: Path, mode: str, db: str)
         assert lease is not None and lease[0] == lost["owner"]
 
 
-def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(
-    tmp_path: Path, db: str
-) -> None:
+def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_path: Path, db: str) -> None:
     # `db` does not exist yet (or is an empty database): both processes race to create it.
     n = 300
     procs = [_spawn(_APPEND_WORKER, db, name, tmp_path, n) for name in ("a", "b")]

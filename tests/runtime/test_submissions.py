@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
+from agents import Sleeps, make_agent, session
 
 import flue_nb as flue
-from agents import Sleeps, make_agent, session
 from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.runtime.messages import ToolResultMessage, UserMessage
 from flue_nb.runtime.store import Outcome, SubmissionState
@@ -123,7 +123,9 @@ def test_submissions_10_5_states_go_queued_running_settled():
 
 def test_retry_11_3_transient_errors_back_off_exponentially_with_jitter():
     sleeps = Sleeps()
-    model = ScriptedModel([fail("overloaded"), fail("rate_limit", status=429), fail("server", status=500), reply("finally")])
+    model = ScriptedModel(
+        [fail("overloaded"), fail("rate_limit", status=429), fail("server", status=500), reply("finally")]
+    )
     s = session(make_agent(model), sleeps=sleeps)
     assert s.prompt("hi") == "finally"
     assert len(sleeps.delays) == 3
@@ -198,7 +200,11 @@ def test_abort_11_5_settles_the_live_and_queued_submissions_aborted_and_kills_th
     time.sleep(0.2)
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1
     outcomes = {x.text: x.outcome for x in s.submissions()}
-    assert outcomes == {"first": Outcome.COMPLETED, "run the long command": Outcome.ABORTED, "and this": Outcome.ABORTED}
+    assert outcomes == {
+        "first": Outcome.COMPLETED,
+        "run the long command": Outcome.ABORTED,
+        "and this": Outcome.ABORTED,
+    }
     assert done == "done first"
     # The conversation is ready for more work afterwards.
     model.steps.append(reply("still here"))

@@ -16,9 +16,9 @@ import textwrap
 import time
 
 import pytest
+from agents import make_agent
 
 import flue_nb as flue
-from agents import make_agent
 from flue_nb.models import FunctionModel, reply
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.core.owner import new_owner, provably_dead

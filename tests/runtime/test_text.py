@@ -10,9 +10,9 @@ import os
 import sqlite3
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
 from flue_nb.runtime._text import INVALID_INPUT_KEY, clean, decode, to_json, unescape_name
 from flue_nb.runtime.messages import AssistantMessage, ToolResultMessage, UserMessage
@@ -106,9 +106,7 @@ def test_lone_surrogates_from_the_model_and_from_tools_are_stored_escaped(tmp_pa
 
 
 def test_a_conversation_id_and_a_message_with_lone_surrogates_work_and_keep_working(tmp_path):
-    model = FunctionModel(
-        lambda req: reply("got " + [m for m in req.messages if isinstance(m, UserMessage)][-1].text)
-    )
+    model = FunctionModel(lambda req: reply("got " + [m for m in req.messages if isinstance(m, UserMessage)][-1].text))
     db = str(tmp_path / "s.sqlite")
     s = session(make_agent(model), db=db, conversation="notes-\udcff")
     assert s.prompt("first \ud800") == "got first \\ud800"

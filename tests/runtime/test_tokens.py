@@ -10,6 +10,15 @@ import warnings
 
 import pytest
 
+from flue_nb.runtime.core.tokens import (
+    ENCODING_NAME,
+    MESSAGE_OVERHEAD_TOKENS,
+    TokenCounter,
+    TokenEstimateWarning,
+    Tokenizer,
+    count_text,
+    message_text,
+)
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import (
     AssistantMessage,
@@ -22,15 +31,6 @@ from flue_nb.runtime.messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
-)
-from flue_nb.runtime.core.tokens import (
-    ENCODING_NAME,
-    MESSAGE_OVERHEAD_TOKENS,
-    TokenCounter,
-    TokenEstimateWarning,
-    Tokenizer,
-    count_text,
-    message_text,
 )
 
 SAMPLE = "The quick brown fox jumps over the lazy dog.\n    def f(x): return x ** 2  # café 🚀"
@@ -64,11 +64,7 @@ def _history(n: int) -> list[Message]:
         if i % 3 == 0:
             out.append(UserMessage(f"question {i}: what is in file_{i}.py?"))
         elif i % 3 == 1:
-            out.append(
-                AssistantMessage(
-                    [TextPart("Reading it."), ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})]
-                )
-            )
+            out.append(AssistantMessage([TextPart("Reading it."), ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})]))
         else:
             out.append(ToolResultMessage(f"c{i - 1}", "read", f"def f_{i}():\n    return {i}\n"))
     return out
@@ -158,13 +154,8 @@ def test_message_text_covers_every_kind() -> None:
     assistant = AssistantMessage([ThinkingPart("hmm"), TextPart("Editing."), call])
     text = message_text(assistant)
     assert "hmm" in text and "Editing." in text and "edit" in text and "src/app.py" in text
-    assert message_text(ToolResultMessage("c1", "edit", "Replaced 1 occurrence")).endswith(
-        "Replaced 1 occurrence"
-    )
-    assert (
-        message_text(SignalMessage("info", "tools changed"))
-        == SignalMessage("info", "tools changed").render()
-    )
+    assert message_text(ToolResultMessage("c1", "edit", "Replaced 1 occurrence")).endswith("Replaced 1 occurrence")
+    assert message_text(SignalMessage("info", "tools changed")) == SignalMessage("info", "tools changed").render()
     assert message_text(SummaryMessage("so far")) == SummaryMessage("so far").render()
     assert message_text(UserMessage("hi")) == "hi"
 
@@ -297,8 +288,8 @@ def test_counter_rejects_a_non_positive_bound() -> None:
 
 
 def test_used_tokens_on_an_appended_history_looks_only_at_the_new_messages() -> None:
-    from flue_nb.runtime.messages import UserMessage as _User
     from flue_nb.runtime.core.tokens import TokenCounter as _Counter
+    from flue_nb.runtime.messages import UserMessage as _User
 
     class Watched(list):  # type: ignore[type-arg]
         """A history that counts how many of its messages are looked at."""

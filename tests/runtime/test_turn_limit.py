@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from agents import make_agent, session
 
 import flue_nb as flue
-from agents import make_agent, session
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
 
 

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 import flue_nb as flue
-from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store import Outcome, SubmissionState
+from flue_nb.runtime.store.sqlite import SQLiteStore
 
 CONVERSATION = "shared"
 LEASE_TTL = 2.0
@@ -93,7 +93,11 @@ def _owner_main() -> None:
 
     skewed = RunSettings(clock=lambda: time.time() + args.skew) if args.skew else None
     session = flue.init(
-        shared_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=LEASE_TTL,
+        shared_agent,
+        conversation=CONVERSATION,
+        db=args.db,
+        cwd=str(d),
+        lease_ttl=LEASE_TTL,
         settings=skewed,
     )
     store = session.store
@@ -113,9 +117,7 @@ def _owner_main() -> None:
         # A's worker also runs what B queued meanwhile (it holds the lease): wait until all
         # settled and A gave the lease up, then stay alive (idle) while B takes over.
         deadline = time.monotonic() + 60.0
-        while (
-            store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None
-        ):
+        while store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None:
             if time.monotonic() > deadline:
                 raise SystemExit("owner a: the conversation never went idle")
             time.sleep(0.02)
@@ -194,9 +196,7 @@ def _stall_main() -> None:
         flue.use_tool(work)
         return "You answer questions."
 
-    session = flue.init(
-        stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL
-    )
+    session = flue.init(stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL)
     idle = threading.Event()
 
     def observe(event: Any) -> None:
@@ -288,9 +288,7 @@ def _windows(d: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 @pytest.mark.parametrize("skew", [0, 600], ids=["same_clock", "b_clock_10_min_ahead"])
-def test_second_process_is_admitted_durably_but_waits_for_the_lease(
-    tmp_path: Path, db: str, skew: int
-) -> None:
+def test_second_process_is_admitted_durably_but_waits_for_the_lease(tmp_path: Path, db: str, skew: int) -> None:
     a = _start("a", tmp_path, db=db)
     deadline = time.monotonic() + 30.0
     while not (tmp_path / "a_streaming").exists():
@@ -308,9 +306,7 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(
     assert b_report["compact"][:2] == ["SessionBusyError", "session_busy"]
     assert a_report["result"] == SLOW_TEXT
     runners = _runners(tmp_path, [sid for _, sid in b_report["admitted"]] + [b_report["late"][0]])
-    assert b_report["results"] == [
-        f"{who} answers {text!r}" for who, text in zip(runners, B_MESSAGES)
-    ]
+    assert b_report["results"] == [f"{who} answers {text!r}" for who, text in zip(runners, B_MESSAGES)]
     # Once A is idle (lease released, process alive), B takes the conversation over.
     assert runners[2] == "b" and b_report["late"][1] == f"b answers {B_LATE!r}"
     assert a_report["lease_after_b"] is None
@@ -320,9 +316,7 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(
     assert windows["a"] and windows["b"], f"both owners should have run something: {windows}"
     for a_start, a_end in windows["a"]:
         for b_start, b_end in windows["b"]:
-            assert a_end <= b_start or b_end <= a_start, (
-                f"a ran {a_start}-{a_end} while b ran {b_start}-{b_end}"
-            )
+            assert a_end <= b_start or b_end <= a_start, f"a ran {a_start}-{a_end} while b ran {b_start}-{b_end}"
 
     # The file is sound and every submission settled exactly once.
     _check_integrity(db)
@@ -334,14 +328,10 @@ def test_second_process_is_admitted_durably_but_waits_for_the_lease(
     settlements = Counter(r.submission_id for r in records if r.kind == "settlement")
     assert settlements == Counter({s.id: 1 for s in subs})
     settled_events = Counter(
-        line.split()[2]
-        for line in (tmp_path / "events.log").read_text().splitlines()
-        if " submission_settled " in line
+        line.split()[2] for line in (tmp_path / "events.log").read_text().splitlines() if " submission_settled " in line
     )
     assert settled_events == Counter({s.id: 1 for s in subs})
-    users = Counter(
-        r.data["submission_id"] for r in records if r.kind == "message" and r.data["kind"] == "user"
-    )
+    users = Counter(r.data["submission_id"] for r in records if r.kind == "message" and r.data["kind"] == "user")
     assert users == Counter({s.id: 1 for s in subs})
     seqs = [r.seq for r in records]
     assert seqs == sorted(set(seqs))
@@ -383,11 +373,7 @@ def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_ove
         with _open(db) as store:
             (sub,) = store.submissions(CONVERSATION)
             stopped_at = (sub.state, store.partial(sub.id), store.lease(CONVERSATION))
-        if (
-            stopped_at[0] != SubmissionState.RUNNING
-            or not stopped_at[1]
-            or stopped_at[2][1] > time.time()
-        ):
+        if stopped_at[0] != SubmissionState.RUNNING or not stopped_at[1] or stopped_at[2][1] > time.time():
             pytest.fail(f"the owner was not stopped mid-stream with an expired lease: {stopped_at}")
         if resume == "after_the_taker_settled":
             taker = _finish(_start("taker", tmp_path, db=db), "taker", tmp_path)
@@ -420,17 +406,10 @@ def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_ove
         or (
             r.data.get("kind") == "assistant"
             and not r.data["aborted"]
-            and any(
-                p.get("id") == "call_stalled" or "stalled owner" in p.get("text", "")
-                for p in r.data["parts"]
-            )
+            and any(p.get("id") == "call_stalled" or "stalled owner" in p.get("text", "") for p in r.data["parts"])
         )
     ]
-    runs = (
-        (tmp_path / "tool_runs").read_text().splitlines()
-        if (tmp_path / "tool_runs").exists()
-        else []
-    )
+    runs = (tmp_path / "tool_runs").read_text().splitlines() if (tmp_path / "tool_runs").exists() else []
     assert (stale_writes, runs) == ([], []), (
         "the owner that lost its lease kept running after it resumed: records it wrote "
         f"{stale_writes}, tool runs {runs}"

@@ -50,7 +50,7 @@ def agent(
     def wrap(f: Callable[[], Any]) -> AgentDef:
         if not callable(f):
             raise ConfigError(f"@agent needs a function, got {type(f).__name__}")
-        return AgentDef(f, name or getattr(f, "__name__", "agent"), max_attempts, float(timeout), max_turns)
+        return AgentDef(f, name or str(getattr(f, "__name__", "agent")), max_attempts, float(timeout), max_turns)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -125,9 +125,7 @@ def use_model(model: Any, *, compaction: Any = True) -> None:
     from flue_nb.runtime.core.compaction import CompactionConfig
 
     if not (compaction is True or compaction is False or isinstance(compaction, CompactionConfig)):
-        raise ConfigError(
-            f"`compaction` must be True, False or a CompactionConfig, got {compaction!r}"
-        )
+        raise ConfigError(f"`compaction` must be True, False or a CompactionConfig, got {compaction!r}")
     frame.rendered.model = model
     frame.rendered.compaction = compaction
     _check_script(frame.rendered.agent, model)
@@ -179,9 +177,7 @@ def use_tool(tool: Tool) -> None:
     """Mount a tool made with `@flue.tool` or `flue.define_tool`."""
     frame = _current("use_tool")
     if not isinstance(tool, Tool):
-        raise ConfigError(
-            f"`use_tool()` needs a tool made with @flue.tool or flue.define_tool, got {tool!r}"
-        )
+        raise ConfigError(f"`use_tool()` needs a tool made with @flue.tool or flue.define_tool, got {tool!r}")
     if any(t.name == tool.name for t in frame.rendered.tools):
         raise ToolNameConflictError(f"two tools are named {tool.name!r}; tool names must be unique")
     frame.rendered.tools.append(tool)
@@ -238,17 +234,19 @@ def use_mcp(
         raise ConfigError(f"`use_mcp({name!r})`: `timeout` must be a positive number of seconds, got {timeout!r}")
     if any(s.name == name for s in frame.rendered.mcp):
         raise HookError(f"two MCP servers are named {name!r}; names must be unique")
-    frame.rendered.mcp.append(McpServer(
-        name,
-        command=tuple(command) if command is not None else None,
-        url=url,
-        tools=tuple(tools) if tools is not None else None,
-        optional=bool(optional),
-        env=tuple(sorted(env.items())) if env else None,
-        cwd=str(cwd) if cwd is not None else None,
-        headers=tuple(sorted(headers.items())) if headers else None,
-        timeout=float(timeout),
-    ))
+    frame.rendered.mcp.append(
+        McpServer(
+            name,
+            command=tuple(command) if command is not None else None,
+            url=url,
+            tools=tuple(tools) if tools is not None else None,
+            optional=bool(optional),
+            env=tuple(sorted(env.items())) if env else None,
+            cwd=str(cwd) if cwd is not None else None,
+            headers=tuple(sorted(headers.items())) if headers else None,
+            timeout=float(timeout),
+        )
+    )
 
 
 def use_skill(skill: Any) -> None:

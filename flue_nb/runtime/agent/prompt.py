@@ -12,8 +12,8 @@ from typing import Any
 
 from flue_nb.runtime._text import clean
 from flue_nb.runtime.agent import SubagentDef
-from flue_nb.runtime.messages import SignalMessage
 from flue_nb.runtime.agent.skills import Skill
+from flue_nb.runtime.messages import SignalMessage
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["Environment", "compose_system", "describe_environment", "diff_roster", "make_roster"]
@@ -75,9 +75,7 @@ def compose_system(
     """Compose the system prompt: instructions, then the workspace, then the rosters (12.1)."""
     parts = [i.strip() for i in instructions if i and i.strip()]
     if env is not None:
-        parts.append(
-            f"## Workspace\nWorking directory: {env.cwd}\nTop-level entries:\n{_listing_text(env.listing)}"
-        )
+        parts.append(f"## Workspace\nWorking directory: {env.cwd}\nTop-level entries:\n{_listing_text(env.listing)}")
         if env.agents_md:
             parts.append(f"## AGENTS.md\n{env.agents_md.strip()}")
     roster = _roster_lines(skills, subagents)

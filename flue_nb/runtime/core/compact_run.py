@@ -68,8 +68,14 @@ async def compact_window(job: CompactionJob, reason: CompactionReason) -> bool:
     started = time.perf_counter()
 
     def ended(**fields: Any) -> None:
-        job.emit(ev.CompactionEnd(reason=reason, duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                                  tokens_before=before, **fields))
+        job.emit(
+            ev.CompactionEnd(
+                reason=reason,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                tokens_before=before,
+                **fields,
+            )
+        )
 
     if cut == 0:
         ended(messages_before=len(t.messages), messages_after=len(t.messages), tokens_after=before, skipped=True)
@@ -85,28 +91,49 @@ async def compact_window(job: CompactionJob, reason: CompactionReason) -> bool:
     read, modified = file_lists(folded)
     summarizer = job.resolve(config.model) if config.model is not None else job.model
     request = summary_request(
-        to_fold, previous_summary=previous, files_read=read, files_modified=modified,
+        to_fold,
+        previous_summary=previous,
+        files_read=read,
+        files_modified=modified,
         max_tokens=reserve_tokens(summarizer.info, config),
     )
     try:
         response = await job.call_model(request, summarizer)
     except BaseException as exc:
-        ended(messages_before=len(t.messages), messages_after=len(t.messages), tokens_after=before,
-              is_error=True, error=str(exc))
+        ended(
+            messages_before=len(t.messages),
+            messages_after=len(t.messages),
+            tokens_after=before,
+            is_error=True,
+            error=str(exc),
+        )
         raise
     summary = format_summary(response.text, read, modified)
     new_messages = compacted_context(summary, kept)
     system = await job.recompose()
     after = int(job.counter.used_tokens(new_messages, system=system))
     data: dict[str, Any] = {
-        "summary": summary, "first_kept_seq": t.seqs[cut], "reason": reason,
-        "messages_before": len(t.messages), "messages_after": len(new_messages),
-        "tokens_before": before, "tokens_after": after,
+        "summary": summary,
+        "first_kept_seq": t.seqs[cut],
+        "reason": reason,
+        "messages_before": len(t.messages),
+        "messages_after": len(new_messages),
+        "tokens_before": before,
+        "tokens_after": after,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
     job.recorder.append([], extra=[("compaction", data), ("system", {"text": system, "roster": t.roster})])
     t.system = system
     t.reset(new_messages, [None, *t.seqs[cut:]], [None, *t.sids[cut:]])
-    job.emit(ev.CompactionEnd(reason=reason, messages_before=data["messages_before"], messages_after=len(new_messages),
-                              duration_ms=data["duration_ms"], tokens_before=before, tokens_after=after, summary=summary))
+    job.emit(
+        ev.CompactionEnd(
+            reason=reason,
+            messages_before=data["messages_before"],
+            messages_after=len(new_messages),
+            duration_ms=data["duration_ms"],
+            tokens_before=before,
+            tokens_after=after,
+            summary=summary,
+        )
+    )
     return True

@@ -110,14 +110,9 @@ class CompactionConfig:
         m = self.model
         if isinstance(m, str):
             if not m.strip():
-                raise ConfigError(
-                    "CompactionConfig: `model` is an empty string; give a model spec or None."
-                )
+                raise ConfigError("CompactionConfig: `model` is an empty string; give a model spec or None.")
         elif m is not None and not isinstance(m, Model):
-            raise ConfigError(
-                f"CompactionConfig: `model` must be a model spec string, a model or None, "
-                f"not {m!r}."
-            )
+            raise ConfigError(f"CompactionConfig: `model` must be a model spec string, a model or None, not {m!r}.")
 
 
 def _check_positive(name: str, value: Any) -> None:
@@ -136,9 +131,7 @@ def reserve_tokens(info: ModelInfo, config: CompactionConfig | None = None) -> i
     a reserve that large would make every turn compact.
     """
     configured = config.reserve_tokens if config is not None else None
-    reserve = (
-        configured if configured is not None else min(MAX_RESERVE_TOKENS, info.max_output_tokens)
-    )
+    reserve = configured if configured is not None else min(MAX_RESERVE_TOKENS, info.max_output_tokens)
     if 2 * reserve >= info.context_window:
         reserve = max(1024, info.context_window // 3)
     return reserve
@@ -165,9 +158,7 @@ def select_cut(messages: Sequence[Message], counts: Sequence[int], keep_recent_t
     if len(counts) != len(messages):
         raise ConfigError(f"select_cut: {len(counts)} counts for {len(messages)} messages.")
     if keep_recent_tokens <= 0:
-        raise ConfigError(
-            f"select_cut: `keep_recent_tokens` must be positive, not {keep_recent_tokens!r}."
-        )
+        raise ConfigError(f"select_cut: `keep_recent_tokens` must be positive, not {keep_recent_tokens!r}.")
     if not messages:
         return 0
     cut, kept = len(messages) - 1, counts[-1]
@@ -241,9 +232,7 @@ def _serialise(message: Message) -> str:
             elif isinstance(part, ThinkingPart):
                 pieces.append(f"[Assistant thinking]\n{part.thinking}")
             else:
-                args = _clip(
-                    json.dumps(part.input, ensure_ascii=False, default=str), _MAX_CALL_INPUT_CHARS
-                )
+                args = _clip(json.dumps(part.input, ensure_ascii=False, default=str), _MAX_CALL_INPUT_CHARS)
                 pieces.append(f"[Assistant tool call {part.id}] {part.name}({args})")
         if message.aborted:
             pieces.append("[Assistant response was cut off]")
@@ -301,9 +290,7 @@ def _file_blocks(files_read: Sequence[str], files_modified: Sequence[str]) -> st
     return out
 
 
-def format_summary(
-    model_text: str, files_read: Sequence[str], files_modified: Sequence[str]
-) -> str:
+def format_summary(model_text: str, files_read: Sequence[str], files_modified: Sequence[str]) -> str:
     """The stored summary: the model's text plus the exact file lists, whatever the model wrote.
 
     File-list blocks the model copied into its text are removed first so the lists appear once;
@@ -322,7 +309,5 @@ def compacted_context(summary_text: str, kept: Sequence[Message]) -> list[Messag
     """
     out: list[Message] = [SummaryMessage(summary_text)]
     for m in kept:
-        out.append(
-            replace(m, usage=None) if isinstance(m, AssistantMessage) and m.usage is not None else m
-        )
+        out.append(replace(m, usage=None) if isinstance(m, AssistantMessage) and m.usage is not None else m)
     return out

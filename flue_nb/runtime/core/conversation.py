@@ -14,29 +14,39 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.core.loop import AgentRun, RunSettings
+from flue_nb.runtime.core.owner import provably_dead
+from flue_nb.runtime.core.transcript import Transcript
+from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
 from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
     InternalError,
     ProviderError,
-    SessionBusyError,
     RunError,
+    SessionBusyError,
     StoreError,
     SubmissionAbortedError,
     SubmissionRetryExhaustedError,
     SubmissionTimeoutError,
     TurnLimitExceededError,
 )
-from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
-from flue_nb.runtime.core.loop import AgentRun, RunSettings
-from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage, UserMessage, message_to_dict
-from flue_nb.runtime.messages import ImagePart, image_from_dict, image_to_dict
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    SignalMessage,
+    TextPart,
+    ThinkingPart,
+    ToolResultMessage,
+    UserMessage,
+    image_from_dict,
+    image_to_dict,
+)
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
-from flue_nb.runtime.core.owner import provably_dead
-from flue_nb.runtime.core.transcript import Transcript
-from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
 
 __all__ = ["Conversation"]
 
@@ -48,6 +58,7 @@ class _Decision:
     kind: Literal["completed", "failed", "aborted", "retry", "lost", "timeout"]
     error: FlueError | None = None
     result: str | None = None
+
 
 log = logging.getLogger("flue_nb")
 
@@ -107,7 +118,9 @@ class Conversation:
 
     # --- admission (any thread) ---------------------------------------------------------------
 
-    def admit(self, text: str, images: Sequence[ImagePart] = (), *, settings: dict[str, Any] | None = None) -> Submission:
+    def admit(
+        self, text: str, images: Sequence[ImagePart] = (), *, settings: dict[str, Any] | None = None
+    ) -> Submission:
         """Commit a queued submission before any model work (10.1). Thread-safe.
 
         `images` (with their bytes) are stored before the submission is: a submission that
@@ -164,8 +177,11 @@ class Conversation:
         """Start the worker if idle; note a newly admitted submission."""
         if admitted is not None:
             state: Literal["queued", "joining"] = "joining" if admitted.state == S.JOINING else "queued"
-            self.bus.publish(ev.SubmissionQueued(submission_id=admitted.id, text=admitted.text,
-                                                 accepted_at=admitted.accepted_at, state=state))
+            self.bus.publish(
+                ev.SubmissionQueued(
+                    submission_id=admitted.id, text=admitted.text, accepted_at=admitted.accepted_at, state=state
+                )
+            )
         if self._worker is None or self._worker.done():
             if self.broken is not None:  # set to wake readers of the failed worker: re-arm them
                 self.broken = None
@@ -197,7 +213,10 @@ class Conversation:
     async def _own(self) -> bool:
         """Hold the conversation's lease, waiting while another owner has it and work remains."""
         while True:
-            if self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()) or self._take_over():
+            if (
+                self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock())
+                or self._take_over()
+            ):
                 if self._heartbeat is None or self._heartbeat.done():
                     self._heartbeat = asyncio.ensure_future(self._beat())
                 return True
@@ -211,10 +230,16 @@ class Conversation:
         held = self.store.lease(self.id)
         if held is None or not provably_dead(held[0]):
             return False
-        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock(), replacing=held[0]):
+        if not self.store.acquire_lease(
+            self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock(), replacing=held[0]
+        ):
             return False
-        self.bus.publish(ev.Log(kind="lease_taken_over",
-                                message=f"took over from {held[0]}, whose process is gone, without waiting for its claim to lapse"))
+        self.bus.publish(
+            ev.Log(
+                kind="lease_taken_over",
+                message=f"took over from {held[0]}, whose process is gone, without waiting for its claim to lapse",
+            )
+        )
         return True
 
     async def _beat(self) -> None:
@@ -307,8 +332,13 @@ class Conversation:
                 try:
                     await run.compact("threshold")
                 except FlueError as exc:
-                    self.bus.publish(ev.Log(kind="idle_compaction_failed", message=f"idle compaction failed: {exc.message}",
-                                            error=ErrorInfo(exc.type, exc.message)))
+                    self.bus.publish(
+                        ev.Log(
+                            kind="idle_compaction_failed",
+                            message=f"idle compaction failed: {exc.message}",
+                            error=ErrorInfo(exc.type, exc.message),
+                        )
+                    )
                 finally:
                     self._busy_manual = False
         self.bus.publish(ev.Idle())
@@ -325,7 +355,14 @@ class Conversation:
             self.transcript, self.state = load_window(self.store, self.id)
         return self.transcript
 
-    def _settle(self, sub: Submission, outcome: Outcome, *, result: str | None = None, error: FlueError | dict[str, Any] | None = None) -> None:
+    def _settle(
+        self,
+        sub: Submission,
+        outcome: Outcome,
+        *,
+        result: str | None = None,
+        error: FlueError | dict[str, Any] | None = None,
+    ) -> None:
         err = error.to_dict() if isinstance(error, FlueError) else error
         if self.store.settle(sub.id, outcome, result=result, error=err, now=self.settings.clock(), owner=self.owner):
             # Messages that were waiting to join but never got a turn boundary run on their own.
@@ -333,21 +370,32 @@ class Conversation:
                 if other.state == S.JOINING:
                     self.store.update_submission(other.id, expect=[S.JOINING], state=S.QUEUED)
         final = self.store.submission(sub.id)
-        settled = final.outcome.value if final and final.outcome else outcome.value
+        settled = final.outcome if final and final.outcome else outcome
         recovered = sub.id in self._recovering
         self._recovering.discard(sub.id)
-        self.bus.publish(ev.SubmissionSettled(submission_id=sub.id, outcome=settled, result=final.result if final else result,
-                                              error=ErrorInfo.of(final.error if final else err), recovered=recovered))
+        self.bus.publish(
+            ev.SubmissionSettled(
+                submission_id=sub.id,
+                outcome=settled.value,
+                result=final.result if final else result,
+                error=ErrorInfo.of(final.error if final else err),
+                recovered=recovered,
+            )
+        )
         self.settled_event(sub.id).set()
         # Every joined message ends too, naming the response that absorbed it (10.4), so a
         # stream or an observer waiting on that message ends with the reply it joined.
         for joined in self.store.submissions(self.id):
             if joined.joined_into == sub.id:
-                self.bus.publish(ev.SubmissionSettled(
-                    submission_id=joined.id, outcome=joined.outcome.value if joined.outcome else settled,
-                    result=final.result if final else result,
-                    error=ErrorInfo.of(joined.error), joined_into=sub.id,
-                ))
+                self.bus.publish(
+                    ev.SubmissionSettled(
+                        submission_id=joined.id,
+                        outcome=(joined.outcome or settled).value,
+                        result=final.result if final else result,
+                        error=ErrorInfo.of(joined.error),
+                        joined_into=sub.id,
+                    )
+                )
                 self.settled_event(joined.id).set()
 
     def _agent_for(self, sub: Submission) -> AgentDef:
@@ -364,9 +412,14 @@ class Conversation:
             except FlueError as exc:
                 log.warning("flue_nb: cannot rebuild the agent of %s (%s)", sub.id, exc.message)
         if agent is None:
-            self.bus.publish(ev.Log(submission_id=sub.id, kind="settings_not_restored",
-                                    message=f"runs with {current} instead of the settings it was admitted with, {stored}: "
-                                            "they could not be rebuilt in this kernel"))
+            self.bus.publish(
+                ev.Log(
+                    submission_id=sub.id,
+                    kind="settings_not_restored",
+                    message=f"runs with {current} instead of the settings it was admitted with, {stored}: "
+                    "they could not be rebuilt in this kernel",
+                )
+            )
             return self.agent
         return agent
 
@@ -389,17 +442,29 @@ class Conversation:
                 return self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted"))
             remaining = agent.timeout - (now - sub.started_at) if sub.started_at is not None else agent.timeout
             if remaining <= 0:
-                return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {agent.timeout:g} s")
+                return self._fail_with(
+                    sub, SubmissionTimeoutError, f"the submission ran past its timeout of {agent.timeout:g} s"
+                )
             if sub.attempts >= agent.max_attempts:
                 cause = f": {last_error.message}" if last_error else ""
-                return self._fail_with(sub, SubmissionRetryExhaustedError, f"the submission used all {agent.max_attempts} attempts{cause}", last_error)
+                return self._fail_with(
+                    sub,
+                    SubmissionRetryExhaustedError,
+                    f"the submission used all {agent.max_attempts} attempts{cause}",
+                    last_error,
+                )
             attempt = sub.attempts + 1
             try:
                 # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
                 # must not start another attempt, rewrite the owner or call the model again.
                 self.store.update_submission(
-                    sid, owner=self.owner, state=S.RUNNING, attempts=attempt, started_at=sub.started_at or now,
-                    lease_owner=self.owner, lease_expires=now + self.lease_ttl,
+                    sid,
+                    owner=self.owner,
+                    state=S.RUNNING,
+                    attempts=attempt,
+                    started_at=sub.started_at or now,
+                    lease_owner=self.owner,
+                    lease_expires=now + self.lease_ttl,
                 )
             except SessionBusyError:
                 return self._lost(sid)
@@ -425,8 +490,13 @@ class Conversation:
             if decision.kind == "retry":
                 last_error = decision.error
                 assert decision.error is not None
-                emit(ev.Log(kind="attempt_failed", message=f"attempt {attempt} failed: {decision.error.message}",
-                            error=ErrorInfo(decision.error.type, decision.error.message)))
+                emit(
+                    ev.Log(
+                        kind="attempt_failed",
+                        message=f"attempt {attempt} failed: {decision.error.message}",
+                        error=ErrorInfo(decision.error.type, decision.error.message),
+                    )
+                )
                 await self.settings.sleep(min(60.0, 2.0 * 2 ** min(attempt - 1, 5)))
                 continue
             return self._apply(sub, decision)
@@ -464,9 +534,13 @@ class Conversation:
             return _Decision("failed", error=InternalError(f"{type(exc).__name__}: {exc}"))
         # KeyboardInterrupt, SystemExit, GeneratorExit out of code run on the loop (a custom
         # tool): the code's own doing, not a request to stop the runtime (issue 12.5).
-        return _Decision("failed", error=RunError(
-            f"code run by the agent raised {type(exc).__name__}, which ended the run; "
-            "tools should raise an Exception instead"))
+        return _Decision(
+            "failed",
+            error=RunError(
+                f"code run by the agent raised {type(exc).__name__}, which ended the run; "
+                "tools should raise an Exception instead"
+            ),
+        )
 
     def _apply(self, sub: Submission, d: _Decision) -> None:
         if d.kind == "completed":
@@ -475,7 +549,9 @@ class Conversation:
             return self._lost(sub.id)
         if d.kind == "timeout":
             self._keep_aborted_stream()
-            return self._fail_with(sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s")
+            return self._fail_with(
+                sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s"
+            )
         if d.kind == "aborted":
             self._keep_aborted_stream()
             self._close_dangling(sub.id, "Aborted by the user before this tool call finished.")
@@ -488,8 +564,13 @@ class Conversation:
         self._lease_lost = False
         self.transcript = None
         self.current_run = None
-        self.bus.publish(ev.Log(submission_id=sid, kind="lease_lost",
-                                message="another process took over this conversation; it will finish this submission"))
+        self.bus.publish(
+            ev.Log(
+                submission_id=sid,
+                kind="lease_lost",
+                message="another process took over this conversation; it will finish this submission",
+            )
+        )
 
     def _fail_with(self, sub: Submission, cls: type[RunError], message: str, cause: FlueError | None = None) -> None:
         self._load()
@@ -498,7 +579,9 @@ class Conversation:
         if cause is not None:
             details["last_error"] = cause.to_dict()
         if unknown:
-            message += "; tool calls left with unknown outcomes: " + ", ".join(f"{c['name']} ({c['id']})" for c in unknown)
+            message += "; tool calls left with unknown outcomes: " + ", ".join(
+                f"{c['name']} ({c['id']})" for c in unknown
+            )
         self._settle(sub, Outcome.FAILED, error=cls(message, **details))
 
     def _keep_aborted_stream(self) -> None:
@@ -527,8 +610,9 @@ class Conversation:
         recorder = self._recorder(sub.id)
         # The attempt record is fenced by the lease like every write, and lets observers
         # rebuild `submission_running` / recovery from the store (15.3).
-        recorder.append([], extra=[("event", {"attempt": attempt, "agent": agent.name,
-                                              "recovered": sub.id in self._recovering})])
+        recorder.append(
+            [], extra=[("event", {"attempt": attempt, "agent": agent.name, "recovered": sub.id in self._recovering})]
+        )
         if sub.id not in t.sids and not self._user_recorded(sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             t.commit(recorder, [self._user_message(sub)], sid=sub.id)
@@ -545,8 +629,15 @@ class Conversation:
         if unresolved:
             self._unknown_calls[sub.id] = unresolved
         run = AgentRun(
-            agent, transcript=t, emit=self.emitter(sub.id), settings=self.settings, recorder=recorder,
-            state=self.state, joins=lambda: self._join(sub), tools_cache=self._tools_cache, submission_id=sub.id,
+            agent,
+            transcript=t,
+            emit=self.emitter(sub.id),
+            settings=self.settings,
+            recorder=recorder,
+            state=self.state,
+            joins=lambda: self._join(sub),
+            tools_cache=self._tools_cache,
+            submission_id=sub.id,
             max_turns=(sub.settings or {}).get("max_turns"),
         )
         self.current_run = run
@@ -557,7 +648,8 @@ class Conversation:
         """Keep a half-streamed response as an aborted message, exactly once (11.2)."""
         stream_id = partial.get("stream_id")
         kept = stream_id is not None and any(
-            r.data.get("kept_stream") == stream_id for r in self.store.records(self.id, kinds=["event"], submission_id=sid)
+            r.data.get("kept_stream") == stream_id
+            for r in self.store.records(self.id, kinds=["event"], submission_id=sid)
         )
         parts: list[Any] = []
         if partial.get("thinking"):
@@ -565,7 +657,10 @@ class Conversation:
         if partial.get("text"):
             parts.append(TextPart(partial["text"]))
         if parts and not kept:
-            msgs: list[Message] = [AssistantMessage(parts, aborted=True, stop_reason="interrupted"), SignalMessage("interrupted", INTERRUPTED_STREAM)]
+            msgs: list[Message] = [
+                AssistantMessage(parts, aborted=True, stop_reason="interrupted"),
+                SignalMessage("interrupted", INTERRUPTED_STREAM),
+            ]
             # The marker commits with the messages, so a crash before the snapshot is cleared
             # cannot keep the same stream twice.
             t.commit(recorder, msgs, sid=sid, extra=[("event", {"kept_stream": stream_id})])
@@ -573,22 +668,28 @@ class Conversation:
 
     def _user_recorded(self, sid: str) -> bool:
         return any(
-            r.data.get("kind") == "user"
-            for r in self.store.records(self.id, kinds=["message"], submission_id=sid)
+            r.data.get("kind") == "user" for r in self.store.records(self.id, kinds=["message"], submission_id=sid)
         )
 
     def _join(self, current: Submission) -> list[UserMessage]:
         """Absorb waiting messages into the live response at a turn boundary (10.3)."""
         waiting = [
-            s for s in self.store.submissions(self.id, unsettled=True)
+            s
+            for s in self.store.submissions(self.id, unsettled=True)
             if s.state in (S.QUEUED, S.JOINING) and s.seq > current.seq and not s.abort_requested
         ]
         if not waiting:
             return []
         msgs = [self._user_message(s) for s in waiting]
         self._load().commit(
-            self._recorder(current.id), msgs, sid=current.id, sids=[s.id for s in waiting],
-            updates=[SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id}) for s in waiting],
+            self._recorder(current.id),
+            msgs,
+            sid=current.id,
+            sids=[s.id for s in waiting],
+            updates=[
+                SubmissionUpdate(s.id, (S.QUEUED, S.JOINING), {"state": S.JOINED, "joined_into": current.id})
+                for s in waiting
+            ],
         )
         return msgs
 
@@ -619,9 +720,15 @@ class Conversation:
         self._busy_manual = True
         try:
             t = self._load()
-            run = AgentRun(self.agent, transcript=t, emit=self.emitter(None), settings=self.settings,
-                           recorder=self._recorder(None), state=self.state,
-                           tools_cache=self._tools_cache)
+            run = AgentRun(
+                self.agent,
+                transcript=t,
+                emit=self.emitter(None),
+                settings=self.settings,
+                recorder=self._recorder(None),
+                state=self.state,
+                tools_cache=self._tools_cache,
+            )
             await run.render()
             await run.compact("manual")
         finally:

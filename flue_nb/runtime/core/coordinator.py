@@ -83,7 +83,9 @@ class Coordinator:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
         self._waiters = 0
         self._waiters_lock = threading.Lock()
         self._user_calls: queue.SimpleQueue[tuple[_Call, concurrent.futures.Future[Any]]] = queue.SimpleQueue()
@@ -141,9 +143,7 @@ class Coordinator:
                         # an abort, which the runtime settles as `aborted` (contract 11.5).
                         from flue_nb.runtime.errors import SubmissionAbortedError
 
-                        result.set_exception(
-                            SubmissionAbortedError("interrupted by the user while a tool ran")
-                        )
+                        result.set_exception(SubmissionAbortedError("interrupted by the user while a tool ran"))
                         raise
                     except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting tool
                         result.set_exception(exc)

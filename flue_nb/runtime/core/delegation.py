@@ -26,7 +26,8 @@ class ScopedSandbox:
         return await self._inner.exec(command, cwd=self._abs(cwd) if cwd else self._cwd, **kw)
 
     async def read_file(self, path: str) -> bytes:
-        return await self._inner.read_file(self._abs(path))
+        data: bytes = await self._inner.read_file(self._abs(path))
+        return data
 
     def read_chunks(self, path: str, chunk_size: int = 65536) -> Any:
         return self._inner.read_chunks(self._abs(path), chunk_size)
@@ -41,7 +42,8 @@ class ScopedSandbox:
         return await self._inner.list_dir(self._abs(path))
 
     async def realpath(self, path: str) -> str:
-        return await self._inner.realpath(self._abs(path))
+        real: str = await self._inner.realpath(self._abs(path))
+        return real
 
     def tools(self) -> Any:
         # A sandbox's own tool list is bound to the sandbox itself; scoped runs use the six.

@@ -10,29 +10,41 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flue_nb.runtime import events as ev
 from flue_nb.runtime._text import clean_response
 from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.agent.hooks import Rendered, render
+from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
+from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
 from flue_nb.runtime.core.delegation import scoped
-from flue_nb.runtime.errors import ContextOverflowError, DelegationDepthExceededError, ProviderError, SubmissionAbortedError, TurnLimitExceededError
-from flue_nb.runtime.tools.framework import TaskInput, activate_skill_tool, assemble_tools, read_skill_resource_tool, task_tool
-from flue_nb.runtime.agent.hooks import Rendered, render
-from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
-from flue_nb.runtime import events as ev
-from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
-from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
-from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
-from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
-from flue_nb.runtime.images import cap_images
-from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
-from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
 from flue_nb.runtime.core.task_record import TaskRecorder
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
+from flue_nb.runtime.errors import (
+    ContextOverflowError,
+    DelegationDepthExceededError,
+    ProviderError,
+    SubmissionAbortedError,
+    TurnLimitExceededError,
+)
+from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
+from flue_nb.runtime.images import cap_images
+from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.tools.framework import (
+    TaskInput,
+    activate_skill_tool,
+    assemble_tools,
+    read_skill_resource_tool,
+    task_tool,
+)
+from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
+from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
 
@@ -109,7 +121,8 @@ class AgentRun:
         self.model: Model | None = None
         self.tools: list[Tool] = []
         self.turn = sum(
-            1 for m, sid in zip(transcript.messages, transcript.sids)
+            1
+            for m, sid in zip(transcript.messages, transcript.sids)
             if isinstance(m, AssistantMessage) and sid == submission_id
         )
         """Responses this submission has had (counted from the window on recovery)."""
@@ -190,7 +203,8 @@ class AgentRun:
         if signals:
             self._add(signals, extra=[("event", {"roster": roster})])
             for s in signals:
-                self.emit(ev.Signal(signal_type=s.signal_type, text=s.text, changes=tuple(s.changes)))
+                if s.signal_type in ("resources", "environment"):
+                    self.emit(ev.Signal(signal_type=s.signal_type, text=s.text, changes=tuple(s.changes)))
 
     def _framework_tools(self, subagents: tuple[Any, ...], skills: tuple[Any, ...]) -> list[Tool]:
         # Rebuilt only when the rosters change: a fresh tool would rebuild its JSON schema.
@@ -205,7 +219,13 @@ class AgentRun:
             self._framework = {key: cached}
         return cached
 
-    def _add(self, messages: list[Message], *, state: dict[str, Any] | None = None, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
+    def _add(
+        self,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        extra: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> None:
         self.transcript.commit(self.recorder, messages, sid=self.submission_id, state=state, extra=extra or [])
 
     # --- the loop -----------------------------------------------------------------------------
@@ -228,7 +248,11 @@ class AgentRun:
                 continue
             overflow_retried = False
             self._add([response])
-            self.emit(ev.TurnEnd(turn=self.turn, turn_id=f"t{self.turn}", stop_reason=response.stop_reason, usage=response.usage))
+            self.emit(
+                ev.TurnEnd(
+                    turn=self.turn, turn_id=f"t{self.turn}", stop_reason=response.stop_reason, usage=response.usage
+                )
+            )
             calls = response.tool_calls
             if not calls:
                 if self.pending_state:
@@ -275,7 +299,7 @@ class AgentRun:
 
     def used_tokens(self) -> int:
         """Tokens the window occupies now (contract 13.3)."""
-        return self.settings.tokens().used_tokens(self.transcript.messages, system=self.transcript.system or "")
+        return int(self.settings.tokens().used_tokens(self.transcript.messages, system=self.transcript.system or ""))
 
     def _skills(self, rendered: Rendered) -> list[Skill]:
         if self.sandbox is None:
@@ -334,8 +358,13 @@ class AgentRun:
                     raise
                 failures += 1
                 delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
-                self.emit(ev.Log(kind="retry", message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
-                                 error=ErrorInfo(exc.type, exc.message)))
+                self.emit(
+                    ev.Log(
+                        kind="retry",
+                        message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
+                        error=ErrorInfo(exc.type, exc.message),
+                    )
+                )
                 await self.settings.sleep(delay)
 
     async def _stream(self, request: ModelRequest, model: Model) -> AssistantMessage:
@@ -358,8 +387,15 @@ class AgentRun:
                     thinking.append(part.thinking)
                     self.emit(ev.ThinkingDelta(delta=part.thinking, turn_id=turn_id))
                 elif isinstance(part, ToolCallDelta):
-                    self.emit(ev.Log(kind="tool_call_streaming", message=f"the model is writing a `{part.name}` call",
-                                     call_id=part.id, name=part.name, turn_id=turn_id))
+                    self.emit(
+                        ev.Log(
+                            kind="tool_call_streaming",
+                            message=f"the model is writing a `{part.name}` call",
+                            call_id=part.id,
+                            name=part.name,
+                            turn_id=turn_id,
+                        )
+                    )
                 elif isinstance(part, ResponseDone):
                     done = clean_response(part.message)  # always storable (runtime._text)
                 self.streaming = [ThinkingPart("".join(thinking))] if thinking else []
@@ -368,7 +404,9 @@ class AgentRun:
                 now = self.settings.clock()
                 if now - last_snapshot >= PARTIAL_EVERY and self.streaming:
                     last_snapshot = now
-                    self.recorder.partial({"text": "".join(text), "thinking": "".join(thinking), "stream_id": stream_id})
+                    self.recorder.partial(
+                        {"text": "".join(text), "thinking": "".join(thinking), "stream_id": stream_id}
+                    )
         finally:
             if text or thinking:
                 self.recorder.partial(None)
@@ -376,9 +414,15 @@ class AgentRun:
             raise ProviderError("the model's stream ended without a complete response", kind="connection")
         self.streaming = []
         self.turn = turn
-        self.emit(ev.MessageEnd(role="assistant", turn_id=turn_id, text=done.text,
-                                tool_calls=tuple(ToolCallInfo(c.id, c.name, c.input) for c in done.tool_calls),
-                                usage=done.usage))
+        self.emit(
+            ev.MessageEnd(
+                role="assistant",
+                turn_id=turn_id,
+                text=done.text,
+                tool_calls=tuple(ToolCallInfo(c.id, c.name, c.input) for c in done.tool_calls),
+                usage=done.usage,
+            )
+        )
         return done
 
     def aborted_message(self) -> AssistantMessage | None:
@@ -401,12 +445,15 @@ class AgentRun:
             if tool is not None and tool.durable:
                 results.append(await self._run_one(call, by_name))
             else:
-                results.append(ToolResultMessage(
-                    call.id, call.name,
-                    "Interrupted: the run stopped while this tool call was in progress; its outcome is "
-                    "unknown. Check the state before retrying it.",
-                    is_error=True,
-                ))
+                results.append(
+                    ToolResultMessage(
+                        call.id,
+                        call.name,
+                        "Interrupted: the run stopped while this tool call was in progress; its outcome is "
+                        "unknown. Check the state before retrying it.",
+                        is_error=True,
+                    )
+                )
         self._add(results, state=self._flush_state())
 
     async def _run_tools(self, calls: list[Any]) -> list[ToolResultMessage]:
@@ -439,15 +486,33 @@ class AgentRun:
                 reason: Literal["aborted", "failed"] = (
                     "aborted" if isinstance(exc, (asyncio.CancelledError, SubmissionAbortedError)) else "failed"
                 )
-                self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=True, content=f"({reason})",
-                                     ended=reason, duration_ms=round((time.perf_counter() - started) * 1000, 3)))
+                self.emit(
+                    ev.ToolEnd(
+                        call_id=call.id,
+                        name=call.name,
+                        is_error=True,
+                        content=f"({reason})",
+                        ended=reason,
+                        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                    )
+                )
                 raise
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         content, images = cap_images(out.content, list(out.images))
-        self.emit(ev.ToolEnd(call_id=call.id, name=call.name, is_error=out.is_error, content=content,
-                             details=out.details, duration_ms=duration_ms, images=tuple(images)))
-        return ToolResultMessage(call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms,
-                                 images=images)
+        self.emit(
+            ev.ToolEnd(
+                call_id=call.id,
+                name=call.name,
+                is_error=out.is_error,
+                content=content,
+                details=out.details,
+                duration_ms=duration_ms,
+                images=tuple(images),
+            )
+        )
+        return ToolResultMessage(
+            call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms, images=images
+        )
 
     # --- delegation ---------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ before the call's result.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event, ToolCallInfo
@@ -50,9 +50,10 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
     def admitted_until(t: float) -> Iterator[Event]:
         while waiting and waiting[0].accepted_at <= t:
             s = waiting.pop(0)
-            state = "joining" if s.joined_into else "queued"
-            yield ev.SubmissionQueued(submission_id=s.id, text=s.text, accepted_at=s.accepted_at,
-                                      state=state, timestamp=s.accepted_at)
+            state: Literal["queued", "joining"] = "joining" if s.joined_into else "queued"
+            yield ev.SubmissionQueued(
+                submission_id=s.id, text=s.text, accepted_at=s.accepted_at, state=state, timestamp=s.accepted_at
+            )
 
     for r in records:
         sid = r.submission_id
@@ -82,10 +83,14 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
             reason = d.get("reason", "manual")
             yield ev.CompactionStart(reason=reason, estimated_tokens=int(d.get("tokens_before", 0)), **stamp)
             yield ev.CompactionEnd(
-                reason=reason, messages_before=int(d.get("messages_before", 0)),
-                messages_after=int(d.get("messages_after", 0)), duration_ms=float(d.get("duration_ms", 0.0)),
-                tokens_before=int(d.get("tokens_before", 0)), tokens_after=int(d.get("tokens_after", 0)),
-                summary=d.get("summary"), **stamp,
+                reason=reason,
+                messages_before=int(d.get("messages_before", 0)),
+                messages_after=int(d.get("messages_after", 0)),
+                duration_ms=float(d.get("duration_ms", 0.0)),
+                tokens_before=int(d.get("tokens_before", 0)),
+                tokens_after=int(d.get("tokens_after", 0)),
+                summary=d.get("summary"),
+                **stamp,
             )
             if idle_pending:
                 yield ev.Idle(timestamp=t)
@@ -93,8 +98,12 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
         elif r.kind == "settlement":
             assert sid is not None
             settled = ev.SubmissionSettled(
-                outcome=d["outcome"], result=d.get("result"), error=ErrorInfo.of(d.get("error")),
-                joined_into=d.get("joined_into"), recovered=sid in recovered, **stamp,
+                outcome=d["outcome"],
+                result=d.get("result"),
+                error=ErrorInfo.of(d.get("error")),
+                joined_into=d.get("joined_into"),
+                recovered=sid in recovered,
+                **stamp,
             )
             if settled.joined_into:
                 held.append(settled)
@@ -105,8 +114,14 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
             yield from held
             held.clear()
             sub = by_id.get(sid)
-            later = [s for s in subs if s.seq > (sub.seq if sub else 0) and s.accepted_at <= t
-                     and (s.settled_at is None or s.settled_at > t) and not s.joined_into]
+            later = [
+                s
+                for s in subs
+                if s.seq > (sub.seq if sub else 0)
+                and s.accepted_at <= t
+                and (s.settled_at is None or s.settled_at > t)
+                and not s.joined_into
+            ]
             idle_pending = not later
     if idle_pending:
         yield ev.Idle(timestamp=records[-1].created_at if records else 0.0)
@@ -133,14 +148,19 @@ class _Tasks:
             agent = self.open.pop(d["call_id"])
             is_error = bool(d.get("is_error"))
             content = str(d.get("content", ""))
-            yield ev.TaskEnd(agent=agent, is_error=is_error, text=None if is_error else content,
-                             error=content if is_error else None, **{**stamp, "task_id": d["call_id"]})
+            yield ev.TaskEnd(
+                agent=agent,
+                is_error=is_error,
+                text=None if is_error else content,
+                error=content if is_error else None,
+                **{**stamp, "task_id": d["call_id"]},
+            )
 
     def step(self, d: dict[str, Any], stamp: dict[str, Any]) -> Iterator[Event]:
         """A subagent's recorded message (possibly a nested one's) as the events it made live."""
         task_id, name, depth = str(d.get("call_id")), str(d.get("name", "")), 1
         while name.startswith("step:"):
-            task_id, _, name = name[len("step:"):].partition(":")
+            task_id, _, name = name[len("step:") :].partition(":")
             depth += 1
         if not name.startswith("message:") or not isinstance(d.get("value"), dict):
             return
@@ -156,7 +176,9 @@ class _Tasks:
         yield from _message_events(value, task_id, inner, self.turns)
 
 
-def _message_events(d: dict[str, Any], sid: str | None, stamp: dict[str, Any], turns: dict[str, int]) -> Iterator[Event]:
+def _message_events(
+    d: dict[str, Any], sid: str | None, stamp: dict[str, Any], turns: dict[str, int]
+) -> Iterator[Event]:
     kind = d.get("kind")
     if kind == "user":
         yield ev.MessageStart(role="user", **stamp)
@@ -180,8 +202,15 @@ def _message_events(d: dict[str, Any], sid: str | None, stamp: dict[str, Any], t
             for c in calls:
                 yield ev.ToolStart(call_id=c.id, name=c.name, input=c.input, **stamp)
     elif kind == "tool_result":
-        yield ev.ToolEnd(call_id=d["call_id"], name=d["name"], is_error=bool(d.get("is_error")), content=d["content"],
-                         duration_ms=d.get("duration_ms"), details=d.get("details"),
-                         images=tuple(image_from_dict(i) for i in d.get("images") or ()), **stamp)
+        yield ev.ToolEnd(
+            call_id=d["call_id"],
+            name=d["name"],
+            is_error=bool(d.get("is_error")),
+            content=d["content"],
+            duration_ms=d.get("duration_ms"),
+            details=d.get("details"),
+            images=tuple(image_from_dict(i) for i in d.get("images") or ()),
+            **stamp,
+        )
     elif kind == "signal" and d.get("signal_type") in ("resources", "environment"):
         yield ev.Signal(signal_type=d["signal_type"], text=d["text"], changes=tuple(d.get("changes") or ()), **stamp)

@@ -96,7 +96,7 @@ class TaskRecorder:
         """The recorded steps of one of the child's tool calls."""
         prefix = f"{_STEP}{call_id}:"
         current = self.parent.steps(self.call_id)
-        return {name[len(prefix):]: value for name, value in current.items() if name.startswith(prefix)}
+        return {name[len(prefix) :]: value for name, value in current.items() if name.startswith(prefix)}
 
     def _item(self, name: str, value: Any) -> tuple[str, dict[str, Any]]:
         self._recorded[name] = value

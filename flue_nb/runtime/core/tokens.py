@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.images import image_tokens
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -27,7 +28,6 @@ from flue_nb.runtime.messages import (
     UserMessage,
     message_images,
 )
-from flue_nb.runtime.images import image_tokens
 
 __all__ = [
     "ENCODING_NAME",
@@ -189,14 +189,10 @@ class TokenCounter:
     so use one counter per conversation. Not thread-safe: count from the turn loop only.
     """
 
-    def __init__(
-        self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000
-    ) -> None:
+    def __init__(self, *, count_text: Callable[[str], int] = count_text, max_entries: int = 100_000) -> None:
         """`count_text` is the text counter (a seam for tests and other tokenizers)."""
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ConfigError(
-                f"TokenCounter: `max_entries` must be a positive int, not {max_entries!r}."
-            )
+            raise ConfigError(f"TokenCounter: `max_entries` must be a positive int, not {max_entries!r}.")
         self._count_text = count_text
         self._max_entries = max_entries
         self._cache: dict[int, tuple[Message, tuple[int, int], int]] = {}

@@ -64,9 +64,7 @@ class Transcript:
         for i in range(len(self.messages) - 1, -1, -1):
             m = self.messages[i]
             if isinstance(m, AssistantMessage):
-                answered = {
-                    r.call_id for r in self.messages[i + 1 :] if isinstance(r, ToolResultMessage)
-                }
+                answered = {r.call_id for r in self.messages[i + 1 :] if isinstance(r, ToolResultMessage)}
                 return [c for c in m.tool_calls if c.id not in answered]
         return []
 

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flue_nb.runtime.core.compaction import compacted_context
+from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.messages import Message, message_from_dict, message_images, message_to_dict
 from flue_nb.runtime.store import Store, SubmissionUpdate
-from flue_nb.runtime.core.transcript import Transcript
 
 __all__ = ["StoreRecorder", "load_images", "load_window", "put_images"]
 
@@ -36,7 +36,13 @@ class StoreRecorder:
     """Appends a run's messages, state writes and steps to the store, one transaction a call."""
 
     def __init__(
-        self, store: Store, conversation_id: str, submission_id: str | None, clock: Callable[[], float], *, owner: str | None = None
+        self,
+        store: Store,
+        conversation_id: str,
+        submission_id: str | None,
+        clock: Callable[[], float],
+        *,
+        owner: str | None = None,
     ) -> None:
         self.store = store
         self.cid = conversation_id
@@ -61,7 +67,9 @@ class StoreRecorder:
         items += list(extra)
         if not items:
             return []
-        records = self.store.append(self.cid, self.sid, items, now=self.clock(), owner=self.owner, updates=list(updates))
+        records = self.store.append(
+            self.cid, self.sid, items, now=self.clock(), owner=self.owner, updates=list(updates)
+        )
         return [r.seq for r in records[: len(messages)]]
 
     def partial(self, data: dict[str, Any] | None) -> None:
@@ -76,7 +84,11 @@ class StoreRecorder:
     def step(self, call_id: str, name: str, value: Any) -> None:
         """Record one durable step's value."""
         self.store.append(
-            self.cid, self.sid, [("step", {"call_id": call_id, "name": name, "value": value})], now=self.clock(), owner=self.owner
+            self.cid,
+            self.sid,
+            [("step", {"call_id": call_id, "name": name, "value": value})],
+            now=self.clock(),
+            owner=self.owner,
         )
 
     def steps(self, call_id: str) -> dict[str, Any]:

@@ -42,8 +42,7 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
         if kwargs:
             # Silently dropping them would hide a typo'd setup; an instance is already configured.
             raise ConfigError(
-                f"Options {sorted(kwargs)!r} apply only to a model spec string, "
-                "not to a `Model` instance."
+                f"Options {sorted(kwargs)!r} apply only to a model spec string, not to a `Model` instance."
             )
         return spec
     raise ConfigError(f"Cannot use {spec!r} as a model; expected {_ACCEPTED}.", spec=repr(spec))

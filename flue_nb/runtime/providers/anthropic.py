@@ -20,16 +20,41 @@ from typing import Any
 import anthropic
 import httpx2
 
+from flue_nb.runtime._redact import register_secret
 from flue_nb.runtime._text import INVALID_INPUT_KEY, clean
-from flue_nb.runtime.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
-from flue_nb.runtime.errors import ProviderHTTPError
-from flue_nb.runtime.messages import AssistantMessage, AssistantPart, Message, SignalMessage, SummaryMessage
-from flue_nb.runtime.messages import ImagePart, TextPart, ThinkingPart, ToolCall, ToolResultMessage, Usage, UserMessage
-from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta
-from flue_nb.runtime.providers.model import ToolCallDelta, ToolSpec
+from flue_nb.runtime.errors import (
+    ContextOverflowError,
+    ModelNotConfiguredError,
+    ProviderError,
+    ProviderErrorKind,
+    ProviderHTTPError,
+)
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    AssistantPart,
+    ImagePart,
+    Message,
+    SignalMessage,
+    SummaryMessage,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from flue_nb.runtime.providers import check_model_request
 from flue_nb.runtime.providers._models import model_info
-from flue_nb.runtime._redact import register_secret
+from flue_nb.runtime.providers.model import (
+    ModelInfo,
+    ModelRequest,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 
@@ -145,9 +170,7 @@ class AnthropicModel:
             "messages": to_wire_messages(request.messages),
         }
         if request.system:
-            params["system"] = [
-                {"type": "text", "text": request.system, "cache_control": _EPHEMERAL}
-            ]
+            params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
         if request.tools:
             params["tools"] = to_wire_tools(request.tools)
         if self._thinking is not None:
@@ -170,8 +193,7 @@ class AnthropicModel:
                     )
                 except asyncio.TimeoutError as exc:
                     raise ProviderError(
-                        f"Anthropic did not start answering for `{self.model_id}` within "
-                        f"{self._request_timeout:g} s.",
+                        f"Anthropic did not start answering for `{self.model_id}` within {self._request_timeout:g} s.",
                         kind="timeout",
                         model=self.model_id,
                     ) from exc
@@ -277,9 +299,7 @@ class _Assembler:
     def message(self) -> AssistantMessage:
         """The assembled response."""
         parts = [self.parts[i] for i in sorted(self.parts)]
-        return AssistantMessage(
-            parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model
-        )
+        return AssistantMessage(parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model)
 
 
 def _no_constant(name: str) -> Any:
@@ -311,8 +331,7 @@ def _parse_tool_input(raw: str) -> dict[str, Any]:
 def to_wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     """The `tools` array; the last tool carries the cache breakpoint for the tools prefix."""
     out: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-        for t in tools
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
     ]
     if out:
         out[-1]["cache_control"] = _EPHEMERAL
@@ -383,9 +402,7 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
         if isinstance(p, ThinkingPart):
             # Thinking without a signature (e.g. cut off mid-stream) would be rejected.
             if p.signature:
-                blocks.append(
-                    {"type": "thinking", "thinking": p.thinking, "signature": p.signature}
-                )
+                blocks.append({"type": "thinking", "thinking": p.thinking, "signature": p.signature})
         elif isinstance(p, TextPart):
             if p.text:
                 blocks.append({"type": "text", "text": p.text})
@@ -428,8 +445,10 @@ def _translate_errors(model_id: str) -> Iterator[None]:
         # does not decompress) is a fault of the server or the network, worth a retry, never an
         # internal error of ours.
         what = (
-            "bytes that are not UTF-8 in an SSE event" if isinstance(exc, UnicodeDecodeError)
-            else "invalid JSON in an SSE event" if isinstance(exc, json.JSONDecodeError)
+            "bytes that are not UTF-8 in an SSE event"
+            if isinstance(exc, UnicodeDecodeError)
+            else "invalid JSON in an SSE event"
+            if isinstance(exc, json.JSONDecodeError)
             else "a body that does not decompress"
         )
         raise ProviderError(
@@ -447,9 +466,7 @@ def _translate_errors(model_id: str) -> Iterator[None]:
         what = f"Lost the connection to Anthropic for `{model_id}`: {exc}"
         raise ProviderError(what, kind="connection", model=model_id) from exc
     except anthropic.APIError as exc:
-        raise ProviderError(
-            f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id
-        ) from exc
+        raise ProviderError(f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id) from exc
 
 
 def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError:

@@ -16,9 +16,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from flue_nb.runtime.errors import CassetteDriftError, ConfigError, FlueError, error_from_dict
-from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, SummaryMessage, ToolResultMessage, UserMessage, message_from_dict, message_to_dict
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    Message,
+    SignalMessage,
+    SummaryMessage,
+    ToolResultMessage,
+    UserMessage,
+    message_from_dict,
+    message_to_dict,
+)
+from flue_nb.runtime.providers.model import (
+    Model,
+    ModelInfo,
+    ModelRequest,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
 from flue_nb.runtime.providers.offline import snapshot
-from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
 __all__ = ["CassetteDriftError", "RecordingModel", "ReplayModel", "request_key"]
 
@@ -56,7 +74,10 @@ def request_key(request: ModelRequest) -> dict[str, Any]:
 
 def _images(request: ModelRequest) -> dict[str, dict[str, Any]]:
     """The request's images by digest (what they were, never their bytes): a cassette stays small."""
-    return {p.digest: {"media_type": p.media_type, "width": p.width, "height": p.height, "label": p.label} for p in request.images}
+    return {
+        p.digest: {"media_type": p.media_type, "width": p.width, "height": p.height, "label": p.label}
+        for p in request.images
+    }
 
 
 def _event_to_dict(ev: StreamEvent) -> dict[str, Any]:
@@ -91,7 +112,11 @@ class RecordingModel:
         info = model.info
         self._data: dict[str, Any] = {
             "format": FORMAT,
-            "model": {"id": info.id, "context_window": info.context_window, "max_output_tokens": info.max_output_tokens},
+            "model": {
+                "id": info.id,
+                "context_window": info.context_window,
+                "max_output_tokens": info.max_output_tokens,
+            },
             "turns": [],
         }
         self._save()
@@ -138,7 +163,9 @@ class ReplayModel:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
         except FileNotFoundError:
-            raise ConfigError(f"no cassette at {self.path!r}: record one first with RecordingModel(model, path)") from None
+            raise ConfigError(
+                f"no cassette at {self.path!r}: record one first with RecordingModel(model, path)"
+            ) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{self.path!r} is not a cassette ({exc}); record it again") from None
         if data.get("format") != FORMAT:
@@ -156,18 +183,24 @@ class ReplayModel:
     def assert_complete(self) -> None:
         """Fail if recorded turns were never asked for."""
         if len(self.requests) < len(self.turns):
-            raise AssertionError(f"cassette {self.path!r}: {len(self.turns) - len(self.requests)} recorded turn(s) never replayed")
+            raise AssertionError(
+                f"cassette {self.path!r}: {len(self.turns) - len(self.requests)} recorded turn(s) never replayed"
+            )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Replay the next recorded turn after checking the request matches the recording."""
         n = len(self.requests)
         self.requests.append(snapshot(request))
         if n >= len(self.turns):
-            raise CassetteDriftError(f"cassette {self.path!r} has {len(self.turns)} turns; request #{n + 1} was not recorded")
+            raise CassetteDriftError(
+                f"cassette {self.path!r} has {len(self.turns)} turns; request #{n + 1} was not recorded"
+            )
         turn = self.turns[n]
         got, want = request_key(request), turn["request"]
         if got != want:
-            raise CassetteDriftError(f"cassette {self.path!r}: request #{n + 1} drifted from the recording ({_first_difference(want, got)}); record it again if the change is intended")
+            raise CassetteDriftError(
+                f"cassette {self.path!r}: request #{n + 1} drifted from the recording ({_first_difference(want, got)}); record it again if the change is intended"
+            )
         for d in turn["events"]:
             yield _event_from_dict(d)
         if "error" in turn:

@@ -15,9 +15,23 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from flue_nb.runtime.errors import ConfigError, ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
+from flue_nb.runtime.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    ProviderErrorKind,
+    ProviderHTTPError,
+)
 from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart, ToolCall, Usage
-from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.providers.model import (
+    ModelInfo,
+    ModelRequest,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
 
 __all__ = ["Fail", "FunctionModel", "Reply", "ScriptedModel", "fail", "reply", "tool_call"]
 
@@ -75,7 +89,9 @@ def reply(
     return Reply(text, list(calls), thinking, usage)
 
 
-def fail(kind: ProviderErrorKind, message: str | None = None, *, status: int | None = None, after_text: str | None = None) -> Fail:
+def fail(
+    kind: ProviderErrorKind, message: str | None = None, *, status: int | None = None, after_text: str | None = None
+) -> Fail:
     """A scripted provider error of a named kind (overloaded, rate_limit, context_overflow, ...)."""
     return Fail(kind, message, status, after_text)
 
@@ -113,7 +129,9 @@ async def _stream_step(step: Step, model_id: str, delay: float) -> AsyncIterator
 def snapshot(request: ModelRequest) -> ModelRequest:
     """A copy of a request that later turns cannot change."""
     # The loop keeps appending to its message list; a recorded request must not change after.
-    return ModelRequest(request.system, list(request.messages), list(request.tools), request.max_tokens, request.purpose)
+    return ModelRequest(
+        request.system, list(request.messages), list(request.tools), request.max_tokens, request.purpose
+    )
 
 
 class ScriptedModel:

@@ -81,9 +81,7 @@ def _group_alive(pgid: int) -> bool:
 class _Collector(asyncio.SubprocessProtocol):
     """Collects a command's combined output, keeping at most `limit` bytes."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, limit: int, keep: Literal["head", "tail"]
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int, keep: Literal["head", "tail"]) -> None:
         self._limit = limit
         self._keep = keep
         # A deque of chunks, so dropping the head of a long output is not a memmove per chunk.
@@ -169,9 +167,7 @@ class LocalSandbox:
     def _path(self, path: str) -> str:
         return os.path.join(self._cwd, os.fspath(path))
 
-    def environment(
-        self, *, cwd: str | None = None, env: Mapping[str, str] | None = None
-    ) -> dict[str, str]:
+    def environment(self, *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a command gets: allow-list, author's `env`, per-call `env`, PATH fix."""
         out = {k: v for k, v in os.environ.items() if k in _ENV_ALLOWED or k.startswith("LC_")}
         out.setdefault("PATH", os.defpath)
@@ -199,11 +195,7 @@ class LocalSandbox:
     ) -> ExecResult:
         """Run a shell string (`bash -c`) or an argv list in its own process group."""
         workdir = self._path(cwd) if cwd else self._cwd
-        argv = (
-            [self._bash, "-c", command]
-            if isinstance(command, str)
-            else [os.fspath(a) for a in command]
-        )
+        argv = [self._bash, "-c", command] if isinstance(command, str) else [os.fspath(a) for a in command]
         if not argv:
             raise ValueError("exec: empty argv")
         limit = DEFAULT_MAX_OUTPUT if max_output is None else max_output
@@ -344,10 +336,7 @@ class LocalSandbox:
 
         def scan() -> list[DirEntry]:
             with os.scandir(full) as it:
-                entries = [
-                    DirEntry(e.name, "dir" if e.is_dir() else "file" if e.is_file() else "other")
-                    for e in it
-                ]
+                entries = [DirEntry(e.name, "dir" if e.is_dir() else "file" if e.is_file() else "other") for e in it]
             return sorted(entries, key=lambda e: e.name)
 
         return await asyncio.to_thread(scan)
@@ -361,10 +350,6 @@ class LocalSandbox:
         return None
 
 
-def local(
-    cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
-) -> LocalSandbox:
+def local(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> LocalSandbox:
     """A host sandbox in `cwd` (default: the current directory), with `env` opted into the shell."""
-    return LocalSandbox(
-        os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()), env=env
-    )
+    return LocalSandbox(os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()), env=env)

@@ -237,9 +237,7 @@ class Store(Protocol):
         ...
 
     # a half-streamed response, so recovery can keep what arrived (contract 11.2)
-    def put_partial(
-        self, submission_id: str, data: dict[str, Any], *, owner: str | None = None
-    ) -> None:
+    def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:
         """Replace the in-progress response snapshot of a submission (fenced like `append`)."""
         ...
 

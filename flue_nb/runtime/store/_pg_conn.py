@@ -21,9 +21,7 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "a postgresql:// store needs psycopg 3: `pip install 'flue_nb[postgres]'`"
-    ) from exc
+    raise ImportError("a postgresql:// store needs psycopg 3: `pip install 'flue_nb[postgres]'`") from exc
 
 __all__ = ["PgConnection"]
 
@@ -110,8 +108,7 @@ class PgConnection:
             )
         if isinstance(exc, pg_errors.LockNotAvailable):
             return StoreError(
-                f"the store {self.label} stayed locked by another session past "
-                f"{self.statement_timeout:g} s",
+                f"the store {self.label} stayed locked by another session past {self.statement_timeout:g} s",
                 path=self.label,
             )
         if isinstance(exc, psycopg.OperationalError):
@@ -220,7 +217,7 @@ def _transient(exc: BaseException | None) -> bool:
         return False
     state = getattr(exc, "sqlstate", None)
     if state is not None:
-        return state.startswith(("08", "57"))
+        return str(state).startswith(("08", "57"))
     text = str(exc)
     return "FATAL:" not in text or any(w in text for w in _AWAY)
 

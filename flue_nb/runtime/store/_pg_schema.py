@@ -79,8 +79,7 @@ _V1 = Migration(
             CHECK ((state = 'settled') = (outcome IS NOT NULL))
         )""",
         "CREATE INDEX submissions_by_conversation ON submissions (conversation_id, seq)",
-        "CREATE INDEX submissions_by_joined_into ON submissions (joined_into)"
-        " WHERE joined_into IS NOT NULL",
+        "CREATE INDEX submissions_by_joined_into ON submissions (joined_into) WHERE joined_into IS NOT NULL",
         """CREATE TABLE records (
             seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             conversation_id text NOT NULL REFERENCES conversations (id),
@@ -90,8 +89,7 @@ _V1 = Migration(
             created_at float8 NOT NULL
         )""",
         "CREATE INDEX records_by_conversation ON records (conversation_id, seq)",
-        "CREATE INDEX records_by_submission ON records (submission_id, seq)"
-        " WHERE submission_id IS NOT NULL",
+        "CREATE INDEX records_by_submission ON records (submission_id, seq) WHERE submission_id IS NOT NULL",
         """CREATE TABLE state (
             conversation_id text NOT NULL REFERENCES conversations (id),
             name text NOT NULL,
@@ -160,9 +158,7 @@ def migrate(conn: Any, label: str, migrations: tuple[Migration, ...] = MIGRATION
             f"CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_version ("
             " id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
         )
-        conn.execute(
-            f"INSERT INTO {SCHEMA}.schema_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
-        )
+        conn.execute(f"INSERT INTO {SCHEMA}.schema_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING")
         (version,) = conn.execute(f"SELECT version FROM {SCHEMA}.schema_version WHERE id = 1").fetchone()
         if version > latest:
             raise StoreError(
@@ -203,17 +199,13 @@ def lock_conversation(conn: Any, key: str, now: float) -> str | None:
         "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
         (key, now),
     )
-    (holder,) = conn.execute(
-        "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
-    ).fetchone()
-    return holder
+    (holder,) = conn.execute("SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)).fetchone()
+    return None if holder is None else str(holder)
 
 
 def fence(conn: Any, key: str, cid: str, owner: str) -> None:
     """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease."""
-    row = conn.execute(
-        "SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)
-    ).fetchone()
+    row = conn.execute("SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)).fetchone()
     holder = None if row is None else row[0]
     if holder != owner:
         raise SessionBusyError(
@@ -227,16 +219,13 @@ def fence(conn: Any, key: str, cid: str, owner: str) -> None:
 
 def select_submission(conn: Any, submission_id: str) -> tuple[Any, ...] | None:
     """One submission row (`SUBMISSION_COLUMNS`), or None."""
-    return conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)
-    ).fetchone()
+    row = conn.execute(f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)).fetchone()
+    return None if row is None else tuple(row)
 
 
 def apply_update(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded: list[tuple[str, Any]]) -> bool:
     """One compare-and-set on a submission (its row locked); True if it matched and applied."""
-    row = conn.execute(
-        "SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
-    ).fetchone()
+    row = conn.execute("SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)).fetchone()
     if row is None:
         return False
     state = row[0]
@@ -246,8 +235,7 @@ def apply_update(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded
         return False  # the first terminal outcome wins, with its result and error
     if encoded:
         columns = ", ".join(
-            f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s"
-            for name, _ in encoded
+            f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s" for name, _ in encoded
         )
         conn.execute(
             f"UPDATE submissions SET {columns} WHERE id = %s",

@@ -110,8 +110,7 @@ _V1 = Migration(
             CHECK ((state = 'settled') = (outcome IS NOT NULL))
         ) STRICT""",
         "CREATE INDEX submissions_by_conversation ON submissions (conversation_id, seq)",
-        "CREATE INDEX submissions_by_joined_into ON submissions (joined_into)"
-        " WHERE joined_into IS NOT NULL",
+        "CREATE INDEX submissions_by_joined_into ON submissions (joined_into) WHERE joined_into IS NOT NULL",
         # kind is validated in Python against RecordKind rather than by a CHECK, so adding a
         # kind does not need a table rebuild.
         """CREATE TABLE records (
@@ -123,8 +122,7 @@ _V1 = Migration(
             created_at REAL NOT NULL
         ) STRICT""",
         "CREATE INDEX records_by_conversation ON records (conversation_id, seq)",
-        "CREATE INDEX records_by_submission ON records (submission_id, seq)"
-        " WHERE submission_id IS NOT NULL",
+        "CREATE INDEX records_by_submission ON records (submission_id, seq) WHERE submission_id IS NOT NULL",
         """CREATE TABLE state (
             conversation_id TEXT NOT NULL REFERENCES conversations (id),
             name TEXT NOT NULL,
@@ -159,10 +157,7 @@ BLOB_CHUNK = 512 * 1024
 # policy its cell was admitted with (issue 12.8).
 _V3 = Migration(
     3,
-    (
-        "ALTER TABLE submissions ADD COLUMN settings TEXT"
-        " CHECK (settings IS NULL OR json_valid(settings))",
-    ),
+    ("ALTER TABLE submissions ADD COLUMN settings TEXT CHECK (settings IS NULL OR json_valid(settings))",),
 )
 
 MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
@@ -184,9 +179,7 @@ RECORD_COLUMNS = "seq, conversation_id, submission_id, kind, data, created_at"
 """The SELECT list `record_from_row` decodes."""
 
 
-def migrate(
-    conn: sqlite3.Connection, path: str, migrations: tuple[Migration, ...] = MIGRATIONS
-) -> int:
+def migrate(conn: sqlite3.Connection, path: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
     """Bring the schema up to the last of `migrations` in one transaction; return the version.
 
     Raises `StoreError` if the file is newer than `migrations`, or is some other SQLite database.
@@ -220,9 +213,7 @@ def migrate(
 def _current_version(conn: sqlite3.Connection, path: str) -> int:
     tables = {
         name
-        for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
     }
     if "schema_version" not in tables:
         if tables:
@@ -233,16 +224,13 @@ def _current_version(conn: sqlite3.Connection, path: str) -> int:
                 path=path,
             )
         conn.execute(
-            "CREATE TABLE schema_version ("
-            " id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL) STRICT"
+            "CREATE TABLE schema_version ( id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL) STRICT"
         )
         conn.execute("INSERT INTO schema_version (id, version) VALUES (1, 0)")
         return 0
     row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
     if row is None:
-        raise StoreError(
-            f"`{path}` has an empty `schema_version` table; the store is damaged", path=path
-        )
+        raise StoreError(f"`{path}` has an empty `schema_version` table; the store is damaged", path=path)
     return int(row[0])
 
 
@@ -373,9 +361,7 @@ def check_owner(conn: sqlite3.Connection, conversation_id: str, owner: str) -> N
     An expired lease that nobody took is still its owner's (as in `renew_lease`): no one else
     can have written in between, and it spares a clock comparison between processes.
     """
-    row = conn.execute(
-        "SELECT lease_owner FROM conversations WHERE id = ?", (conversation_id,)
-    ).fetchone()
+    row = conn.execute("SELECT lease_owner FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
     holder = None if row is None else row[0]
     if holder != owner:
         raise SessionBusyError(
@@ -389,9 +375,7 @@ def check_owner(conn: sqlite3.Connection, conversation_id: str, owner: str) -> N
 
 def select_submission(conn: sqlite3.Connection, submission_id: str) -> Submission | None:
     """One submission row, decoded, or None."""
-    row = conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
-    ).fetchone()
+    row = conn.execute(f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)).fetchone()
     return None if row is None else submission_from_row(row)
 
 

@@ -148,10 +148,12 @@ class PostgresStore:
     def ensure_conversation(self, conversation_id: str, *, now: float) -> None:
         """Create the conversation if it does not exist."""
         key = self._key(conversation_id)
-        self._call(lambda conn: conn.execute(
-            "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-            (key, now),
-        ))
+        self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                (key, now),
+            )
+        )
 
     def acquire_lease(
         self, conversation_id: str, owner: str, *, ttl: float, now: float, replacing: str | None = None
@@ -192,8 +194,7 @@ class PostgresStore:
             if row is None:
                 return False
             conn.execute(
-                "UPDATE submissions SET lease_owner = %s, lease_expires = %s"
-                " WHERE conversation_id = %s AND state = %s",
+                "UPDATE submissions SET lease_owner = %s, lease_expires = %s WHERE conversation_id = %s AND state = %s",
                 (owner, row[0], key, SubmissionState.RUNNING.value),
             )
             return True
@@ -203,18 +204,21 @@ class PostgresStore:
     def release_lease(self, conversation_id: str, owner: str) -> None:
         """Give ownership up (no-op if not ours)."""
         key = self._key(conversation_id)
-        self._call(lambda conn: conn.execute(
-            "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL"
-            " WHERE id = %s AND lease_owner = %s",
-            (key, owner),
-        ))
+        self._call(
+            lambda conn: conn.execute(
+                "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL WHERE id = %s AND lease_owner = %s",
+                (key, owner),
+            )
+        )
 
     def lease(self, conversation_id: str) -> tuple[str, float] | None:
         """Current (owner, expires_at by the database's clock) as stored; None if free or unknown."""
         key = self._key(conversation_id)
-        row = self._call(lambda conn: conn.execute(
-            "SELECT lease_owner, lease_expires FROM conversations WHERE id = %s", (key,)
-        ).fetchone())
+        row = self._call(
+            lambda conn: conn.execute(
+                "SELECT lease_owner, lease_expires FROM conversations WHERE id = %s", (key,)
+            ).fetchone()
+        )
         if row is None or row[0] is None:
             return None
         return (row[0], row[1])
@@ -257,8 +261,14 @@ class PostgresStore:
             row = conn.execute(
                 "INSERT INTO submissions (id, conversation_id, text, state, accepted_at, settings)"
                 f" VALUES (%s, %s, %s::json, %s, %s, %s::json) RETURNING {SUBMISSION_COLUMNS}",
-                (submission_id, key, encoded, SubmissionState.QUEUED.value, now,
-                 None if settings is None else dump_json(settings, "submission settings")),
+                (
+                    submission_id,
+                    key,
+                    encoded,
+                    SubmissionState.QUEUED.value,
+                    now,
+                    None if settings is None else dump_json(settings, "submission settings"),
+                ),
             ).fetchone()
             return self._submission(row)
 
@@ -298,9 +308,7 @@ class PostgresStore:
 
         def tx(conn: Any) -> bool:
             if owner is not None:
-                row = conn.execute(
-                    "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
-                ).fetchone()
+                row = conn.execute("SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)).fetchone()
                 if row is None:
                     return False
                 fence(conn, row[0], self._cid(row[0]), owner)
@@ -339,9 +347,7 @@ class PostgresStore:
                 "SELECT conversation_id, state FROM submissions WHERE id = %s", (submission_id,)
             ).fetchone()
             if row is None:
-                raise StoreError(
-                    f"cannot settle unknown submission {submission_id!r}", submission_id=submission_id
-                )
+                raise StoreError(f"cannot settle unknown submission {submission_id!r}", submission_id=submission_id)
             key, state = row
             if state == _SETTLED:
                 return False  # already settled: nothing changes, whoever asks
@@ -489,9 +495,11 @@ class PostgresStore:
     def state(self, conversation_id: str) -> dict[str, Any]:
         """The latest value of every persistent-state name."""
         key = self._key(conversation_id)
-        rows = self._call(lambda conn: conn.execute(
-            "SELECT name, value::text FROM state WHERE conversation_id = %s ORDER BY name", (key,)
-        ).fetchall())
+        rows = self._call(
+            lambda conn: conn.execute(
+                "SELECT name, value::text FROM state WHERE conversation_id = %s ORDER BY name", (key,)
+            ).fetchall()
+        )
         return {name: load_json(value) for name, value in rows}
 
     # -- partial responses (contract 11.2) --------------------------------------------------------
@@ -505,9 +513,7 @@ class PostgresStore:
 
         def tx(conn: Any) -> None:
             if owner is not None:
-                row = conn.execute(
-                    "SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)
-                ).fetchone()
+                row = conn.execute("SELECT conversation_id FROM submissions WHERE id = %s", (submission_id,)).fetchone()
                 if row is not None:
                     fence(conn, row[0], self._cid(row[0]), owner)
             conn.execute(
@@ -520,9 +526,11 @@ class PostgresStore:
 
     def partial(self, submission_id: str) -> dict[str, Any] | None:
         """The snapshot, if a stream was in progress."""
-        row = self._call(lambda conn: conn.execute(
-            "SELECT data::text FROM partials WHERE submission_id = %s", (submission_id,)
-        ).fetchone())
+        row = self._call(
+            lambda conn: conn.execute(
+                "SELECT data::text FROM partials WHERE submission_id = %s", (submission_id,)
+            ).fetchone()
+        )
         return None if row is None else load_json(row[0])
 
     def clear_partial(self, submission_id: str) -> None:
@@ -538,8 +546,7 @@ class PostgresStore:
         def tx(conn: Any) -> None:
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO blobs (digest, part, data) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (digest, part) DO NOTHING",
+                    "INSERT INTO blobs (digest, part, data) VALUES (%s, %s, %s) ON CONFLICT (digest, part) DO NOTHING",
                     [(digest, i, part) for i, part in enumerate(parts)],
                 )
 
@@ -547,8 +554,7 @@ class PostgresStore:
 
     def blob(self, digest: str) -> bytes | None:
         """The bytes kept under `digest`, or None."""
-        rows = self._call(lambda conn: conn.execute(
-            "SELECT data FROM blobs WHERE digest = %s ORDER BY part", (digest,)
-        ).fetchall())
+        rows = self._call(
+            lambda conn: conn.execute("SELECT data FROM blobs WHERE digest = %s ORDER BY part", (digest,)).fetchall()
+        )
         return b"".join(bytes(r[0]) for r in rows) if rows else None
-

@@ -15,6 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.store import (
+    Outcome,
+    Record,
+    RecordKind,
+    Submission,
+    SubmissionState,
+    SubmissionUpdate,
+)
 from flue_nb.runtime.store._sqlite_schema import (
     BLOB_CHUNK,
     DB_NOW,
@@ -34,15 +43,6 @@ from flue_nb.runtime.store._sqlite_schema import (
     select_submission,
     submission_from_row,
     switch_to_wal,
-)
-from flue_nb.runtime.errors import StoreError
-from flue_nb.runtime.store import (
-    Outcome,
-    Record,
-    RecordKind,
-    Submission,
-    SubmissionState,
-    SubmissionUpdate,
 )
 
 __all__ = ["DEFAULT_DB", "SQLiteStore", "open_store"]
@@ -86,9 +86,7 @@ class SQLiteStore:
             )
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, the module never does.
-            conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"cannot open the store `{self.path}` ({exc}); check that its directory exists "
@@ -122,8 +120,7 @@ class SQLiteStore:
                 mode = switch_to_wal(conn, busy_timeout)
                 if mode.lower() != "wal":
                     raise StoreError(
-                        f"`{self.path}` cannot use WAL journaling (got {mode!r}); "
-                        "put the store on a local filesystem",
+                        f"`{self.path}` cannot use WAL journaling (got {mode!r}); put the store on a local filesystem",
                         path=self.path,
                     )
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -233,8 +230,7 @@ class SQLiteStore:
                 return False
             (expires,) = row
             conn.execute(
-                "UPDATE submissions SET lease_owner = ?, lease_expires = ?"
-                " WHERE conversation_id = ? AND state = ?",
+                "UPDATE submissions SET lease_owner = ?, lease_expires = ? WHERE conversation_id = ? AND state = ?",
                 (owner, expires, conversation_id, SubmissionState.RUNNING.value),
             )
             return True
@@ -243,8 +239,7 @@ class SQLiteStore:
         """Give ownership up (no-op if not ours)."""
         with self._tx("IMMEDIATE") as conn:
             conn.execute(
-                "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL"
-                " WHERE id = ? AND lease_owner = ?",
+                "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL WHERE id = ? AND lease_owner = ?",
                 (conversation_id, owner),
             )
 
@@ -289,8 +284,14 @@ class SQLiteStore:
             conn.execute(
                 "INSERT INTO submissions (id, conversation_id, text, state, accepted_at, settings)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (submission_id, conversation_id, text, SubmissionState.QUEUED.value, now,
-                 None if settings is None else dump_json(settings, "submission settings")),
+                (
+                    submission_id,
+                    conversation_id,
+                    text,
+                    SubmissionState.QUEUED.value,
+                    now,
+                    None if settings is None else dump_json(settings, "submission settings"),
+                ),
             )
             created = select_submission(conn, submission_id)
         assert created is not None  # inserted just above, in this transaction
@@ -330,9 +331,7 @@ class SQLiteStore:
         encoded = assignments(fields)
         with self._tx("IMMEDIATE") as conn:
             if owner is not None:
-                row = conn.execute(
-                    "SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)
-                ).fetchone()
+                row = conn.execute("SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)).fetchone()
                 if row is None:
                     return False
                 check_owner(conn, row[0], owner)
@@ -358,9 +357,7 @@ class SQLiteStore:
         """
         outcome = Outcome(outcome)
         error_json = None if error is None else dump_json(error, "a settlement error")
-        data = dump_json(
-            {"outcome": outcome.value, "result": result, "error": error}, "a settlement"
-        )
+        data = dump_json({"outcome": outcome.value, "result": result, "error": error}, "a settlement")
         with self._tx("IMMEDIATE") as conn:
             row = conn.execute(
                 "SELECT conversation_id, state FROM submissions WHERE id = ?", (submission_id,)
@@ -396,8 +393,7 @@ class SQLiteStore:
             # one's names the response that absorbed it.
             for jid in joined:
                 joined_data = dump_json(
-                    {"outcome": outcome.value, "result": result, "error": error,
-                     "joined_into": submission_id},
+                    {"outcome": outcome.value, "result": result, "error": error, "joined_into": submission_id},
                     "a settlement",
                 )
                 conn.execute(
@@ -418,14 +414,12 @@ class SQLiteStore:
             ids = [
                 sid
                 for (sid,) in conn.execute(
-                    "SELECT id FROM submissions WHERE conversation_id = ? AND state != ?"
-                    " ORDER BY seq",
+                    "SELECT id FROM submissions WHERE conversation_id = ? AND state != ? ORDER BY seq",
                     (conversation_id, _SETTLED),
                 )
             ]
             conn.execute(
-                "UPDATE submissions SET abort_requested = 1"
-                " WHERE conversation_id = ? AND state != ?",
+                "UPDATE submissions SET abort_requested = 1 WHERE conversation_id = ? AND state != ?",
                 (conversation_id, _SETTLED),
             )
         return ids
@@ -452,9 +446,7 @@ class SQLiteStore:
         encoded: list[tuple[RecordKind, str, dict[str, Any]]] = []
         for kind, data in items:
             if kind not in RECORD_KINDS:
-                raise ValueError(
-                    f"unknown record kind {kind!r}; expected one of {sorted(RECORD_KINDS)}"
-                )
+                raise ValueError(f"unknown record kind {kind!r}; expected one of {sorted(RECORD_KINDS)}")
             if kind == "state" and not isinstance(data.get("name"), str):
                 raise ValueError("a `state` record needs a string `name`")
             encoded.append((kind, dump_json(data, f"a {kind!r} record"), data))
@@ -540,9 +532,7 @@ class SQLiteStore:
 
     # -- partial responses (contract 11.2) --------------------------------------------------------
 
-    def put_partial(
-        self, submission_id: str, data: dict[str, Any], *, owner: str | None = None
-    ) -> None:
+    def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:
         """Replace the in-progress response snapshot of a submission.
 
         With `owner`, raises `SessionBusyError` (writing nothing) unless it holds the lease.
@@ -550,9 +540,7 @@ class SQLiteStore:
         text = dump_json(data, "a partial response")
         with self._tx("IMMEDIATE") as conn:
             if owner is not None:
-                row = conn.execute(
-                    "SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)
-                ).fetchone()
+                row = conn.execute("SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,)).fetchone()
                 if row is not None:
                     check_owner(conn, row[0], owner)
             conn.execute(
@@ -564,9 +552,7 @@ class SQLiteStore:
     def partial(self, submission_id: str) -> dict[str, Any] | None:
         """The snapshot, if a stream was in progress."""
         with self._tx("DEFERRED") as conn:
-            row = conn.execute(
-                "SELECT data FROM partials WHERE submission_id = ?", (submission_id,)
-            ).fetchone()
+            row = conn.execute("SELECT data FROM partials WHERE submission_id = ?", (submission_id,)).fetchone()
         return None if row is None else load_json(row[0])
 
     def clear_partial(self, submission_id: str) -> None:
@@ -590,9 +576,7 @@ class SQLiteStore:
     def blob(self, digest: str) -> bytes | None:
         """The bytes kept under `digest`, or None."""
         with self._tx("DEFERRED") as conn:
-            rows = conn.execute(
-                "SELECT data FROM blobs WHERE digest = ? ORDER BY part", (digest,)
-            ).fetchall()
+            rows = conn.execute("SELECT data FROM blobs WHERE digest = ? ORDER BY part", (digest,)).fetchall()
         return b"".join(r[0] for r in rows) if rows else None
 
 

@@ -8,13 +8,13 @@ same factories, sharing one `PathLocks` between `write` and `edit` (4.4).
 from __future__ import annotations
 
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.bash import bash_tool
 from flue_nb.runtime.tools.edit import edit_tool
 from flue_nb.runtime.tools.glob import glob_tool
 from flue_nb.runtime.tools.grep import grep_tool
 from flue_nb.runtime.tools.read import read_tool
+from flue_nb.runtime.tools.tool import Tool
 from flue_nb.runtime.tools.write import write_tool
 
 __all__ = [

@@ -40,9 +40,7 @@ def _import_sdk() -> Any:
     try:
         import mcp
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise McpConnectionError(
-            "`use_mcp()` needs the `mcp` package: pip install 'flue_nb[mcp]'"
-        ) from exc
+        raise McpConnectionError("`use_mcp()` needs the `mcp` package: pip install 'flue_nb[mcp]'") from exc
     return mcp
 
 
@@ -61,7 +59,11 @@ def _is_connection_closed(exc: BaseException) -> bool:
     if isinstance(leaf, MCPError):
         return leaf.code == CONNECTION_CLOSED
     return isinstance(leaf, (ConnectionError, EOFError, OSError)) or type(leaf).__name__ in {
-        "ClosedResourceError", "BrokenResourceError", "EndOfStream", "ConnectError", "RemoteProtocolError",
+        "ClosedResourceError",
+        "BrokenResourceError",
+        "EndOfStream",
+        "ConnectError",
+        "RemoteProtocolError",
     }
 
 
@@ -103,7 +105,7 @@ class Connection:
             text = f.read()
         except (OSError, ValueError):
             return ""
-        return text[-STDERR_TAIL:].strip()
+        return str(text[-STDERR_TAIL:]).strip()
 
     def _stderr_size(self) -> int:
         f = self._stderr
@@ -182,6 +184,7 @@ class Connection:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         client = create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
+        assert server.url is not None  # use_mcp checked that a server has a command or a url
         return _owned_http(streamable_http_client(server.url, http_client=client), client)
 
     async def _own(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:

@@ -45,9 +45,7 @@ def _split(text: str) -> list[str]:
     return lines
 
 
-def truncate_head(
-    text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
-) -> Truncation:
+def truncate_head(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> Truncation:
     """Keep the first whole lines that fit in `max_lines` lines and `max_bytes` bytes."""
     lines = _split(text)
     kept, size = 0, 0
@@ -61,9 +59,7 @@ def truncate_head(
     return Truncation("\n".join(lines[:kept]), True, len(lines), kept, 1)
 
 
-def truncate_tail(
-    text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
-) -> Truncation:
+def truncate_tail(text: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> Truncation:
     """Keep the last whole lines that fit in `max_lines` lines and `max_bytes` bytes."""
     lines = _split(text)
     total = len(lines)

@@ -104,13 +104,9 @@ def with_approval(
         ConfigError: `policy` or `fallback` is not one of the allowed values.
     """
     if policy not in get_args(ApprovalPolicy):
-        raise ConfigError(
-            f"approval policy for `{tool.name}` must be 'allow', 'ask' or 'deny', got {policy!r}"
-        )
+        raise ConfigError(f"approval policy for `{tool.name}` must be 'allow', 'ask' or 'deny', got {policy!r}")
     if fallback not in get_args(Fallback):
-        raise ConfigError(
-            f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}"
-        )
+        raise ConfigError(f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}")
     if policy == "allow":
         # Nothing to decide: the tool itself keeps its exact behaviour (e.g. `blocking`).
         return tool
@@ -118,9 +114,7 @@ def with_approval(
     async def run(args: BaseModel, ctx: ToolContext) -> Any:
         facts: dict[str, Any] = {"policy": policy}
         if policy == "deny":
-            return _refused(
-                tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name)
-            )
+            return _refused(tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name))
         answer: bool | Unanswered = Unanswered("a headless run")
         if approver is not None:
             request = ApprovalRequest(
@@ -140,9 +134,7 @@ def with_approval(
                     facts,
                     f"Not approved: {headless}. The `{tool.name}` call did not run.",
                 )
-            return _annotate(
-                await call_run(tool, args, ctx), facts, f"(Ran without asking: {headless}.)"
-            )
+            return _annotate(await call_run(tool, args, ctx), facts, f"(Ran without asking: {headless}.)")
         if not answer:
             return _refused(
                 tool.name,
@@ -181,6 +173,4 @@ def _annotate(result: Any, facts: dict[str, Any], note: str | None) -> Any:
     content = result.content
     if note:
         content = f"{content}\n\n{note}" if content else note
-    return ToolOutput(
-        content, is_error=result.is_error, details={**(result.details or {}), "approval": facts}
-    )
+    return ToolOutput(content, is_error=result.is_error, details={**(result.details or {}), "approval": facts})

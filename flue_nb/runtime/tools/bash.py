@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.runtime._text import decode
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, truncate_tail
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["BashInput", "bash_tool"]
 
@@ -27,9 +27,7 @@ class BashInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: str = Field(
-        min_length=1, description="The bash command line to run in the working directory."
-    )
+    command: str = Field(min_length=1, description="The bash command line to run in the working directory.")
     timeout: float | None = Field(
         None,
         gt=0,
@@ -50,9 +48,7 @@ def bash_tool(sandbox: Sandbox) -> Tool:
 
     async def run(args: BashInput, ctx: ToolContext) -> ToolOutput:
         try:
-            res = await sandbox.exec(
-                args.command, timeout=args.timeout, max_output=_KEEP, keep="tail"
-            )
+            res = await sandbox.exec(args.command, timeout=args.timeout, max_output=_KEEP, keep="tail")
         except OSError as exc:
             if exc.errno != errno.E2BIG:
                 raise
@@ -77,16 +73,10 @@ def bash_tool(sandbox: Sandbox) -> Tool:
                     "output to a file and inspect it with `read`, `grep` or `tail -c`.]"
                 )
             elif res.truncated:
-                notes.append(
-                    f"[Output truncated: showing the last {cut.shown_lines} lines; "
-                    "earlier output omitted.]"
-                )
+                notes.append(f"[Output truncated: showing the last {cut.shown_lines} lines; earlier output omitted.]")
             else:
                 last = cut.first_line + cut.shown_lines - 1
-                notes.append(
-                    "[Output truncated: showing lines "
-                    f"{cut.first_line}-{last} of {cut.total_lines}.]"
-                )
+                notes.append(f"[Output truncated: showing lines {cut.first_line}-{last} of {cut.total_lines}.]")
         if res.timed_out:
             notes.append(
                 f"[Command timed out after {args.timeout:g} s and was killed with everything it "
@@ -94,9 +84,7 @@ def bash_tool(sandbox: Sandbox) -> Tool:
             )
         elif res.exit_code != 0:
             notes.append(f"[Exit code: {res.exit_code}]")
-        body = body.rstrip("\n") or (
-            "" if cut.shown_lines == 0 and (res.truncated or cut.truncated) else "(no output)"
-        )
+        body = body.rstrip("\n") or ("" if cut.shown_lines == 0 and (res.truncated or cut.truncated) else "(no output)")
         return ToolOutput(
             "\n\n".join(p for p in [body, *notes] if p),
             details={"exit_code": res.exit_code, "timed_out": res.timed_out},

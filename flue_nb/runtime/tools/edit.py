@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["EditInput", "edit_tool"]
 
@@ -25,9 +25,7 @@ class EditInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(
-        description="File to edit, absolute or relative to the working directory."
-    )
+    path: PathArg = Field(description="File to edit, absolute or relative to the working directory.")
     old_text: str = Field(
         description="Exact text to find, including whitespace and indentation. Without "
         "`replace_all` it must occur exactly once: include enough surrounding lines to make "
@@ -81,8 +79,14 @@ class _Changed(Exception):
 
 
 async def _matches(
-    chunks: AsyncIterator[bytes], needle: bytes, out: list[int], *, replacement: bytes = b"",
-    stop_after: int | None = None, expect: int | None = None, check_utf8: bool = False,
+    chunks: AsyncIterator[bytes],
+    needle: bytes,
+    out: list[int],
+    *,
+    replacement: bytes = b"",
+    stop_after: int | None = None,
+    expect: int | None = None,
+    check_utf8: bool = False,
 ) -> AsyncIterator[bytes]:
     """Stream the file, finding `needle` as `bytes.replace` would (leftmost, non-overlapping).
 
@@ -94,9 +98,7 @@ async def _matches(
     keep = len(needle) - 1
     # No proper prefix of the needle is also its suffix (true of most text, e.g. "ab" but not
     # "aa"): checked for needles short enough to make the quadratic check cheap.
-    border_free = len(needle) <= 4096 and not any(
-        needle.endswith(needle[:k]) for k in range(1, len(needle))
-    )
+    border_free = len(needle) <= 4096 and not any(needle.endswith(needle[:k]) for k in range(1, len(needle)))
     buf = b""
     try:
         async for chunk in chunks:
@@ -169,8 +171,11 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
         # Pass 1: count (and check the encoding), stopping at a second match when one must do.
         counted = [0]
         scan = _matches(
-            sandbox.read_chunks(args.path, _CHUNK), needle, counted,
-            stop_after=None if args.replace_all else 2, check_utf8=True,
+            sandbox.read_chunks(args.path, _CHUNK),
+            needle,
+            counted,
+            stop_after=None if args.replace_all else 2,
+            check_utf8=True,
         )
         try:
             async for _ in scan:
@@ -184,23 +189,23 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
             return _ambiguous(args.path, count, at_least=True)
         # Pass 2: replace into a temporary file that is renamed over the original.
         replaced = _matches(
-            sandbox.read_chunks(args.path, _CHUNK), needle, [0],
-            replacement=args.new_text.encode("utf-8", "surrogatepass"), expect=count,
+            sandbox.read_chunks(args.path, _CHUNK),
+            needle,
+            [0],
+            replacement=args.new_text.encode("utf-8", "surrogatepass"),
+            expect=count,
         )
         try:
             await sandbox.write_chunks(args.path, replaced)  # type: ignore[attr-defined]
         except _Changed:  # something else (bash) wrote the file between the passes
             return _error(
-                f"`{args.path}` changed while it was being edited; nothing was replaced. Read it "
-                "again and retry."
+                f"`{args.path}` changed while it was being edited; nothing was replaced. Read it again and retry."
             )
         return _done(args.path, count)
 
     async def run(args: EditInput, ctx: ToolContext) -> ToolOutput:
         if not args.old_text:
-            return _error(
-                "`old_text` is empty; give the exact text to replace (use `write` for a new file)."
-            )
+            return _error("`old_text` is empty; give the exact text to replace (use `write` for a new file).")
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4):
         # a later edit then reads what the earlier one wrote.
         async with locks.hold(args.path, cwd=sandbox.cwd):

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.agent import SubagentDef
-from flue_nb.runtime.errors import ToolNameConflictError
 from flue_nb.runtime.agent.skills import Skill
+from flue_nb.runtime.errors import ToolNameConflictError
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["RESERVED_NAMES", "activate_skill_tool", "assemble_tools", "read_skill_resource_tool", "task_tool"]
@@ -74,7 +74,9 @@ def activate_skill_tool(skills: Sequence[Skill]) -> Tool:
         return ToolOutput(head + "\n" + skill.instructions)
 
     roster = "\n".join(f"- {s.name}: {s.description}" for s in skills)
-    return Tool("activate_skill", "Activate a skill to get its full instructions.\nSkills:\n" + roster, ActivateSkillInput, run)
+    return Tool(
+        "activate_skill", "Activate a skill to get its full instructions.\nSkills:\n" + roster, ActivateSkillInput, run
+    )
 
 
 class ReadSkillResourceInput(BaseModel):
@@ -101,10 +103,14 @@ def read_skill_resource_tool(skills: Sequence[Skill]) -> Tool:
         skill = by_name.get(args.skill)
         if skill is None:
             available = ", ".join(f"`{n}`" for n in by_name)
-            return ToolOutput(f"No skill named `{args.skill}` with resources. Skills with resources: {available}.", is_error=True)
+            return ToolOutput(
+                f"No skill named `{args.skill}` with resources. Skills with resources: {available}.", is_error=True
+            )
         if args.path not in skill.resources:
             listed = ", ".join(skill.resources)
-            return ToolOutput(f"`{args.path}` is not a resource of skill `{skill.name}`. Its resources: {listed}.", is_error=True)
+            return ToolOutput(
+                f"`{args.path}` is not a resource of skill `{skill.name}`. Its resources: {listed}.", is_error=True
+            )
         reader = readers.get(skill.name)
         if reader is None:
             reader = readers[skill.name] = read_tool(local(skill.path))

@@ -10,10 +10,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime._text import decode
+from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.read import PathArg, locate, no_nul
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["GlobInput", "glob_tool"]
 
@@ -35,9 +35,7 @@ class GlobInput(BaseModel):
         max_length=1024,
         description="File-name pattern such as `*.py` or `test_*.py` (names only, no `/`).",
     )
-    path: PathArg = Field(
-        ".", description="Directory to search under, relative to the working directory."
-    )
+    path: PathArg = Field(".", description="Directory to search under, relative to the working directory.")
 
 
 DESCRIPTION = f"""Find files by name under `path`, recursively, like `find PATH -name PATTERN`. \
@@ -78,9 +76,7 @@ def glob_tool(sandbox: Sandbox) -> Tool:
         ]
         res = await sandbox.exec(argv, timeout=_TIMEOUT, max_output=_KEEP, keep="head")
         if res.timed_out:
-            return ToolOutput(
-                f"The search timed out after {_TIMEOUT:g} s. Narrow `path`.", is_error=True
-            )
+            return ToolOutput(f"The search timed out after {_TIMEOUT:g} s. Narrow `path`.", is_error=True)
         # A name that is not UTF-8 comes back with `\xNN` escapes the file tools accept.
         names = decode(res.output).split("\x00")
         names.pop()  # after the last NUL: empty, or a name cut short when find was stopped

@@ -12,10 +12,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime._text import decode
+from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.read import PathArg, locate, no_nul
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["GrepInput", "grep_tool", "has_rg"]
 
@@ -37,18 +37,14 @@ class GrepInput(BaseModel):
         max_length=16384,  # argv has a 128 KB per-argument limit; real patterns are far shorter
         description="Regular expression to search for (or plain text with `literal`).",
     )
-    path: PathArg = Field(
-        ".", description="File or directory to search, relative to the working directory."
-    )
+    path: PathArg = Field(".", description="File or directory to search, relative to the working directory.")
     include: Annotated[str, AfterValidator(no_nul)] | None = Field(
         None,
         min_length=1,
         max_length=1024,
         description="Only search files whose name matches this glob, e.g. `*.py`.",
     )
-    literal: bool = Field(
-        False, description="Treat `pattern` as plain text, not a regular expression."
-    )
+    literal: bool = Field(False, description="Treat `pattern` as plain text, not a regular expression.")
 
 
 DESCRIPTION = f"""Search file contents for a regular expression (recursively under `path`). \
@@ -163,9 +159,7 @@ def grep_tool(sandbox: Sandbox) -> Tool:
                 is_error=True,
             )
         if res.exit_code not in (0, 1) and not res.truncated:
-            return ToolOutput(
-                f"Search failed (exit code {res.exit_code}):\n{text.strip()[:2000]}", is_error=True
-            )
+            return ToolOutput(f"Search failed (exit code {res.exit_code}):\n{text.strip()[:2000]}", is_error=True)
         lines = text.split("\n")
         if res.truncated:
             lines.pop()  # the search was stopped mid-line

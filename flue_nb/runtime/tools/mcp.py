@@ -118,7 +118,7 @@ def tool_name(server: str, remote: str) -> str:
     name = f"mcp__{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', remote)}"
     if len(name) > NAME_LIMIT:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-        name = f"{name[:NAME_LIMIT - 9]}_{digest}"
+        name = f"{name[: NAME_LIMIT - 9]}_{digest}"
     return name
 
 
@@ -163,7 +163,8 @@ def _select(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
     if missing:
         listed = ", ".join(f"`{t.remote_name}`" for t in tools) or "none"
         raise McpConnectionError(
-            f"MCP server `{server.name}` has no tool " + ", ".join(f"`{n}`" for n in missing)
+            f"MCP server `{server.name}` has no tool "
+            + ", ".join(f"`{n}`" for n in missing)
             + f" (it lists: {listed}); fix `tools=` in use_mcp()",
             server=server.name,
         )
@@ -188,7 +189,8 @@ async def mount_mcp(servers: Sequence[McpServer], *, first: bool) -> tuple[list[
     """
     if not servers:
         return [], {}
-    return await _on_runtime_loop(lambda: _mount(servers, first))
+    mounted: tuple[list[Tool], dict[str, str]] = await _on_runtime_loop(lambda: _mount(servers, first))
+    return mounted
 
 
 async def _mount(servers: Sequence[McpServer], first: bool) -> tuple[list[Tool], dict[str, str]]:
@@ -260,11 +262,17 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
         invalid = _validate(schema, arguments, tool_name(server.name, remote))
         if invalid is not None:
             return ToolOutput(invalid, is_error=True)
-        return await _on_runtime_loop(lambda: _call(server, remote, arguments))
+        out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments))
+        return out
 
     return McpTool(
-        tool_name(server.name, remote), description, _AnyInput, run,
-        server=server.name, remote_name=remote, schema=schema,
+        tool_name(server.name, remote),
+        description,
+        _AnyInput,
+        run,
+        server=server.name,
+        remote_name=remote,
+        schema=schema,
     )
 
 
@@ -275,7 +283,8 @@ async def _call(server: McpServer, remote: str, arguments: dict[str, Any]) -> To
     except McpConnectionError as exc:
         return ToolOutput(
             f"MCP server `{server.name}` is gone and could not be restarted: {exc.message}",
-            is_error=True, details={"mcp": {"server": server.name, "tool": remote}},
+            is_error=True,
+            details={"mcp": {"server": server.name, "tool": remote}},
         )
     try:
         result = await conn.call(remote, arguments)
@@ -283,7 +292,8 @@ async def _call(server: McpServer, remote: str, arguments: dict[str, Any]) -> To
         return ToolOutput(
             f"MCP server `{server.name}` went away during this call, so its outcome is unknown: {exc}\n"
             "The server will be restarted at the next call of one of its tools.",
-            is_error=True, details={"mcp": {"server": server.name, "tool": remote}},
+            is_error=True,
+            details={"mcp": {"server": server.name, "tool": remote}},
         )
     return to_output(result, server.name, remote)
 
@@ -338,9 +348,15 @@ def to_output(result: Any, server: str, remote: str) -> ToolOutput:
         elif kind == "resource":
             res = block.resource
             text = getattr(res, "text", None)
-            texts.append(text if text is not None else f"[resource {res.uri}: {getattr(res, 'mime_type', None) or 'binary'}, not shown]")
+            texts.append(
+                text
+                if text is not None
+                else f"[resource {res.uri}: {getattr(res, 'mime_type', None) or 'binary'}, not shown]"
+            )
         elif kind == "resource_link":
-            texts.append(f"[resource link: {block.uri}" + (f" — {block.description}" if block.description else "") + "]")
+            texts.append(
+                f"[resource link: {block.uri}" + (f" — {block.description}" if block.description else "") + "]"
+            )
         else:
             texts.append(f"[{kind} content, not shown]")
     if not texts and result.structured_content is not None:
@@ -360,8 +376,7 @@ def unavailable_signals(old: dict[str, Any] | None, new: dict[str, Any]) -> list
     if not fresh:
         return []
     lines = [
-        f"MCP server `{n}` is unavailable, so none of its tools (`mcp__{n}__*`) are mounted: "
-        + reason.splitlines()[0]
+        f"MCP server `{n}` is unavailable, so none of its tools (`mcp__{n}__*`) are mounted: " + reason.splitlines()[0]
         for n, reason in fresh.items()
     ]
     return [SignalMessage("resources", "Your resources changed.\n" + "\n".join(lines), lines)]

@@ -15,8 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from flue_nb.runtime._text import unescape_name
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["PathArg", "ReadInput", "locate", "no_nul", "read_tool"]
 
@@ -66,12 +66,8 @@ class ReadInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(
-        description="File to read, absolute or relative to the working directory."
-    )
-    offset: int | None = Field(
-        None, ge=1, description="1-indexed line number to start from. Default: the first line."
-    )
+    path: PathArg = Field(description="File to read, absolute or relative to the working directory.")
+    offset: int | None = Field(None, ge=1, description="1-indexed line number to start from. Default: the first line.")
     limit: int | None = Field(None, ge=1, description="Maximum number of lines to return.")
 
 
@@ -236,8 +232,7 @@ def read_tool(sandbox: Sandbox) -> Tool:
         if win.next_line is not None:
             why = f"{MAX_LINES}-line" if len(win.lines) >= MAX_LINES else "50 KB"
             return ToolOutput(
-                f"{text}\n\n[Showing lines {start}-{last} ({why} limit). "
-                f"Use offset={win.next_line} to continue.]"
+                f"{text}\n\n[Showing lines {start}-{last} ({why} limit). Use offset={win.next_line} to continue.]"
             )
         return ToolOutput(text)
 
@@ -268,4 +263,6 @@ async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutp
     if (image.width, image.height) != (width, height) or image.media_type != media_type:
         sent = image.media_type.rsplit("/", 1)[-1].upper()
         text += f" Scaled to {image.width}×{image.height} {sent} ({len(image.data or b''):,} bytes) to send it."
-    return ToolOutput(text, images=[image], details={"image": {"width": width, "height": height, "media_type": media_type}})
+    return ToolOutput(
+        text, images=[image], details={"image": {"width": width, "height": height, "media_type": media_type}}
+    )

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from flue_nb.runtime._redact import redact, redact_value, secret_values
 from flue_nb.runtime._text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
-from flue_nb.runtime._redact import redact, redact_value, secret_values
 
 if TYPE_CHECKING:
     from flue_nb.runtime.sandbox import Sandbox
@@ -188,8 +188,7 @@ def _invalid_json(tool_name: str, raw: Any) -> ToolOutput:
         why = "it is not valid JSON (it may have been cut off by the output limit)"
     shown = raw if len(raw) <= 300 else raw[:300] + "…"
     return ToolOutput(
-        f"Invalid input for tool `{tool_name}`: {why}. Received: {shown}\n"
-        "Call the tool again with valid JSON input.",
+        f"Invalid input for tool `{tool_name}`: {why}. Received: {shown}\nCall the tool again with valid JSON input.",
         is_error=True,
     )
 
@@ -255,7 +254,11 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             if re.match(r"^\s*(Returns|Raises|Yields|Examples?):\s*$", line):
                 break
             m = _ARG_LINE.match(line)
-            if m and (line.startswith("    ") or not line.startswith(" ")) and line.strip().split()[0].rstrip(":").isidentifier():
+            if (
+                m
+                and (line.startswith("    ") or not line.startswith(" "))
+                and line.strip().split()[0].rstrip(":").isidentifier()
+            ):
                 current = m.group(1)
                 params[current] = m.group(2).strip()
             elif current and line.strip():
@@ -297,9 +300,7 @@ def tool(
             annotation = hints.get(pname, Any)
             default = ... if param.default is param.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
-        model = create_model(  # type: ignore[call-overload]
-            f"{f.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        model = create_model(f"{f.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields)
         is_async = inspect.iscoroutinefunction(f)
 
         if is_async:

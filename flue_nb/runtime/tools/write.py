@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["WriteInput", "write_tool"]
 
@@ -19,9 +19,7 @@ class WriteInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: PathArg = Field(
-        description="File to write, absolute or relative to the working directory."
-    )
+    path: PathArg = Field(description="File to write, absolute or relative to the working directory.")
     content: str = Field(description="The complete new content of the file.")
 
 
@@ -55,9 +53,7 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
             except FileNotFoundError:
                 kind = "file"
             if kind != "file":  # writing a FIFO would block until someone reads it
-                return ToolOutput(
-                    f"`{args.path}` is not a regular file; give a file path.", is_error=True
-                )
+                return ToolOutput(f"`{args.path}` is not a regular file; give a file path.", is_error=True)
             if stream:
                 size = await sandbox.write_chunks(args.path, _encoded(args.content))  # type: ignore[attr-defined]
             else:

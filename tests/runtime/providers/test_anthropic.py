@@ -31,6 +31,9 @@ from flue_nb.runtime.messages import (
     Usage,
     UserMessage,
 )
+from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV, check_model_request, resolve_model
+from flue_nb.runtime.providers._models import model_info
+from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
 from flue_nb.runtime.providers.model import (
     Model,
     ModelRequest,
@@ -41,9 +44,6 @@ from flue_nb.runtime.providers.model import (
     ToolCallDelta,
     ToolSpec,
 )
-from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV, check_model_request, resolve_model
-from flue_nb.runtime.providers._models import model_info
-from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
 from tests.anthropic_server import (
     AnthropicServer,
     error,
@@ -54,12 +54,8 @@ from tests.anthropic_server import (
     usage,
 )
 
-READ = ToolSpec(
-    "read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}
-)
-BASH = ToolSpec(
-    "bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}}
-)
+READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+BASH = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
 
 
 @pytest.fixture
@@ -77,9 +73,7 @@ def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")  # loopback only, whatever conftest says
 
 
-def model_for(
-    server: AnthropicServer, model_id: str = "claude-sonnet-4-6", **kwargs: Any
-) -> AnthropicModel:
+def model_for(server: AnthropicServer, model_id: str = "claude-sonnet-4-6", **kwargs: Any) -> AnthropicModel:
     return AnthropicModel(model_id, api_key="test", base_url=server.url, **kwargs)
 
 
@@ -151,11 +145,7 @@ def test_tool_call_without_input_gets_empty_dict(server: AnthropicServer) -> Non
 def test_unparsable_tool_input_is_kept_raw_for_validation(
     server: AnthropicServer,
 ) -> None:
-    server.enqueue(
-        stream(
-            tool_use("toolu_1", "bash", {}, raw_json='{"command": "ls'), stop_reason="max_tokens"
-        )
-    )
+    server.enqueue(stream(tool_use("toolu_1", "bash", {}, raw_json='{"command": "ls'), stop_reason="max_tokens"))
     events, exc = run(model_for(server), ask(tools=[BASH]))
     assert exc is None
     assert done(events).tool_calls[0].input == {INVALID_INPUT_KEY: '{"command": "ls'}
@@ -189,9 +179,7 @@ def test_thinking_and_signature_round_trip(server: AnthropicServer) -> None:
     model = model_for(server, thinking={"type": "enabled", "budget_tokens": 2000})
     events, exc = run(model, ask(tools=[READ]))
     assert exc is None
-    assert (
-        "".join(e.thinking for e in events if isinstance(e, ThinkingDelta)) == "I should read it."
-    )
+    assert "".join(e.thinking for e in events if isinstance(e, ThinkingDelta)) == "I should read it."
     first = done(events)
     assert first.parts[0] == ThinkingPart("I should read it.", "sig-abc")
 
@@ -216,9 +204,7 @@ def test_thinking_and_signature_round_trip(server: AnthropicServer) -> None:
 
 
 def test_usage_includes_cache_read_and_write(server: AnthropicServer) -> None:
-    server.enqueue(
-        stream(text("ok"), usage=usage(input=12, output=34, cache_read=500, cache_write=70))
-    )
+    server.enqueue(stream(text("ok"), usage=usage(input=12, output=34, cache_read=500, cache_write=70)))
     events, _ = run(model_for(server), ask())
     # message_start says output 1; message_delta's cumulative count must win.
     assert done(events).usage == Usage(12, 34, 500, 70)
@@ -239,9 +225,7 @@ def test_request_carries_cache_control_on_system_and_last_tool(
     assert body["stream"] is True
     assert body["model"] == "claude-sonnet-4-6"
     assert body["max_tokens"] == model_info("claude-sonnet-4-6").max_output_tokens
-    assert body["system"] == [
-        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
-    ]
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
     assert "cache_control" not in body["tools"][0]
     assert body["tools"][1] == {
         "name": "bash",
@@ -267,17 +251,13 @@ def test_user_items_merge_with_tool_results_first() -> None:
             AssistantMessage([ThinkingPart("unsigned"), TextPart(""), call]),
             SignalMessage("resources", "tool `grep` mounted"),
             ToolResultMessage("toolu_1", "read", "boom", is_error=True),
-            AssistantMessage(
-                [ThinkingPart("cut off"), TextPart("")], aborted=True
-            ),  # nothing to send
+            AssistantMessage([ThinkingPart("cut off"), TextPart("")], aborted=True),  # nothing to send
             SummaryMessage("earlier work"),
             UserMessage("   "),
         ]
     )
     assert [m["role"] for m in wire] == ["user", "assistant", "user"]
-    assert wire[1]["content"] == [
-        {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "x"}}
-    ]
+    assert wire[1]["content"] == [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "x"}}]
     merged = wire[2]["content"]
     assert merged[0] == {
         "type": "tool_result",
@@ -346,9 +326,7 @@ def test_transient_http_errors_are_classified_and_not_retried_by_the_sdk(
         ("api_error", "server"),
     ],
 )
-def test_error_event_mid_stream_is_classified_by_body_type(
-    server: AnthropicServer, error_type: str, kind: str
-) -> None:
+def test_error_event_mid_stream_is_classified_by_body_type(server: AnthropicServer, error_type: str, kind: str) -> None:
     server.enqueue(stream(text("partial answer"), error_after=4, error_type=error_type))
     events, exc = run(model_for(server), ask())
     assert isinstance(exc, ProviderError)
@@ -359,9 +337,7 @@ def test_error_event_mid_stream_is_classified_by_body_type(
 
 
 @pytest.mark.parametrize("cut_mode", ["eof", "chunk"])
-def test_stream_cut_off_half_way_is_a_connection_error(
-    server: AnthropicServer, cut_mode: str
-) -> None:
+def test_stream_cut_off_half_way_is_a_connection_error(server: AnthropicServer, cut_mode: str) -> None:
     server.enqueue(
         stream(
             text("half of it"),
@@ -380,9 +356,7 @@ def test_stream_cut_off_half_way_is_a_connection_error(
 
 
 def test_prompt_too_long_is_context_overflow(server: AnthropicServer) -> None:
-    server.enqueue(
-        error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
-    )
+    server.enqueue(error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
     _, exc = run(model_for(server), ask())
     assert isinstance(exc, ContextOverflowError)
     assert exc.kind == "context_overflow" and not exc.transient
@@ -420,9 +394,7 @@ def test_slow_server_is_a_timeout(server: AnthropicServer) -> None:
     import anthropic
 
     server.enqueue(stream(text("late"), delay=1.0))
-    client = anthropic.AsyncAnthropic(
-        api_key="test", base_url=server.url, timeout=0.2, max_retries=0
-    )
+    client = anthropic.AsyncAnthropic(api_key="test", base_url=server.url, timeout=0.2, max_retries=0)
     _, exc = run(AnthropicModel("claude-sonnet-4-6", client=client), ask())
     assert isinstance(exc, ProviderError)
     assert exc.kind == "timeout"
@@ -461,9 +433,7 @@ def test_no_key_raises_model_not_configured_on_first_stream(
     assert server.requests == []
 
 
-def test_environment_supplies_key_and_base_url(
-    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_environment_supplies_key_and_base_url(server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     server.enqueue(stream(text("ok")), stream(text("ok")))
@@ -477,9 +447,7 @@ def test_environment_supplies_key_and_base_url(
     ]
 
 
-def test_explicit_base_url_wins_over_environment(
-    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_explicit_base_url_wins_over_environment(server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # discard port: would fail
     server.enqueue(stream(text("ok")))
     _, exc = run(model_for(server), ask())

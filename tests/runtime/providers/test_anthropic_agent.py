@@ -47,14 +47,23 @@ def bodies(server):
 def test_a_tool_call_streamed_by_the_sdk_runs_and_its_result_goes_back(server, tmp_path):
     (tmp_path / "a.txt").write_text("alpha")
     server.enqueue(
-        stream(text("Reading."), tool_use("toolu_1", "read", {"path": "a.txt"}), stop_reason="tool_use",
-               usage=usage(input=100, output=20)),
+        stream(
+            text("Reading."),
+            tool_use("toolu_1", "read", {"path": "a.txt"}),
+            stop_reason="tool_use",
+            usage=usage(input=100, output=20),
+        ),
         stream(text("It says alpha."), usage=usage(input=150, output=5)),
     )
     s = flue.init(agent_on(server, tmp_path), db=":memory:", settings=RunSettings(sleep=Sleeps()))
     assert s.prompt("what is in a.txt?") == "It says alpha."
     second = bodies(server)[1]
-    results = [b for m in second["messages"] for b in (m["content"] if isinstance(m["content"], list) else []) if b.get("type") == "tool_result"]
+    results = [
+        b
+        for m in second["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b.get("type") == "tool_result"
+    ]
     assert results[0]["tool_use_id"] == "toolu_1" and "alpha" in json.dumps(results[0]["content"])
     assert [t["name"] for t in second["tools"]][:6] == ["read", "write", "edit", "bash", "grep", "glob"]
     assert bodies(server)[0]["system"] == second["system"]  # frozen, byte-identical
@@ -88,8 +97,11 @@ def test_prompt_too_long_compacts_through_the_provider_and_retries_once(server, 
         stream(text("Answered after compaction.")),
     )
     events = []
-    s = flue.init(agent_on(server, tmp_path, compaction=CompactionConfig(keep_recent_tokens=20)),
-                  db=":memory:", settings=RunSettings(sleep=Sleeps()))
+    s = flue.init(
+        agent_on(server, tmp_path, compaction=CompactionConfig(keep_recent_tokens=20)),
+        db=":memory:",
+        settings=RunSettings(sleep=Sleeps()),
+    )
     s.observe(events.append)
     s.prompt("first question " * 20)
     assert s.prompt("second question") == "Answered after compaction."

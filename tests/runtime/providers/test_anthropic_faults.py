@@ -165,7 +165,7 @@ def test_a_huge_error_body_is_capped_in_the_error_and_in_the_store(server, tmp_p
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_tool_input_with_a_number_json_cannot_carry_is_kept_as_invalid(server, number) -> None:
-    raw = '{"path": "a.txt", "offset": %s}' % number
+    raw = f'{{"path": "a.txt", "offset": {number}}}'
     server.enqueue(stream(tool_use("toolu_1", "read", {}, raw_json=raw), stop_reason="tool_use"))
     events, exc = run(model_for(server), tools=[READ])
     assert exc is None

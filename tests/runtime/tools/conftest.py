@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import pytest
 
 from flue_nb.runtime.sandbox.local import LocalSandbox
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 from flue_nb.runtime.tools import standard_tools
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 T = TypeVar("T")
 

@@ -45,9 +45,7 @@ def test_bad_input_1_6_read_of_a_directory(tmp_path: Path, tools, call) -> None:
 
 
 @pytest.mark.parametrize("name", ["read", "edit"])
-def test_bad_input_1_6_a_fifo_is_refused_not_waited_on(
-    tmp_path: Path, tools, call, name: str
-) -> None:
+def test_bad_input_1_6_a_fifo_is_refused_not_waited_on(tmp_path: Path, tools, call, name: str) -> None:
     os.mkfifo(tmp_path / "pipe")
     out = call(
         tools[name],
@@ -86,11 +84,7 @@ def test_bad_input_1_6_nul_byte_in_a_grep_pattern(tools, call, field: str) -> No
 def test_bad_input_1_6_a_10mb_old_text(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.txt").write_text("small file\n")
     out = call(tools["edit"], {"path": "f.txt", "old_text": TEN_MB, "new_text": "y"})
-    assert (
-        out.is_error
-        and "could not find" in out.content.lower()
-        and "longer than the whole file" in out.content
-    )
+    assert out.is_error and "could not find" in out.content.lower() and "longer than the whole file" in out.content
     assert (tmp_path / "f.txt").read_text() == "small file\n"
 
 
@@ -105,9 +99,7 @@ def test_bad_input_1_6_a_10mb_old_text(tmp_path: Path, tools, call) -> None:
         ("bash", {"command": TEN_MB}, "too long"),
     ],
 )
-def test_bad_input_1_6_10mb_strings_elsewhere(
-    tmp_path: Path, tools, call, name: str, raw: dict, says: str
-) -> None:
+def test_bad_input_1_6_10mb_strings_elsewhere(tmp_path: Path, tools, call, name: str, raw: dict, says: str) -> None:
     (tmp_path / "f.txt").write_text("x\n")
     out = call(tools[name], raw)
     # Says what was wrong, and does not echo 10 MB back to the model.
@@ -117,9 +109,7 @@ def test_bad_input_1_6_10mb_strings_elsewhere(
 def test_bad_input_1_6_a_negative_offset(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.txt").write_text("x\n")
     out = call(tools["read"], {"path": "f.txt", "offset": -5})
-    assert (
-        out.is_error and "`offset`" in out.content and "greater than or equal to 1" in out.content
-    )
+    assert out.is_error and "`offset`" in out.content and "greater than or equal to 1" in out.content
     out = call(tools["read"], {"path": "f.txt", "limit": 0})
     assert out.is_error and "`limit`" in out.content
 
@@ -141,9 +131,7 @@ def test_bad_input_1_6_a_negative_offset(tmp_path: Path, tools, call) -> None:
         ("glob", {"pattern": 5}, "pattern"),
     ],
 )
-def test_bad_input_1_6_wrong_types_name_the_field(
-    tools, call, name: str, raw: dict, field: str
-) -> None:
+def test_bad_input_1_6_wrong_types_name_the_field(tools, call, name: str, raw: dict, field: str) -> None:
     out = call(tools[name], raw)
     assert out.is_error and f"`{field}`" in out.content
 
@@ -160,9 +148,7 @@ def test_bad_input_1_6_wrong_types_name_the_field(
         ("read", {"path": "f.txt", "lines": 3}, "lines"),  # unknown field: forbidden
     ],
 )
-def test_bad_input_1_6_missing_empty_or_unknown_fields(
-    tools, call, name: str, raw: dict, field: str
-) -> None:
+def test_bad_input_1_6_missing_empty_or_unknown_fields(tools, call, name: str, raw: dict, field: str) -> None:
     out = call(tools[name], raw)
     assert out.is_error and f"`{field}`" in out.content
 

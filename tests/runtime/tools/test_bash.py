@@ -13,9 +13,7 @@ from flue_nb.runtime.tools import bash_tool
 from tests.procs import alive as pids_running
 
 
-def test_bash_5_1_runs_in_the_sandbox_cwd_with_stdout_and_stderr_combined(
-    tmp_path: Path, tools, call
-) -> None:
+def test_bash_5_1_runs_in_the_sandbox_cwd_with_stdout_and_stderr_combined(tmp_path: Path, tools, call) -> None:
     out = call(tools["bash"], {"command": "pwd; echo to-out; echo to-err >&2"})
     assert out.content.split("\n") == [str(tmp_path), "to-out", "to-err"]
 
@@ -30,9 +28,7 @@ def test_bash_5_1_keeps_the_last_2000_lines(tools, call) -> None:
 
 def test_bash_5_1_keeps_the_last_50kb_of_whole_lines(tools, call) -> None:
     # 1000 lines of 100 bytes: the tail holds 512 whole lines (51,199 bytes).
-    out = call(
-        tools["bash"], {"command": "for i in $(seq 1000 1999); do printf '%099d\\n' $i; done"}
-    )
+    out = call(tools["bash"], {"command": "for i in $(seq 1000 1999); do printf '%099d\\n' $i; done"})
     text = out.content.split("\n\n[")[0]
     lines = text.split("\n")
     assert len(text.encode()) <= 51200 and len(lines) == 512
@@ -69,18 +65,14 @@ def test_bash_5_3_timeout_returns_exit_124_and_kills_the_process_group(tools, ca
 
 def test_bash_5_3_a_child_ignoring_term_is_killed_after_2_seconds(tools, call) -> None:
     start = time.monotonic()
-    out = call(
-        tools["bash"], {"command": "trap '' TERM; sleep 31337.4 & sleep 300", "timeout": 0.5}
-    )
+    out = call(tools["bash"], {"command": "trap '' TERM; sleep 31337.4 & sleep 300", "timeout": 0.5})
     elapsed = time.monotonic() - start
     assert "124" in out.content
     assert 2.4 <= elapsed < 8  # TERM at 0.5 s is ignored; KILL 2 s later
     assert pids_running("sleep 31337.4") == []
 
 
-def test_bash_5_4_environment_is_an_allow_list(
-    tmp_path: Path, call, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bash_5_4_environment_is_an_allow_list(tmp_path: Path, call, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("FOO_TOKEN", "tok-should-not-leak")
     monkeypatch.setenv("MY_SECRET", "secret-should-not-leak")
@@ -93,9 +85,7 @@ def test_bash_5_4_environment_is_an_allow_list(
     assert names - allowed - {"SHLVL", "_"} == {"LC_FLUE_TEST"}
 
 
-def test_bash_5_4_author_opts_variables_in(
-    tmp_path: Path, call, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bash_5_4_author_opts_variables_in(tmp_path: Path, call, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FOO_TOKEN", "from-kernel")
     sandbox = LocalSandbox(tmp_path, env={"FOO_TOKEN": "opted-in", "MODE": "dev"})
     out = call(

@@ -39,16 +39,12 @@ def test_edit_4_1_empty_old_text_is_an_error(tmp_path: Path, tools, call) -> Non
 
 def test_edit_4_2_replaces_the_one_exact_match(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.py").write_text("def f():\n    return 1\n")
-    out = call(
-        tools["edit"], {"path": "f.py", "old_text": "    return 1", "new_text": "    return 2"}
-    )
+    out = call(tools["edit"], {"path": "f.py", "old_text": "    return 1", "new_text": "    return 2"})
     assert not out.is_error and "1 occurrence" in out.content
     assert (tmp_path / "f.py").read_text() == "def f():\n    return 2\n"
 
 
-def test_edit_4_2_zero_matches_mentions_whitespace_and_indentation(
-    tmp_path: Path, tools, call
-) -> None:
+def test_edit_4_2_zero_matches_mentions_whitespace_and_indentation(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.py").write_text("def f():\n    return 1\n")
     out = call(tools["edit"], {"path": "f.py", "old_text": "  return 1\n  ", "new_text": "x"})
     assert out.is_error
@@ -57,9 +53,7 @@ def test_edit_4_2_zero_matches_mentions_whitespace_and_indentation(
     assert (tmp_path / "f.py").read_text() == "def f():\n    return 1\n"
 
 
-def test_edit_4_2_several_matches_give_the_count_and_ask_for_context(
-    tmp_path: Path, tools, call
-) -> None:
+def test_edit_4_2_several_matches_give_the_count_and_ask_for_context(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.txt").write_text("x = 1\nx = 1\nx = 1\n")
     out = call(tools["edit"], {"path": "f.txt", "old_text": "x = 1", "new_text": "x = 2"})
     assert out.is_error and "3" in out.content
@@ -77,26 +71,18 @@ def test_edit_4_2_replacement_is_literal(tmp_path: Path, tools, call) -> None:
     assert (tmp_path / "f.txt").read_text() == "m = re.match(r'\\1 $1 \\g<0>', s)\n"
 
 
-def test_edit_4_3_replace_all_replaces_every_occurrence_and_reports_the_count(
-    tmp_path: Path, tools, call
-) -> None:
+def test_edit_4_3_replace_all_replaces_every_occurrence_and_reports_the_count(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.txt").write_text("foo bar foo baz foo\n")
-    out = call(
-        tools["edit"], {"path": "f.txt", "old_text": "foo", "new_text": "qux", "replace_all": True}
-    )
+    out = call(tools["edit"], {"path": "f.txt", "old_text": "foo", "new_text": "qux", "replace_all": True})
     assert not out.is_error and "3 occurrences" in out.content
     assert (tmp_path / "f.txt").read_text() == "qux bar qux baz qux\n"
 
 
-def test_edit_4_3_replace_all_with_none_found_is_an_error_and_changes_nothing(
-    tmp_path: Path, tools, call
-) -> None:
+def test_edit_4_3_replace_all_with_none_found_is_an_error_and_changes_nothing(tmp_path: Path, tools, call) -> None:
     f = tmp_path / "f.txt"
     f.write_text("alpha\n")
     before = f.stat().st_mtime_ns
-    out = call(
-        tools["edit"], {"path": "f.txt", "old_text": "beta", "new_text": "x", "replace_all": True}
-    )
+    out = call(tools["edit"], {"path": "f.txt", "old_text": "beta", "new_text": "x", "replace_all": True})
     assert out.is_error and f.read_text() == "alpha\n" and f.stat().st_mtime_ns == before
 
 
@@ -124,29 +110,20 @@ def test_edit_4_4_calls_run_in_dispatch_order(tmp_path: Path, run, acall) -> Non
     async def batch():
         # Each edit needs the previous one's result: only dispatch (FIFO) order lands all three.
         return await asyncio.gather(
-            *(
-                acall(edit, {"path": "a.txt", "old_text": o, "new_text": n})
-                for o, n in ["ab", "bc", "cd"]
-            )
+            *(acall(edit, {"path": "a.txt", "old_text": o, "new_text": n}) for o, n in ["ab", "bc", "cd"])
         )
 
     assert not any(o.is_error for o in run(batch()))
     assert (tmp_path / "a.txt").read_text() == "d"
 
 
-def test_edit_4_4_a_genuine_conflict_surfaces_as_could_not_find(
-    tmp_path: Path, tools, run, acall
-) -> None:
+def test_edit_4_4_a_genuine_conflict_surfaces_as_could_not_find(tmp_path: Path, tools, run, acall) -> None:
     (tmp_path / "a.txt").write_text("value = 1\n")
 
     async def batch():
         return await asyncio.gather(
-            acall(
-                tools["edit"], {"path": "a.txt", "old_text": "value = 1", "new_text": "value = 2"}
-            ),
-            acall(
-                tools["edit"], {"path": "a.txt", "old_text": "value = 1", "new_text": "value = 3"}
-            ),
+            acall(tools["edit"], {"path": "a.txt", "old_text": "value = 1", "new_text": "value = 2"}),
+            acall(tools["edit"], {"path": "a.txt", "old_text": "value = 1", "new_text": "value = 3"}),
         )
 
     first, second = run(batch())
@@ -176,12 +153,7 @@ def test_edit_4_4_path_spellings_share_one_lock(tmp_path: Path, run, acall, spel
 
 def test_edit_4_4_lock_key_is_the_normalised_absolute_path() -> None:
     key = PathLocks.key
-    assert (
-        key("a.txt", cwd="/w")
-        == key("./a.txt", cwd="/w")
-        == key("/w/a.txt", cwd="/w")
-        == "/w/a.txt"
-    )
+    assert key("a.txt", cwd="/w") == key("./a.txt", cwd="/w") == key("/w/a.txt", cwd="/w") == "/w/a.txt"
     assert key("d/../a.txt", cwd="/w") == "/w/a.txt"
     assert key("b.txt", cwd="/w") != key("a.txt", cwd="/w")
 
@@ -209,9 +181,7 @@ def test_edit_4_4_locks_are_dropped_when_no_one_waits(tmp_path: Path, run, acall
     (tmp_path / "a.txt").write_text("a")
 
     async def batch():
-        task = asyncio.gather(
-            *(acall(edit, {"path": "a.txt", "old_text": "zzz", "new_text": "q"}) for _ in range(3))
-        )
+        task = asyncio.gather(*(acall(edit, {"path": "a.txt", "old_text": "zzz", "new_text": "q"}) for _ in range(3)))
         await asyncio.sleep(0.01)
         waiting = len(locks)
         await task
@@ -299,9 +269,7 @@ def test_edit_streamed_keeps_the_rules_and_leaves_the_file_alone_on_error(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]  # no temporary file left
 
 
-def test_edit_streamed_keeps_the_mode_and_edits_through_a_symlink(
-    tmp_path: Path, tools, call, streamed
-) -> None:
+def test_edit_streamed_keeps_the_mode_and_edits_through_a_symlink(tmp_path: Path, tools, call, streamed) -> None:
     target = tmp_path / "real.txt"
     target.write_text("hello world\n")
     target.chmod(0o640)

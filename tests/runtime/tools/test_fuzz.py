@@ -11,9 +11,31 @@ from flue_nb.runtime.tools import standard_tools
 from flue_nb.runtime.tools.tool import ToolContext, ToolOutput, execute_tool
 
 NASTY_STRINGS = [
-    "", " ", "\x00", "a\x00b", "../../../../etc/passwd", "..", "/dev/null", "~/nope", "$(touch pwned)", "`id`",
-    "*", "**/*", "[", "(unclosed", "\\", "\n" * 50, "é" * 1000, "x" * 100_000, "🙂", "-rf", "--help",
-    "bin.dat", "dir", "a.txt", "./a.txt",
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "../../../../etc/passwd",
+    "..",
+    "/dev/null",
+    "~/nope",
+    "$(touch pwned)",
+    "`id`",
+    "*",
+    "**/*",
+    "[",
+    "(unclosed",
+    "\\",
+    "\n" * 50,
+    "é" * 1000,
+    "x" * 100_000,
+    "🙂",
+    "-rf",
+    "--help",
+    "bin.dat",
+    "dir",
+    "a.txt",
+    "./a.txt",
 ]
 
 

@@ -29,9 +29,7 @@ def test_glob_7_1_a_pattern_with_a_directory_matches_nothing(tmp_path: Path, too
 def test_glob_7_1_path_narrows_the_search(tmp_path: Path, tools, call) -> None:
     make(tmp_path, "src/a.py", "tests/t.py")
     assert call(tools["glob"], {"pattern": "*.py", "path": "src"}).content == "src/a.py"
-    assert call(tools["glob"], {"pattern": "*.py", "path": str(tmp_path / "src")}).content == str(
-        tmp_path / "src/a.py"
-    )
+    assert call(tools["glob"], {"pattern": "*.py", "path": str(tmp_path / "src")}).content == str(tmp_path / "src/a.py")
 
 
 def test_glob_7_1_regular_files_only(tmp_path: Path, tools, call) -> None:

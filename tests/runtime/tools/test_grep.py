@@ -10,8 +10,8 @@ from typing import Literal
 
 import pytest
 
-from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.sandbox import ExecResult
+from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import grep_tool, standard_tools
 from flue_nb.runtime.tools.grep import has_rg
 
@@ -42,9 +42,7 @@ class CountingSandbox(LocalSandbox):
         if list(command) == ["rg", "--version"]:
             self.probes += 1
             await asyncio.sleep(0.05)  # concurrent first calls overlap the probe
-        return await super().exec(
-            command, cwd=cwd, env=env, timeout=timeout, max_output=max_output, keep=keep
-        )
+        return await super().exec(command, cwd=cwd, env=env, timeout=timeout, max_output=max_output, keep=keep)
 
 
 def test_grep_6_1_uses_rg_when_the_sandbox_has_it(tmp_path: Path, tools, call) -> None:
@@ -67,9 +65,7 @@ def test_grep_6_1_probes_rg_once_per_sandbox(tmp_path: Path, run, acall) -> None
 
     async def calls():
         grep = grep_tool(sandbox)
-        await asyncio.gather(
-            *(acall(grep, {"pattern": "x"}) for _ in range(3))
-        )  # concurrent first calls
+        await asyncio.gather(*(acall(grep, {"pattern": "x"}) for _ in range(3)))  # concurrent first calls
         await acall(grep, {"pattern": "x"})
         # A new tool list for the same sandbox (rebuilt per render) reuses the answer.
         again = {t.name: t for t in standard_tools(sandbox)}["grep"]
@@ -87,10 +83,7 @@ def test_grep_6_1_literal_and_include(tmp_path: Path, engine, call) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src/m.py").write_text("a.c\nabc\n")
     (tmp_path / "notes.md").write_text("a.c\n")
-    assert (
-        call(grep, {"pattern": "a.c", "literal": True, "include": "*.py"}).content
-        == "src/m.py:1:a.c"
-    )
+    assert call(grep, {"pattern": "a.c", "literal": True, "include": "*.py"}).content == "src/m.py:1:a.c"
     regex = call(grep, {"pattern": "a.c", "include": "*.py"}).content.split("\n")
     assert regex == ["src/m.py:1:a.c", "src/m.py:2:abc"]
 
@@ -100,14 +93,8 @@ def test_grep_6_2_returns_path_line_text(tmp_path: Path, engine, call) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg/mod.py").write_text("import os\n    value = compute()\n")
     assert call(grep, {"pattern": r"value\s*="}).content == "pkg/mod.py:2:    value = compute()"
-    assert (
-        call(grep, {"pattern": "value", "path": "pkg"}).content
-        == "pkg/mod.py:2:    value = compute()"
-    )
-    assert (
-        call(grep, {"pattern": "value", "path": "pkg/mod.py"}).content
-        == "pkg/mod.py:2:    value = compute()"
-    )
+    assert call(grep, {"pattern": "value", "path": "pkg"}).content == "pkg/mod.py:2:    value = compute()"
+    assert call(grep, {"pattern": "value", "path": "pkg/mod.py"}).content == "pkg/mod.py:2:    value = compute()"
 
 
 def test_grep_6_2_caps_at_100_matches_and_advises_narrowing(tmp_path: Path, engine, call) -> None:
@@ -115,9 +102,7 @@ def test_grep_6_2_caps_at_100_matches_and_advises_narrowing(tmp_path: Path, engi
     (tmp_path / "many.txt").write_text("".join(f"hit {i}\n" for i in range(150)))
     out = call(grep, {"pattern": "hit"})
     body, note = out.content.split("\n\n")
-    assert len(body.split("\n")) == 100 and all(
-        ln.startswith("many.txt:") for ln in body.split("\n")
-    )
+    assert len(body.split("\n")) == 100 and all(ln.startswith("many.txt:") for ln in body.split("\n"))
     assert "100" in note and "narrow" in note.lower()
     assert not out.is_error
 

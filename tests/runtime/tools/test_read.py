@@ -141,9 +141,7 @@ def test_read_2_4_giant_line_is_cut_on_a_character_boundary(tmp_path: Path, tool
     assert "cannot be reached" in out.content and "offset=" not in out.content.split("]")[-1]
 
 
-def test_read_2_4_giant_line_after_short_lines_starts_the_next_page(
-    tmp_path: Path, tools, call
-) -> None:
+def test_read_2_4_giant_line_after_short_lines_starts_the_next_page(tmp_path: Path, tools, call) -> None:
     (tmp_path / "f.txt").write_text("short\n" + "w" * 60_000 + "\n")
     out = call(tools["read"], {"path": "f.txt"})
     assert body(out.content) == "short" and "Use offset=2 to continue." in out.content

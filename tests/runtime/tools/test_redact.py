@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from flue_nb.runtime._redact import ALLOW_ENV, DENY_ENV, redact, register_secret
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import bash_tool
 from flue_nb.runtime.tools.tool import ToolOutput, define_tool
-
-from pydantic import BaseModel
 
 CHILD = r"""
 import json, os, sqlite3, sys
@@ -65,7 +64,11 @@ def test_secrets_read_from_the_kernels_environment_are_redacted_everywhere(tmp_p
     work.mkdir()
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(work), str(db)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
