@@ -15,7 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m flue_nb.cli demo
 
+# Lint, format and types first (seconds), then every test.
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 # The browser test (tests/browser) gets these itself when missing: Debian's chromium (apt-get, as

@@ -91,13 +91,10 @@ def unload_ipython_extension(ipython: Any) -> None:
     unload(ipython)
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported lazily)
     from flue_nb.notebook.chat import chat
     from flue_nb.notebook.kernel_sandbox import kernel
     from flue_nb.runtime.agent import AgentDef, agent, define_subagent
-    from flue_nb.runtime.core.compaction import CompactionConfig
-    from flue_nb.runtime.errors import *  # noqa: F403
-    from flue_nb.runtime.events import Event
     from flue_nb.runtime.agent.hooks import (
         use_instruction,
         use_mcp,
@@ -108,6 +105,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         use_subagent,
         use_tool,
     )
+    from flue_nb.runtime.core.compaction import CompactionConfig
+    from flue_nb.runtime.errors import *  # noqa: F403
+    from flue_nb.runtime.events import Event
     from flue_nb.runtime.sandbox.local import local
     from flue_nb.runtime.session import Receipt, Session, init
     from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, tool

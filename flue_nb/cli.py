@@ -73,9 +73,7 @@ def run_notebook(
     try:
         # `quiet` drops the kernel's own log lines. cleanup_kc: nbclient leaves a kernel it was
         # handed running, which then outlives us and logs "Parent appears to have exited".
-        client.execute(
-            env=env, cleanup_kc=True, **({"stderr": subprocess.DEVNULL} if quiet else {})
-        )
+        client.execute(env=env, cleanup_kc=True, **({"stderr": subprocess.DEVNULL} if quiet else {}))
     except CellExecutionError as exc:
         error = exc
     finally:
@@ -123,9 +121,7 @@ def transcript(nb: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    nb, out, error = run_notebook(
-        args.notebook, output=args.output, timeout=args.timeout, offline=args.offline
-    )
+    nb, out, error = run_notebook(args.notebook, output=args.output, timeout=args.timeout, offline=args.offline)
     if args.transcript:
         print(transcript(nb))
     print(f"flue-nb: executed notebook written to {out}")
@@ -142,15 +138,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     notebook = Path(args.notebook) if args.notebook else _REPO_NOTEBOOKS / "quickstart.ipynb"
     if not notebook.exists():
-        print(
-            f"flue-nb demo: {notebook} not found (run it from a flue_nb checkout)", file=sys.stderr
-        )
+        print(f"flue-nb demo: {notebook} not found (run it from a flue_nb checkout)", file=sys.stderr)
         return 2
     output = Path(args.output) if args.output else Path.cwd() / "build" / "demo" / notebook.name
     print(f"flue-nb demo: running {notebook} offline (offline demo model, no API key used)\n")
-    nb, out, error = run_notebook(
-        notebook, output=output, timeout=args.timeout, offline=True, quiet=True
-    )
+    nb, out, error = run_notebook(notebook, output=output, timeout=args.timeout, offline=True, quiet=True)
     print(transcript(nb))
     print(f"flue-nb demo: executed notebook written to {out}")
     if error is not None:
@@ -219,12 +211,15 @@ def _conversations(path: str) -> str:
         return f"no conversations in {path}"
     lines = [f"conversations in {path}:", ""]
     for cid, created, total, done, failed, aborted, open_ in rows:
-        parts = [f"{n} {what}" for n, what in (
-            (done, "completed"), (failed, "failed"), (aborted, "aborted"), (open_, "unsettled")
-        ) if n]
+        parts = [
+            f"{n} {what}"
+            for n, what in ((done, "completed"), (failed, "failed"), (aborted, "aborted"), (open_, "unsettled"))
+            if n
+        ]
         lines.append(
             f"  {cid}  (since {_when(created)}; {total} submission(s)"
-            + (f": {', '.join(parts)}" if parts else "") + ")"
+            + (f": {', '.join(parts)}" if parts else "")
+            + ")"
         )
     lines += ["", "flue-nb history CONVERSATION shows one of them."]
     return "\n".join(lines)
@@ -239,15 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `flue-nb` command."""
     parser = argparse.ArgumentParser(prog="flue-nb", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser(
-        "run", help="execute a notebook headless; exit 1 if a cell (or a %%flue submission) fails"
-    )
+    run = sub.add_parser("run", help="execute a notebook headless; exit 1 if a cell (or a %%flue submission) fails")
     run.add_argument("notebook")
     run.add_argument(
         "-o",
         "--output",
-        help="where to write the executed notebook (default: a new temporary directory; "
-        "the path is printed)",
+        help="where to write the executed notebook (default: a new temporary directory; the path is printed)",
     )
     run.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     run.add_argument(
@@ -255,31 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="hide ANTHROPIC_API_KEY and FLUE_MODEL from the kernel",
     )
-    run.add_argument(
-        "--transcript", action="store_true", help="print every cell's source and output"
-    )
+    run.add_argument("--transcript", action="store_true", help="print every cell's source and output")
     run.set_defaults(fn=_cmd_run)
-    demo = sub.add_parser(
-        "demo", help="run notebooks/quickstart.ipynb offline and print its transcript"
-    )
+    demo = sub.add_parser("demo", help="run notebooks/quickstart.ipynb offline and print its transcript")
     demo.add_argument("notebook", nargs="?", help=argparse.SUPPRESS)
-    demo.add_argument(
-        "-o", "--output", help="where to write the executed notebook (default: build/demo/)"
-    )
+    demo.add_argument("-o", "--output", help="where to write the executed notebook (default: build/demo/)")
     demo.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     demo.set_defaults(fn=_cmd_demo)
-    hist = sub.add_parser(
-        "history", help="print a store's conversations, or one conversation's submissions"
-    )
+    hist = sub.add_parser("history", help="print a store's conversations, or one conversation's submissions")
     hist.add_argument(
         "--db",
         metavar="PATH",
-        help="the store: an SQLite file or a postgresql:// URL "
-        "(default: $FLUE_DB, else .flue/flue.sqlite)",
+        help="the store: an SQLite file or a postgresql:// URL (default: $FLUE_DB, else .flue/flue.sqlite)",
     )
-    hist.add_argument(
-        "conversation", nargs="?", metavar="CONVERSATION", help="the conversation to show"
-    )
+    hist.add_argument("conversation", nargs="?", metavar="CONVERSATION", help="the conversation to show")
     hist.set_defaults(fn=_cmd_history)
     args = parser.parse_args(argv)
     return int(args.fn(args))

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-
 __all__ = [
     "AnthropicServer",
     "ErrorReply",
@@ -54,9 +53,7 @@ def tool_use(
     return {"type": "tool_use", "id": call_id, "name": name, "raw": raw, "chunks": chunks}
 
 
-def usage(
-    *, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0
-) -> dict[str, int]:
+def usage(*, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> dict[str, int]:
     """Token counts; message_start reports them with output 1, message_delta the final output."""
     return {
         "input_tokens": input,
@@ -142,18 +139,14 @@ class ErrorReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def stream(
-    *blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any
-) -> StreamReply:
+def stream(*blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any) -> StreamReply:
     """A streamed reply made of `blocks` (see `text`, `thinking`, `tool_use`)."""
     return StreamReply(list(blocks), usage or _DEFAULT_USAGE, **kwargs)
 
 
 def error(status: int, error_type: str, message: str = "error", **headers: str) -> ErrorReply:
     """An HTTP error reply; keyword arguments become headers (`retry_after=` → `retry-after`)."""
-    return ErrorReply(
-        status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()}
-    )
+    return ErrorReply(status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()})
 
 
 def _split(s: str, n: int) -> list[str]:
@@ -250,9 +243,7 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
-            server.requests.append(
-                RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}"))
-            )
+            server.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
             reply = server.next_reply()
             try:
                 if isinstance(reply, ErrorReply):
@@ -264,9 +255,7 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
 
         def _send_error(self, reply: ErrorReply) -> None:
-            body = json.dumps(
-                {"type": "error", "error": {"type": reply.error_type, "message": reply.message}}
-            )
+            body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
             data = body.encode()
             self.send_response(reply.status)
             self.send_header("content-type", "application/json")

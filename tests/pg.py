@@ -112,8 +112,18 @@ class PgServer:
     def start(self) -> PgServer:
         """initdb (first time only) and start the server; returns self once it accepts connections."""
         if not self.data.exists():
-            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8",
-                      "--locale=C.UTF-8" if _has_c_utf8() else "--no-locale")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                _PG_USER,
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8" if _has_c_utf8() else "--no-locale",
+            )
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         if self.fast:
             options += " -c fsync=off -c full_page_writes=off"

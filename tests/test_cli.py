@@ -53,8 +53,7 @@ def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
     stray = tmp_path / "jupyter" / "jupyter_data_dir" / "kernels" / "python3"
     stray.mkdir(parents=True)
     (stray / "kernel.json").write_text(
-        '{"argv": ["/nonexistent/python", "-f", "{connection_file}"], "display_name": "x", '
-        '"language": "python"}'
+        '{"argv": ["/nonexistent/python", "-f", "{connection_file}"], "display_name": "x", "language": "python"}'
     )
     nb = _notebook(tmp_path / "ok.ipynb", MODEL_CELL, "%flue say something")
     result = _cli(["run", str(nb), "--transcript"], tmp_path)
@@ -68,16 +67,11 @@ def test_run_succeeds_and_writes_the_executed_notebook(tmp_path):
     where = result.stdout.split("executed notebook written to ")[1].splitlines()[0]
     assert Path(where).name == "ok.executed.ipynb" and Path(where).parent != tmp_path
     executed = nbformat.read(where, as_version=4)
-    assert any(
-        "[✓ completed]" in o.get("data", {}).get("text/plain", "")
-        for o in executed.cells[1].outputs
-    )
+    assert any("[✓ completed]" in o.get("data", {}).get("text/plain", "") for o in executed.cells[1].outputs)
 
 
 def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
-    nb = _notebook(
-        tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')"
-    )
+    nb = _notebook(tmp_path / "bad.ipynb", MODEL_CELL, "%flue first", "%flue second", "print('never runs')")
     result = _cli(["run", str(nb), "-o", str(tmp_path / "out" / "bad.ipynb")], tmp_path)
     assert result.returncode == 1
     assert "FAILED" in result.stderr and "the submission failed" in result.stderr
@@ -90,10 +84,7 @@ def test_run_exits_non_zero_when_a_submission_fails(tmp_path):
 def test_demo_runs_the_quickstart_offline_and_says_where_it_wrote_it(tmp_path):
     result = _cli(["demo", "-o", str(tmp_path / "demo.ipynb")], tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (
-        "· edit: notes.md ✓" in result.stdout
-        and "user: Show me what notes.md says now." in result.stdout
-    )
+    assert "· edit: notes.md ✓" in result.stdout and "user: Show me what notes.md says now." in result.stdout
     assert f"executed notebook written to {tmp_path / 'demo.ipynb'}" in result.stdout
     assert (tmp_path / "demo.ipynb").exists()
 
@@ -106,9 +97,7 @@ def test_a_background_cell_keeps_updating_while_later_cells_run_headless(tmp_pat
         "bg = ScriptedModel([' '.join(f'b{i}' for i in range(30))], delay=0.02)\n"
         "%config FlueMagics.db = ':memory:'"
     )
-    nb = _notebook(
-        tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", "import time; time.sleep(2)"
-    )
+    nb = _notebook(tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", "import time; time.sleep(2)")
     result = _cli(["run", str(nb), "-o", str(tmp_path / "bg.out.ipynb")], tmp_path)
     assert result.returncode == 0, result.stderr
     executed = nbformat.read(tmp_path / "bg.out.ipynb", as_version=4)
@@ -123,8 +112,7 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
         "endless = ScriptedModel([' '.join(f'e{i}' for i in range(2000))], delay=0.01)\n"
         "%config FlueMagics.db = ':memory:'"
     )
-    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go",
-                   "import time; time.sleep(1)")
+    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go", "import time; time.sleep(1)")
     result = _cli(["run", str(nb)], tmp_path)
     assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr
     nb = _notebook(tmp_path / "bgopen.ipynb", setup, "%flue -c other -m endless --background go")

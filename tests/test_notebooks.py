@@ -12,19 +12,13 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(
-    p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.endswith(".executed.ipynb")
-)
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.endswith(".executed.ipynb"))
 
 pytestmark = pytest.mark.kernel
 
 
 def _nbval(notebook: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "JPY_SESSION_NAME")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "JPY_SESSION_NAME")}
     for var in ("IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
         env[var] = str(tmp_path / "jupyter" / var.lower())
         os.makedirs(env[var], exist_ok=True)
@@ -60,17 +54,10 @@ def _nbval(notebook: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_there_is_a_quickstart_with_stored_flue_outputs():
     nb = nbformat.read(ROOT / "notebooks" / "quickstart.ipynb", as_version=4)
-    texts = [
-        o.get("data", {}).get("text/plain", "")
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-    ]
+    texts = [o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert any("· edit: notes.md ✓" in t and t.endswith("[✓ completed]") for t in texts)
     assert any(t.startswith("user: What's in `sales`") for t in texts)  # %flue history
-    assert not any(
-        o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs
-    )
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 TOURS = [

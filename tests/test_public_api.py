@@ -8,14 +8,55 @@ import sys
 import flue_nb
 
 EXPECTED = [
-    "AgentDef", "CompactionConfig", "ConfigError", "ContextOverflowError", "DelegationDepthExceededError",
-    "Event", "FlueError", "HookError", "LimitExceeded", "McpConnectionError", "ModelNotConfiguredError", "NoSandboxError",
-    "ProviderError", "ProviderHTTPError", "Receipt", "RunError", "SandboxError", "SandboxTimeoutError",
-    "Session", "SessionBusyError", "StoreError", "SubmissionAbortedError", "SubmissionRetryExhaustedError",
-    "SubmissionTimeoutError", "Tool", "ToolContext", "ToolInputValidationError", "ToolNameConflictError",
-    "ToolOutput", "ToolRetry", "TurnLimitExceededError", "agent", "chat", "define_subagent", "define_tool", "init", "kernel",
-    "load_ipython_extension", "local", "tool", "unload_ipython_extension", "use_instruction", "use_mcp", "use_model",
-    "use_persistent_state", "use_sandbox", "use_skill", "use_subagent", "use_tool",
+    "AgentDef",
+    "CompactionConfig",
+    "ConfigError",
+    "ContextOverflowError",
+    "DelegationDepthExceededError",
+    "Event",
+    "FlueError",
+    "HookError",
+    "LimitExceeded",
+    "McpConnectionError",
+    "ModelNotConfiguredError",
+    "NoSandboxError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "Receipt",
+    "RunError",
+    "SandboxError",
+    "SandboxTimeoutError",
+    "Session",
+    "SessionBusyError",
+    "StoreError",
+    "SubmissionAbortedError",
+    "SubmissionRetryExhaustedError",
+    "SubmissionTimeoutError",
+    "Tool",
+    "ToolContext",
+    "ToolInputValidationError",
+    "ToolNameConflictError",
+    "ToolOutput",
+    "ToolRetry",
+    "TurnLimitExceededError",
+    "agent",
+    "chat",
+    "define_subagent",
+    "define_tool",
+    "init",
+    "kernel",
+    "load_ipython_extension",
+    "local",
+    "tool",
+    "unload_ipython_extension",
+    "use_instruction",
+    "use_mcp",
+    "use_model",
+    "use_persistent_state",
+    "use_sandbox",
+    "use_skill",
+    "use_subagent",
+    "use_tool",
 ]
 
 
@@ -35,8 +76,12 @@ def test_offline_models_are_public():
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(out.stdout.split())
 
 
@@ -61,14 +106,47 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
 
 
 MODELS = [
-    "CassetteDriftError", "Fail", "FunctionModel", "Model", "ModelInfo", "ModelRequest", "RecordingModel",
-    "Reply", "ReplayModel", "ScriptedModel", "fail", "reply", "tool_call",
+    "CassetteDriftError",
+    "Fail",
+    "FunctionModel",
+    "Model",
+    "ModelInfo",
+    "ModelRequest",
+    "RecordingModel",
+    "Reply",
+    "ReplayModel",
+    "ScriptedModel",
+    "fail",
+    "reply",
+    "tool_call",
 ]
 EVENTS = [
-    "AgentEnd", "AgentStart", "CompactionEnd", "CompactionStart", "ErrorInfo", "Event", "EventBus", "EventType",
-    "Idle", "Log", "MessageEnd", "MessageStart", "Signal", "SubmissionQueued", "SubmissionRecovery",
-    "SubmissionRunning", "SubmissionSettled", "TaskEnd", "TaskStart", "TextDelta", "ThinkingDelta",
-    "ToolCallInfo", "ToolEnd", "ToolStart", "TurnEnd", "TurnStart",
+    "AgentEnd",
+    "AgentStart",
+    "CompactionEnd",
+    "CompactionStart",
+    "ErrorInfo",
+    "Event",
+    "EventBus",
+    "EventType",
+    "Idle",
+    "Log",
+    "MessageEnd",
+    "MessageStart",
+    "Signal",
+    "SubmissionQueued",
+    "SubmissionRecovery",
+    "SubmissionRunning",
+    "SubmissionSettled",
+    "TaskEnd",
+    "TaskStart",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallInfo",
+    "ToolEnd",
+    "ToolStart",
+    "TurnEnd",
+    "TurnStart",
 ]
 
 

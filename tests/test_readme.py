@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.notebook.kernel_helpers import Kernel, jupyter_env
 
 from tests.anthropic_server import AnthropicServer, stream, text
+from tests.notebook.kernel_helpers import Kernel, jupyter_env
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)

@@ -40,8 +40,10 @@ def compact(session: Any) -> None:
 _HELP_INTRO = [
     ("%flue MESSAGE", "one line is one message to the agent"),
     ("%%flue [options]", "the cell body is the message"),
-    ("%flue SUBCOMMAND", "status, history, abort, compact, use AGENT (or `use assistant`), mcp, "
-     "chat (the chat widget), help"),
+    (
+        "%flue SUBCOMMAND",
+        "status, history, abort, compact, use AGENT (or `use assistant`), mcp, chat (the chat widget), help",
+    ),
     ("%flue -- MESSAGE", "send a message that starts like a subcommand or an option"),
 ]
 _HELP_SETTINGS = (

@@ -21,7 +21,15 @@ __all__ = [
 
 SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "mcp", "status", "use")
 _VALUE_OPTIONS = {
-    "-a", "--agent", "-c", "--conversation", "-m", "--model", "--db", "--approval", "--attach",
+    "-a",
+    "--agent",
+    "-c",
+    "--conversation",
+    "-m",
+    "--model",
+    "--db",
+    "--approval",
+    "--attach",
     "--max-turns",
 }
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
@@ -41,10 +49,7 @@ def default_conversation_id(environ: Any = os.environ) -> str:
     path = environ.get("JPY_SESSION_NAME") or ""
     if not path:
         return "notebook"
-    stem = (
-        re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path)).removesuffix(".ipynb")
-        or "notebook"
-    )
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path)).removesuffix(".ipynb") or "notebook"
     return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
 
 
@@ -56,9 +61,7 @@ def split_line(line: str) -> tuple[list[str], str]:
     for m in _TOKEN.finditer(line):
         tok = m.group(0)
         if expect_value:
-            argv.append(
-                tok[1:-1] if tok[:1] in "'\"" and tok[-1:] == tok[:1] and len(tok) > 1 else tok
-            )
+            argv.append(tok[1:-1] if tok[:1] in "'\"" and tok[-1:] == tok[:1] and len(tok) > 1 else tok)
             expect_value = False
         elif tok == "--":
             rest = line[m.end() :]
@@ -90,7 +93,5 @@ def protect_line_magic(lines: list[str]) -> list[str]:
             out.append(line)
             continue
         indent = body[: len(body) - len(stripped)]
-        out.append(
-            f"{indent}get_ipython().run_line_magic('flue', {(m.group(1) or '').strip()!r})\n"
-        )
+        out.append(f"{indent}get_ipython().run_line_magic('flue', {(m.group(1) or '').strip()!r})\n")
     return out

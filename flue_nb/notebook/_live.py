@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flue_nb.runtime.events import Event
-
 from flue_nb.notebook.display import CellView
+from flue_nb.runtime.events import Event
 
 __all__ = ["BLANK", "LiveOutput", "handle_publisher"]
 
@@ -90,9 +89,7 @@ class LiveOutput:
 
     def _fold(self, event: Event) -> None:
         changed = self.view.apply(event)
-        settled = (
-            event.type == "submission_settled" and event.submission_id == self.view.submission_id
-        )
+        settled = event.type == "submission_settled" and event.submission_id == self.view.submission_id
         if settled and self.on_settled is not None:
             self.on_settled()  # a background cell: nobody waits, so the final update is sent here
         elif changed:

@@ -16,18 +16,15 @@ from typing import Any
 
 from IPython.display import display
 
-from flue_nb.runtime.core.coordinator import coordinator
-from flue_nb.runtime.errors import FlueError
-
 from flue_nb.notebook._line import FlueCellError
 from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.display import CellView
+from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.errors import FlueError
 
 __all__ = ["run_message"]
 
-INTERRUPTED = (
-    "flue: interrupted: the submission was aborted; the conversation is ready for the next cell."
-)
+INTERRUPTED = "flue: interrupted: the submission was aborted; the conversation is ready for the next cell."
 
 
 def run_message(
@@ -68,8 +65,11 @@ def run_message(
         u = session.usage(view.submission_id) if view.submission_id else None
         if u is not None:
             view.tokens = {
-                "input": u.input_tokens, "output": u.output_tokens, "cache_read": u.cache_read_tokens,
-                "cache_write": u.cache_write_tokens, "total": u.total,
+                "input": u.input_tokens,
+                "output": u.output_tokens,
+                "cache_read": u.cache_read_tokens,
+                "cache_write": u.cache_write_tokens,
+                "total": u.total,
             }
         _show_recovery(session, view, opened_at)
         live.finish(result)
@@ -95,7 +95,11 @@ def run_message(
             chat.bind(receipt.submission_id)
         if background:
             # Set before `bind`, which replays early events: a fast run may have settled already.
-            live.on_settled = lambda: (stop(), final())
+            def settled() -> None:
+                stop()
+                final()
+
+            live.on_settled = settled
         live.bind(receipt.submission_id)
         if background:
             return
@@ -108,9 +112,7 @@ def _cell_chat(session: Any, model: str, background: bool) -> Any:
     return CellChat(session, model, background=background)
 
 
-def _wait(
-    session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any, chat: Any = None
-) -> None:
+def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any, chat: Any = None) -> None:
     try:
         view.reply = session.read(receipt)
     except KeyboardInterrupt:
@@ -155,6 +157,11 @@ def _note_lease(session: Any, view: CellView) -> None:
     status = session.status()
     # Another holder is an earlier kernel (or another process) whose claim has not lapsed yet;
     # one whose process is gone is taken over at once, so there is nothing to wait for.
-    if status.owner and not status.owned_here and (status.lease_expires or 0) > time.time() and not provably_dead(status.owner):
+    if (
+        status.owner
+        and not status.owned_here
+        and (status.lease_expires or 0) > time.time()
+        and not provably_dead(status.owner)
+    ):
         left = (status.lease_expires or 0) - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")

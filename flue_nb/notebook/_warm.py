@@ -42,9 +42,7 @@ def warm_up(model_setting: str = "") -> threading.Thread | None:
     if _started or os.environ.get("FLUE_WARMUP", "").strip() in ("0", "false", "no"):
         return None
     setting = (model_setting or os.environ.get("FLUE_MODEL", "")).strip().lower()
-    anthropic = setting.startswith("anthropic") or (
-        not setting and bool(os.environ.get("ANTHROPIC_API_KEY"))
-    )
+    anthropic = setting.startswith("anthropic") or (not setting and bool(os.environ.get("ANTHROPIC_API_KEY")))
     thread = threading.Thread(target=_load, args=(anthropic,), name="flue-warmup", daemon=True)
     _started.append(thread)
     thread.start()

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from flue_nb.runtime.agent import AgentDef, agent
-from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError
-from flue_nb.runtime.agent.hooks import use_model, use_sandbox
-
 from flue_nb.notebook.kernel_sandbox import kernel
+from flue_nb.runtime.agent import AgentDef, agent
+from flue_nb.runtime.agent.hooks import use_model, use_sandbox
+from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
@@ -66,9 +65,7 @@ def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
 
         obj = namespace[setting]
         if not isinstance(obj, Model):
-            raise ConfigError(
-                f"`{setting}` in the namespace is a {type(obj).__name__}, not a model"
-            )
+            raise ConfigError(f"`{setting}` in the namespace is a {type(obj).__name__}, not a model")
         return obj
     return setting
 
@@ -96,4 +93,4 @@ def make_assistant(model: Any, *, approval: str = "allow", cwd: str | None = Non
         return INSTRUCTIONS
 
     _cache[key] = assistant
-    return assistant
+    return _cache[key]

@@ -193,9 +193,10 @@ class CellView:
                 self.lines.append(_Line("tool", tool=tool))
                 return True
             case ToolEnd(call_id=call_id, is_error=is_error, content=content, duration_ms=ms, task_id=None):
-                tool = self._tools.get(call_id)
-                if tool is None:
+                ended = self._tools.get(call_id)
+                if ended is None:
                     return False
+                tool = ended
                 tool.ok = not is_error
                 tool.error = "" if tool.ok else _one_line(content, 80)
                 tool.preview = _one_line(content) if tool.ok else ""
@@ -313,9 +314,7 @@ class CellView:
                 **self.notes,
             }
 
-    def _repr_mimebundle_(
-        self, include: Any = None, exclude: Any = None
-    ) -> tuple[dict[str, str], dict[str, Any]]:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
         return (
             {"text/plain": self.text_plain(), "text/markdown": self.markdown()},
             {"flue": self.metadata()},
@@ -332,19 +331,13 @@ def _md_escape(text: str) -> str:
 class TextView:
     """A block of text shown as `text/plain` and as markdown (status, history, help)."""
 
-    def __init__(
-        self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None
-    ) -> None:
+    def __init__(self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None) -> None:
         self.plain = plain
         self.md = markdown if markdown is not None else plain
         self.meta = metadata or {}
 
-    def _repr_mimebundle_(
-        self, include: Any = None, exclude: Any = None
-    ) -> tuple[dict[str, str], dict[str, Any]]:
-        return {"text/plain": self.plain, "text/markdown": self.md}, (
-            {"flue": self.meta} if self.meta else {}
-        )
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
+        return {"text/plain": self.plain, "text/markdown": self.md}, ({"flue": self.meta} if self.meta else {})
 
     def __repr__(self) -> str:
         return self.plain

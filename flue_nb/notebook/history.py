@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flue_nb.notebook.display import TextView, summarize_call
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -16,8 +17,6 @@ from flue_nb.runtime.messages import (
     UserMessage,
 )
 from flue_nb.runtime.session import SessionStatus, StoredConversation
-
-from flue_nb.notebook.display import TextView, summarize_call
 
 __all__ = ["from_store", "history_view", "status_view"]
 
@@ -109,8 +108,13 @@ def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextVi
         f"{u.cache_write_tokens:,} cache write",
         f"submissions: {outcomes}",
     ]
-    meta = {"conversation_id": status.conversation_id, "agent": status.agent, "model": status.model,
-            "used_tokens": status.used_tokens, "outcomes": dict(status.outcomes)}
+    meta = {
+        "conversation_id": status.conversation_id,
+        "agent": status.agent,
+        "model": status.model,
+        "used_tokens": status.used_tokens,
+        "outcomes": dict(status.outcomes),
+    }
     return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), meta)
 
 

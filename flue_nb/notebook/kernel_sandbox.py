@@ -12,13 +12,12 @@ import os
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from flue_nb.runtime.tools.approval import ApprovalPolicy, Approver, Fallback, with_approval
+from flue_nb.notebook.python_tool import Runner, python_tool
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.local import LocalSandbox
-from flue_nb.runtime.tools.tool import Tool
 from flue_nb.runtime.tools import standard_tools
-
-from flue_nb.notebook.python_tool import Runner, python_tool
+from flue_nb.runtime.tools.approval import ApprovalPolicy, Approver, Fallback, with_approval
+from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["KernelSandbox", "kernel"]
 
@@ -78,9 +77,7 @@ class KernelSandbox(LocalSandbox):
         names = {t.name for t in tools}
         unknown = sorted(set(self._policies) - names)
         if unknown:
-            raise ConfigError(
-                f"approval names unknown tools {unknown}; the kernel sandbox has {sorted(names)}"
-            )
+            raise ConfigError(f"approval names unknown tools {unknown}; the kernel sandbox has {sorted(names)}")
         # In a Jupyter kernel, `ask` asks the chat widget or the cell's stdin (notebook.chat).
         from flue_nb.notebook.chat._approve import default_approver
 
@@ -124,14 +121,10 @@ def kernel(
 
 def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
     """Spread one policy over `APPROVAL_TOOLS`, or check a per-tool mapping."""
-    policies = (
-        dict.fromkeys(APPROVAL_TOOLS, approval) if isinstance(approval, str) else dict(approval)
-    )
+    policies = dict.fromkeys(APPROVAL_TOOLS, approval) if isinstance(approval, str) else dict(approval)
     for name, policy in policies.items():
         if policy not in get_args(ApprovalPolicy):
-            raise ConfigError(
-                f"approval for `{name}` must be 'allow', 'ask' or 'deny', got {policy!r}"
-            )
+            raise ConfigError(f"approval for `{name}` must be 'allow', 'ask' or 'deny', got {policy!r}")
     return policies
 
 

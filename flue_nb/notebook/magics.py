@@ -24,7 +24,6 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from flue_nb.runtime._text import clean
 from flue_nb.notebook._commands import (
     compact,
     help_view,
@@ -32,7 +31,6 @@ from flue_nb.notebook._commands import (
     mcp_view,
     store_command,
 )
-from flue_nb.runtime.store._url import mask_url, store_key
 from flue_nb.notebook._line import (
     SUBCOMMANDS,
     FlueCellError,
@@ -40,6 +38,8 @@ from flue_nb.notebook._line import (
     protect_line_magic,
     split_line,
 )
+from flue_nb.runtime._text import clean
+from flue_nb.runtime.store._url import mask_url, store_key
 
 __all__ = [
     "FlueCellError",
@@ -77,15 +77,22 @@ class FlueMagics(Magics):
         "allow",
         help="Approval policy for the assistant's `python` and `bash`.",
     ).tag(config=True)
-    lease_ttl = Float(
-        30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat."
-    ).tag(config=True)
+    lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(
+        config=True
+    )
     widget = Enum(
         ["auto", "always", "never"],
         "auto",
         help="Draw a `%%flue` cell's run as the chat widget: `auto` when the frontend draws "
         "widgets (JupyterLab, Notebook 7), `always`, or `never` (the text transcript only).",
     ).tag(config=True)
+
+    @property
+    def _ns(self) -> dict[str, Any]:
+        """The kernel's namespace (a magic always runs in a shell)."""
+        assert self.shell is not None
+        ns: dict[str, Any] = self.shell.user_ns
+        return ns
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -113,9 +120,7 @@ class FlueMagics(Magics):
         metavar="ID",
         help="Switch to conversation ID (later cells continue it).",
     )
-    @argument(
-        "--new", action="store_true", help="Start a fresh conversation (later cells continue it)."
-    )
+    @argument("--new", action="store_true", help="Start a fresh conversation (later cells continue it).")
     @argument(
         "-m",
         "--model",
@@ -139,9 +144,7 @@ class FlueMagics(Magics):
         action="store_true",
         help="Plain text/markdown output instead of the chat widget.",
     )
-    @argument(
-        "--background", action="store_true", help="Return at once; the output keeps updating."
-    )
+    @argument("--background", action="store_true", help="Return at once; the output keeps updating.")
     @argument(
         "--max-turns",
         type=int,
@@ -177,32 +180,21 @@ class FlueMagics(Magics):
         escaped = re.search(r"(^|\s)--\s*$", head) is not None
         # A subcommand is the whole line ("status of the data?" is a message); `use` always is
         # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
-        if (
-            words
-            and not escaped
-            and words[0] in SUBCOMMANDS
-            and (not arg or words[0] == "use")
-        ):
+        if words and not escaped and words[0] in SUBCOMMANDS and (not arg or words[0] == "use"):
             args = self._parse(argv + more_argv)
             if cell is not None and words[0] != "chat":
-                raise UsageError(
-                    f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`"
-                )
+                raise UsageError(f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`")
             with _store_failures():
                 return self._subcommand(words[0], arg, args, cell)
         args = self._parse(argv)
         if cell is not None:
             if rest:
-                raise UsageError(
-                    "`%%flue` takes options on its first line; put the message in the cell body"
-                )
+                raise UsageError("`%%flue` takes options on its first line; put the message in the cell body")
             message = cell.strip()
         else:
             message = rest
         if not message.strip():
-            raise UsageError(
-                "nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body"
-            )
+            raise UsageError("nothing to send: `%flue MESSAGE`, or a `%%flue` cell with the message as its body")
         with _store_failures():
             return self._send(message, args)
 
@@ -214,10 +206,7 @@ class FlueMagics(Magics):
             usage = " ".join(parser.format_usage().replace("::", "").split())
             raise UsageError(f"{exc}\nusage: {usage}") from None
         if args.model and args.agent:
-            raise UsageError(
-                "`-m` sets the default assistant's model; "
-                "an `--agent` chooses its own with use_model()"
-            )
+            raise UsageError("`-m` sets the default assistant's model; an `--agent` chooses its own with use_model()")
         return args
 
     # --- sessions ---------------------------------------------------------------------------
@@ -243,7 +232,7 @@ class FlueMagics(Magics):
                     f"`-m` sets the default assistant's model, but conversation `{cid}` talks to "
                     f"agent `{chosen}`; `%flue use assistant` first"
                 )
-            obj = self.shell.user_ns.get(name)
+            obj = self._ns.get(name)
             if not isinstance(obj, AgentDef):
                 found = "nothing" if obj is None else f"a {type(obj).__name__}"
                 why = (
@@ -251,8 +240,7 @@ class FlueMagics(Magics):
                     f"`%flue use`), but the namespace has {found} by that name: run the cell that "
                     "defines it, or `%flue use assistant`"
                     if chosen
-                    else f"no @agent named `{name}` in the namespace (found {found}); "
-                    "define it with @flue_nb.agent"
+                    else f"no @agent named `{name}` in the namespace (found {found}); define it with @flue_nb.agent"
                 )
                 raise UsageError(why)
             return obj, ""
@@ -262,7 +250,7 @@ class FlueMagics(Magics):
         from flue_nb.runtime.errors import FlueError
 
         try:
-            spec = resolve_spec(setting, self.shell.user_ns)
+            spec = resolve_spec(setting, self._ns)
         except FlueError as exc:
             if args.model:
                 raise UsageError(exc.message) from None
@@ -354,8 +342,12 @@ class FlueMagics(Magics):
             return previous[1]
         self.opened_at = time.time()
         session = init(
-            agent, conversation=cid, db=db, lease_ttl=self.lease_ttl,
-            admission=self._admission(args), rebuild=lambda stored: self._rebuild(stored, args),
+            agent,
+            conversation=cid,
+            db=db,
+            lease_ttl=self.lease_ttl,
+            admission=self._admission(args),
+            rebuild=lambda stored: self._rebuild(stored, args),
         )
         self._agents[key] = (agent, session)
         return session
@@ -375,8 +367,8 @@ class FlueMagics(Magics):
             from flue_nb.notebook.assistant import make_assistant, resolve_spec
 
             setting = stored.get("model") or self._model_setting(args)
-            return make_assistant(resolve_spec(setting, self.shell.user_ns), approval=stored["approval"])
-        found = self.shell.user_ns.get(stored.get("agent", ""))
+            return make_assistant(resolve_spec(setting, self._ns), approval=stored["approval"])
+        found = self._ns.get(stored.get("agent", ""))
         return found if isinstance(found, AgentDef) else None
 
     # --- sending ------------------------------------------------------------------------------
@@ -393,9 +385,7 @@ class FlueMagics(Magics):
             if args.agent:
                 self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
-            raise FlueCellError(
-                f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
-            ) from None
+            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         from flue_nb.notebook._run import run_message
 
         run_message(
@@ -419,8 +409,8 @@ class FlueMagics(Magics):
         for name in (n.strip() for n in spec.split(",")):
             if not name:
                 continue
-            if name in self.shell.user_ns:
-                obj = self.shell.user_ns[name]
+            if name in self._ns:
+                obj = self._ns[name]
             elif os.path.isfile(name):
                 obj = name
             else:
@@ -457,9 +447,7 @@ class FlueMagics(Magics):
         try:
             session = self._session(args, agent=agent)
         except FlueError as exc:
-            raise FlueCellError(
-                f"flue: could not open conversation `{self.conversation_id}`: {exc.message}"
-            ) from None
+            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         from flue_nb.notebook.chat._frontend import WithWidget
         from flue_nb.notebook.chat.widget import ChatWidget
         from flue_nb.notebook.history import history_view
@@ -475,11 +463,9 @@ class FlueMagics(Magics):
         from IPython.utils.text import DollarFormatter
 
         try:
-            return clean(DollarFormatter().vformat(message, [], self.shell.user_ns))
+            return clean(DollarFormatter().vformat(message, [], self._ns))
         except Exception as exc:  # noqa: BLE001 - the user's own expression may raise anything
-            raise UsageError(
-                f"--interpolate could not expand the message: {type(exc).__name__}: {exc}"
-            ) from None
+            raise UsageError(f"--interpolate could not expand the message: {type(exc).__name__}: {exc}") from None
 
     # --- subcommands --------------------------------------------------------------------------
 
@@ -513,8 +499,7 @@ class FlueMagics(Magics):
         elif name == "abort":
             ids = session.abort()
             print(
-                f"flue: aborted {len(ids)} submission(s)"
-                + (f": {', '.join(ids)}" if ids else " (nothing was running)")
+                f"flue: aborted {len(ids)} submission(s)" + (f": {', '.join(ids)}" if ids else " (nothing was running)")
             )
         elif name == "compact":
             compact(session)
@@ -549,10 +534,8 @@ class FlueMagics(Magics):
             return
         from flue_nb.runtime.agent import AgentDef
 
-        if not isinstance(self.shell.user_ns.get(name), AgentDef):
-            raise UsageError(
-                f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first"
-            )
+        if not isinstance(self._ns.get(name), AgentDef):
+            raise UsageError(f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first")
         self._choose(cid, db, name)
         print(
             f"flue: conversation `{cid}` now talks to agent `{name}` until you choose another "

@@ -28,10 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
-from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
-
 from flue_nb.notebook import _figures
+from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
+from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
 
@@ -75,9 +74,7 @@ class PythonInput(BaseModel):
     """Input of the `python` tool."""
 
     model_config = ConfigDict(extra="forbid")
-    code: str = Field(
-        description="Python source to run in the kernel's namespace, like a notebook cell."
-    )
+    code: str = Field(description="Python source to run in the kernel's namespace, like a notebook cell.")
 
 
 class FlueResults:
@@ -204,15 +201,16 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
             # The last line alone is over the cut (a long repr): its head is the useful preview.
             last_line = body_text.rstrip("\n").rsplit("\n", 1)[-1]
             parts.append(
-                f"Preview (first {_PREVIEW_CHARS:,} characters of the last line):\n"
-                f"{last_line[:_PREVIEW_CHARS]}…"
+                f"Preview (first {_PREVIEW_CHARS:,} characters of the last line):\n{last_line[:_PREVIEW_CHARS]}…"
             )
     line = _variables_line(changes, after)
     if line:
         parts.append(line)
     if drawn.images or drawn.notes:
         parts.append(drawn.summary())
-        details["images"] = [{"label": p.label, "width": p.width, "height": p.height, "digest": p.digest} for p in drawn.images]
+        details["images"] = [
+            {"label": p.label, "width": p.width, "height": p.height, "digest": p.digest} for p in drawn.images
+        ]
     _figures.show(drawn)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
     return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
@@ -228,7 +226,8 @@ class _Routed:
 
     def write(self, text: str) -> int:
         target = getattr(_capture, "buffer", None)
-        return (target if target is not None else self.inner).write(text)
+        written: int = (target if target is not None else self.inner).write(text)
+        return written
 
     def flush(self) -> None:
         if getattr(_capture, "buffer", None) is None:
@@ -329,11 +328,7 @@ def _is_user_name(name: str) -> bool:
 def _snapshot(ns: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     # Holds the old objects (not just ids) until the diff: a freed object's id can be reused by
     # its replacement, which would hide a rebinding.
-    return {
-        name: (value, _fingerprint(value))
-        for name, value in list(ns.items())
-        if _is_user_name(name)
-    }
+    return {name: (value, _fingerprint(value)) for name, value in list(ns.items()) if _is_user_name(name)}
 
 
 def _fingerprint(value: Any) -> Any:
@@ -396,10 +391,7 @@ def _describe(value: Any) -> str:
 
 def _variables_line(changes: _Changes, after: dict[str, tuple[Any, Any]]) -> str:
     def names(items: list[str], described: bool) -> str:
-        shown = [
-            f"`{n}` ({_describe(after[n][0])})" if described else f"`{n}`"
-            for n in items[:_MAX_NAMES]
-        ]
+        shown = [f"`{n}` ({_describe(after[n][0])})" if described else f"`{n}`" for n in items[:_MAX_NAMES]]
         if len(items) > _MAX_NAMES:
             shown.append(f"and {len(items) - _MAX_NAMES} more")
         return ", ".join(shown)

@@ -170,14 +170,14 @@ def lab(page: Page) -> None:
     task.locator("summary").first.click()
     expect(task.locator(".flue-task .flue-answer")).to_have_text("The numbers add up.")
     expect(gal.locator(".flue-divider", has_text="compacted")).to_contain_text(
-        re.compile(r"compacted \(manual\): [\d.]+k? → [\d.]+k? tokens"))
+        re.compile(r"compacted \(manual\): [\d.]+k? → [\d.]+k? tokens")
+    )
     summary = gal.locator("details.flue-sumbox")
     expect(summary).not_to_have_attribute("open", "")
     summary.locator("summary").click()
     expect(summary.locator(".flue-summary")).to_contain_text("Summarise big.txt")
     expect(gal.locator(".flue-chip")).to_have_text("resources Mounted tools: lookup")
-    expect(gal.locator(".flue-outcome.flue-failed")).to_have_text(
-        "✗ failed: provider_error: the request was malformed")
+    expect(gal.locator(".flue-outcome.flue-failed")).to_have_text("✗ failed: provider_error: the request was malformed")
     page.add_style_tag(content=".flue-log { max-height: none !important; }")
     gal.screenshot(path=str(OUT / "gallery.png"))
     if README_PNG is not None:

@@ -25,7 +25,7 @@ from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]
 
-SETUP = '''\
+SETUP = """\
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, FunctionModel, fail, reply, tool_call
 
@@ -67,7 +67,7 @@ def chatty():
     flue.use_model(chat_model)
     flue.use_sandbox(flue.kernel(approval={"bash": "ask", "python": "allow"}))
     return "Be brief."
-'''
+"""
 
 # Every other kind of part, in one conversation: thinking, a long result, a subagent, a
 # compaction, a signal, a failure.
@@ -110,7 +110,7 @@ def gal():
     return "Be brief."
 '''
 
-GALLERY_RUN = '''\
+GALLERY_RUN = """\
 s = flue.init(gal, conversation="gallery")
 s.prompt("Summarise big.txt")
 mounted["on"] = True
@@ -120,7 +120,7 @@ try:
     s.prompt("And now?")
 except flue.FlueError as exc:
     print("failed as scripted:", exc)
-'''
+"""
 
 
 def _notebook(path: Path, cells: list[str]) -> None:

@@ -25,11 +25,7 @@ KERNEL_NAME = "flue-test"
 
 def jupyter_env(root: Path, **extra: str) -> dict[str, str]:
     """An environment whose Jupyter and IPython dirs live under `root` (nothing in $HOME)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "JPY_SESSION_NAME")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "JPY_SESSION_NAME")}
     for var, sub in (
         ("IPYTHONDIR", "ipython"),
         ("JUPYTER_CONFIG_DIR", "config"),
@@ -81,10 +77,7 @@ class Run:
         """The error output as a front end would print it."""
         if self.error is None:
             return ""
-        return "\n".join(
-            self.error.get("traceback")
-            or [f"{self.error.get('ename')}: {self.error.get('evalue')}"]
-        )
+        return "\n".join(self.error.get("traceback") or [f"{self.error.get('ename')}: {self.error.get('evalue')}"])
 
     def all_text(self) -> str:
         """Stdout, stderr, displays and the error, for assertions and failure messages."""

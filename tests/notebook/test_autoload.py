@@ -61,10 +61,7 @@ def test_the_package_installs_the_kernel_config_into_the_environment():
     assert shipped == {"InteractiveShellApp": {"extensions": ["flue_nb"]}}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
-    assert (
-        shared["jupyter-config/ipython_kernel_config.json"]
-        == "etc/ipython/ipython_kernel_config.json"
-    )
+    assert shared["jupyter-config/ipython_kernel_config.json"] == "etc/ipython/ipython_kernel_config.json"
     installed = Path(sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.json"
     assert json.loads(installed.read_text()) == shipped
 
@@ -97,8 +94,9 @@ def test_a_wheel_installed_into_a_fresh_venv_gives_its_kernels_the_magic(tmp_pat
     # Build the real wheel, install it into a brand-new venv, start a kernel from that venv with
     # a fresh IPYTHONDIR: only the config file the wheel installed can load the extension.
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], check=True, timeout=300
+    )
     (wheel,) = wheels.glob("flue_nb-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -106,10 +104,18 @@ def test_a_wheel_installed_into_a_fresh_venv_gives_its_kernels_the_magic(tmp_pat
     subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, timeout=120)
     # The dependencies come from this environment's site-packages (no second download): a plain
     # path entry, so this venv's own editable flue_nb is not on it.
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = subprocess.run(
+        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "zz_test_deps.pth").write_text(ours + "\n")
     assert (venv / "etc" / "ipython" / "ipython_kernel_config.json").is_file()
     kernel = Kernel(tmp_path / "jupyter", tmp_path, python=py)

@@ -65,8 +65,16 @@ def test_tool_signal_compaction_lines_and_metadata():
         ev.ToolEnd(call_id="b", name="read", is_error=True, content="File not found: nope.txt", **s1),
         ev.Signal(signal_type="resources", text="...", changes=("Mounted tools: `lookup`",), **s1),
         ev.CompactionStart(reason="threshold", estimated_tokens=900, **s1),
-        ev.CompactionEnd(reason="threshold", messages_before=9, messages_after=3, duration_ms=1.0,
-                         tokens_before=900, tokens_after=200, summary="## Goal\nsecret summary", **s1),
+        ev.CompactionEnd(
+            reason="threshold",
+            messages_before=9,
+            messages_after=3,
+            duration_ms=1.0,
+            tokens_before=900,
+            tokens_after=200,
+            summary="## Goal\nsecret summary",
+            **s1,
+        ),
         ev.SubmissionSettled(outcome="failed", error=ErrorInfo("run_error", "boom"), **s1),
     ]:
         view.apply(event)

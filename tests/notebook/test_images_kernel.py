@@ -45,10 +45,7 @@ def test_a_figure_the_agent_draws_shows_in_the_cell_and_reaches_the_model(kernel
 
 
 def test_attach_sends_a_figure_from_the_namespace_and_an_image_file(kernel):
-    kernel.ok(
-        "fig, ax = plt.subplots(figsize=(4, 3), dpi=50); ax.plot([1, 2]);\n"
-        "fig.savefig('saved.png')"
-    )
+    kernel.ok("fig, ax = plt.subplots(figsize=(4, 3), dpi=50); ax.plot([1, 2]);\nfig.savefig('saved.png')")
     run = kernel.ok("%%flue -c attach --no-widget -m looks --attach fig,saved.png\nwhat is this?")
     assert "saw saved.png 200x150 image/png" in run.text(), run.all_text()
     labels = kernel.ok("print([p.label for p in looks.requests[-1].messages[-1].images])").stdout

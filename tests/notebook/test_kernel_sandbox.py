@@ -12,9 +12,9 @@ import IPython
 import pytest
 
 from flue_nb.notebook.kernel_sandbox import KernelSandbox, kernel
-from flue_nb.runtime.tools.approval import ApprovalRequest
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.local import LocalSandbox
+from flue_nb.runtime.tools.approval import ApprovalRequest
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 
@@ -75,9 +75,7 @@ def test_file_tools_act_on_the_kernel_cwd(tmp_path: Path) -> None:
     assert (tmp_path / "a.txt").read_text() == "hi"
 
 
-def test_no_ipython_and_no_namespace_is_a_clear_config_error(
-    tmp_path: Path, no_ipython: None
-) -> None:
+def test_no_ipython_and_no_namespace_is_a_clear_config_error(tmp_path: Path, no_ipython: None) -> None:
     sandbox = kernel(tmp_path)  # building it is fine: the namespace is looked up at first use
     with pytest.raises(ConfigError, match="no running IPython"):
         _ = sandbox.namespace
@@ -122,9 +120,7 @@ def test_approval_ask_headless_falls_back_to_deny_and_says_so(tmp_path: Path) ->
 
 def test_approval_per_tool_mapping(tmp_path: Path) -> None:
     approver = _Approver(False)
-    sandbox = kernel(
-        tmp_path, namespace={}, approval={"python": "ask", "write": "deny"}, approver=approver
-    )
+    sandbox = kernel(tmp_path, namespace={}, approval={"python": "ask", "write": "deny"}, approver=approver)
     assert _call(sandbox, "python", {"code": "1"}).is_error and approver.asked == ["python: 1"]
     assert _call(sandbox, "write", {"path": "a.txt", "content": ""}).is_error
     assert not _call(sandbox, "bash", {"command": "true"}).is_error

@@ -7,9 +7,8 @@ import time
 import pytest
 from kernel_helpers import Kernel
 
-from tests.anthropic_server import AnthropicServer, stream, text
-
 from flue_nb.notebook.magics import default_conversation_id, split_line
+from tests.anthropic_server import AnthropicServer, stream, text
 
 pytestmark = pytest.mark.kernel
 
@@ -96,11 +95,7 @@ def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
     assert kernel.ok("print(zz)").stdout.strip() == "42"  # ran in the user's namespace
     (meta,) = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d["metadata"]]
     assert meta["conversation_id"] == "tools" and meta["submission_id"].startswith("sub_")
-    assert (
-        meta["status"] == "completed"
-        and meta["tokens"]["input"] == 10
-        and meta["tokens"]["output"] == 5
-    )
+    assert meta["status"] == "completed" and meta["tokens"]["input"] == 10 and meta["tokens"]["output"] == 5
     assert [(t["name"], t["ok"]) for t in meta["tools"]] == [("bash", True), ("python", True)]
     assert all(t["duration_ms"] >= 0 for t in meta["tools"])
     assert "0x" not in text and "sub_" not in text  # stable text: nbval compares it
@@ -169,10 +164,7 @@ def test_provider_colon_model_spelling_is_accepted(kernel):
     # jupyter-ai's spelling reaches the Messages API (a loopback one) as the model id.
     with AnthropicServer() as server:
         server.enqueue(stream(text("hi from loopback")))
-        kernel.ok(
-            "import os\n"
-            f"os.environ.update(ANTHROPIC_API_KEY='test', ANTHROPIC_BASE_URL={server.url!r})"
-        )
+        kernel.ok(f"import os\nos.environ.update(ANTHROPIC_API_KEY='test', ANTHROPIC_BASE_URL={server.url!r})")
         try:
             run = kernel.ok("%flue -c colon -m anthropic:claude-sonnet-4-6 hello")
         finally:
@@ -183,10 +175,7 @@ def test_provider_colon_model_spelling_is_accepted(kernel):
 
 def test_an_exception_in_a_function_model_is_a_model_error_with_the_users_line(kernel):
     kernel.ok(
-        "def broken_brain(req):\n"
-        "    table = {}\n"
-        "    return table['answer']\n"
-        "broken = FunctionModel(broken_brain)"
+        "def broken_brain(req):\n    table = {}\n    return table['answer']\nbroken = FunctionModel(broken_brain)"
     )
     run = kernel.run("%flue -c broken -m broken hello")
     text = run.all_text()
@@ -269,6 +258,7 @@ def test_abort_stops_a_background_run_and_its_output_says_so(kernel):
     kernel.ok("import time; time.sleep(0.5)")
     aborted = kernel.ok("%flue abort")
     assert "aborted 1 submission(s)" in aborted.stdout
+
     # The background thread's last update reaches whichever cell runs when it is sent: watch a
     # few short cells for it rather than betting on one sleep (a loaded machine is slow).
     def latest() -> str:

@@ -44,9 +44,7 @@ def test_none_and_semicolon_hide_the_last_value(run: Callable[[str], ToolOutput]
     assert "Out" not in run("1 + 1;").content
 
 
-def test_statements_run_in_the_namespace_and_persist(
-    run: Callable[[str], ToolOutput], ns: dict[str, Any]
-) -> None:
+def test_statements_run_in_the_namespace_and_persist(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
     run("def double(v):\n    return 2 * v")
     assert "Out: 14" in run("double(7)").content
     assert ns["double"](2) == 4
@@ -121,9 +119,7 @@ def test_in_place_element_replacement_in_a_small_list_is_a_change(
     assert out.details is not None and out.details["variables"]["changed"] == ["xs"]
 
 
-def test_shape_change_of_an_array_like_is_a_change(
-    run: Callable[[str], ToolOutput], ns: dict[str, Any]
-) -> None:
+def test_shape_change_of_an_array_like_is_a_change(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
     class Frame:
         """Stands in for a DataFrame: has a `shape`, and its data is never looked at."""
 
@@ -185,9 +181,7 @@ def test_large_output_is_kept_behind_a_handle_and_can_be_sliced(
     assert "_flue" not in (sliced.details or {})["variables"]["created"]
 
 
-def test_large_value_is_kept_with_the_object_itself(
-    run: Callable[[str], ToolOutput], ns: dict[str, Any]
-) -> None:
+def test_large_value_is_kept_with_the_object_itself(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
     out = run("list(range(100_000))")
     assert out.details is not None and out.details["handle"] == 1 and out.details["truncated"]
     assert "`_flue.values[1]` (list, len 100000)" in out.content
@@ -231,9 +225,7 @@ def test_input_schema_is_code_only(run: Callable[[str], ToolOutput]) -> None:
     assert bad.is_error and "timeout" in bad.content
 
 
-def test_len_of_arbitrary_objects_is_never_taken(
-    run: Callable[[str], ToolOutput], ns: dict[str, Any]
-) -> None:
+def test_len_of_arbitrary_objects_is_never_taken(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
     class Lazy:
         """Like a Django QuerySet: `len` would run a query."""
 

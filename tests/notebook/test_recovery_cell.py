@@ -14,7 +14,7 @@ from kernel_helpers import Kernel
 
 pytestmark = pytest.mark.kernel
 
-AGENT_MODULE = '''
+AGENT_MODULE = """
 import flue_nb as flue
 from flue_nb.models import FunctionModel, reply
 
@@ -31,7 +31,7 @@ model = FunctionModel(answer, delay=0.05)
 @flue.agent
 def slow():
     flue.use_model(model)
-'''
+"""
 SETUP = "import sys; sys.path.insert(0, {path!r}); from slowagent import slow"
 
 
@@ -74,8 +74,13 @@ def test_a_recovered_submission_keeps_the_approval_its_cell_was_admitted_with(tm
 
     store = SQLiteStore(tmp_path / "flue.sqlite")
     now = time.time()
-    store.admit("notebook", "set a variable", submission_id="sub_crashed", now=now - 5,
-                settings={"agent": "assistant", "model": "recmodel", "approval": "deny"})
+    store.admit(
+        "notebook",
+        "set a variable",
+        submission_id="sub_crashed",
+        now=now - 5,
+        settings={"agent": "assistant", "model": "recmodel", "approval": "deny"},
+    )
     store.acquire_lease("notebook", "gone-host:1:0", ttl=0.01, now=now)
     store.update_submission("sub_crashed", state=SubmissionState.RUNNING, attempts=1, started_at=now - 5)
     store.close()

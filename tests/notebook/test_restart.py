@@ -34,10 +34,7 @@ def slow():
     return "A test agent."
 '''
 
-SETUP = (
-    "import sys; sys.path.insert(0, {path!r}); from slowagent import slow\n"
-    "%config FlueMagics.lease_ttl = 2.0"
-)
+SETUP = "import sys; sys.path.insert(0, {path!r}); from slowagent import slow\n%config FlueMagics.lease_ttl = 2.0"
 
 
 @pytest.mark.parametrize("pause", [0.0, 3.0], ids=["lease-still-held", "lease-expired"])
@@ -46,9 +43,7 @@ def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path, pause):
     # before the cell watches its events: the cell must still say what happened.
     (tmp_path / "slowagent.py").write_text(textwrap.dedent(AGENT_MODULE))
     # The notebook path names the default conversation, so the new kernel reopens the same one.
-    kernel = Kernel(
-        tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME=str(tmp_path / "analysis.ipynb")
-    )
+    kernel = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME=str(tmp_path / "analysis.ipynb"))
     try:
         kernel.ok(SETUP.format(path=str(tmp_path)))
         kernel.ok("%flue use slow")

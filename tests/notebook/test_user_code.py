@@ -18,8 +18,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "runtime"))
 
-import flue_nb as flue  # noqa: E402
 from agents import make_agent, session  # noqa: E402
+
+import flue_nb as flue  # noqa: E402
 from flue_nb.models import ScriptedModel, reply, tool_call  # noqa: E402
 from flue_nb.notebook.kernel_sandbox import kernel  # noqa: E402
 from flue_nb.runtime.core.coordinator import coordinator  # noqa: E402

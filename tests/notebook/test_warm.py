@@ -28,11 +28,7 @@ print(json.dumps({
 
 
 def _loaded(tmp_path, **env: str) -> dict:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "FLUE_WARMUP")
-    }
+    environ = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "FLUE_WARMUP")}
     environ.update(env)
     out = subprocess.run(
         [sys.executable, "-c", CHILD],
@@ -53,17 +49,26 @@ def _loaded(tmp_path, **env: str) -> dict:
 )
 def test_with_claude_configured_the_sdk_runtime_and_tokenizer_load_in_the_background(tmp_path, env):
     assert _loaded(tmp_path, **env) == {
-        "thread": True, "anthropic": True, "runtime": True, "tokenizer": True,
+        "thread": True,
+        "anthropic": True,
+        "runtime": True,
+        "tokenizer": True,
     }
 
 
 def test_offline_the_sdk_is_not_loaded(tmp_path):
     assert _loaded(tmp_path) == {
-        "thread": True, "anthropic": False, "runtime": True, "tokenizer": True,
+        "thread": True,
+        "anthropic": False,
+        "runtime": True,
+        "tokenizer": True,
     }
 
 
 def test_flue_warmup_0_turns_it_off(tmp_path):
     assert _loaded(tmp_path, FLUE_WARMUP="0", ANTHROPIC_API_KEY="sk-test") == {
-        "thread": False, "anthropic": False, "runtime": False, "tokenizer": False,
+        "thread": False,
+        "anthropic": False,
+        "runtime": False,
+        "tokenizer": False,
     }

@@ -19,10 +19,7 @@ from flue_nb.runtime.tools.approval import ApprovalRequest, Unanswered
 
 __all__ = ["NO_ONE", "default_approver", "notebook_approver"]
 
-NO_ONE = (
-    "this kernel: no chat widget shows the call, and no cell is waiting with a frontend "
-    "that accepts input"
-)
+NO_ONE = "this kernel: no chat widget shows the call, and no cell is waiting with a frontend that accepts input"
 
 
 class _NoStdin(Exception):

@@ -147,7 +147,8 @@ class ChatFold:
     def _parts(self, event: Event) -> list[dict[str, Any]]:
         if event.task_id is not None and event.task_id in self._containers:
             return self._containers[event.task_id]
-        return self.block(event.submission_id)["parts"]
+        parts: list[dict[str, Any]] = self.block(event.submission_id)["parts"]
+        return parts
 
     def _wanted(self, event: Event) -> bool:
         if self.only is None:
@@ -159,6 +160,10 @@ class ChatFold:
         if not self._wanted(event):
             return False
         sid = event.submission_id
+        # Parts are the JSON the front end draws: plain dicts of mixed values.
+        part: dict[str, Any] | None
+        tool: dict[str, Any] | None
+        task: dict[str, Any] | None
         match event:
             case SubmissionQueued(text=text, state=state):
                 b = self.block(sid, text)
@@ -254,7 +259,15 @@ class ChatFold:
                 }  # fmt: skip
                 self._parts(event).append(tool)
                 self._tools[call_id] = tool
-            case ToolEnd(call_id=call_id, name=name, is_error=is_error, content=content, duration_ms=ms, details=details, ended=ended):
+            case ToolEnd(
+                call_id=call_id,
+                name=name,
+                is_error=is_error,
+                content=content,
+                duration_ms=ms,
+                details=details,
+                ended=ended,
+            ):
                 tool = self._tools.get(call_id)
                 if tool is None:  # rebuilt history may hold a result without its start
                     tool = {

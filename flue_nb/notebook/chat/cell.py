@@ -15,9 +15,7 @@ class CellChat:
 
     def __init__(self, session: Any, model: str, *, background: bool = False) -> None:
         # A blocking cell holds the kernel's main thread, so the browser's clicks would wait.
-        self.widget = ChatWidget(
-            session, mode="cell", interactive=background, model=model, redraw=False
-        )
+        self.widget = ChatWidget(session, mode="cell", interactive=background, model=model, redraw=False)
         self.widget.hold()
 
     def bind(self, submission_id: str) -> None:

@@ -52,8 +52,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
-    history = traitlets.List().tag(sync=True)
-    live = traitlets.List().tag(sync=True)
+    history: traitlets.List[Any] = traitlets.List().tag(sync=True)
+    live: traitlets.List[Any] = traitlets.List().tag(sync=True)
     status = traitlets.Dict().tag(sync=True)
     interactive = traitlets.Bool(True).tag(sync=True)
     """Whether clicks reach the kernel while a run goes on: True for a chat (the kernel stays
@@ -239,7 +239,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     def stop(self) -> list[str]:
         """Abort every unsettled submission of the conversation durably (contract 11.5)."""
-        return self.session.abort()
+        aborted: list[str] = self.session.abort()
+        return aborted
 
     # --- approvals (runtime thread asks, browser answers) -------------------------------------
 
