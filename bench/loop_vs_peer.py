@@ -67,7 +67,7 @@ class FlueSide:
 
     def profile(self, top: int = 25) -> str:
         """One conversation under cProfile on the coordinator thread; top functions in ms/turn."""
-        from flue_nb.runtime.core.coordinator import coordinator
+        from flue_nb.runtime.coordinator import coordinator
 
         s = self.session()
         co = coordinator()

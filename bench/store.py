@@ -176,7 +176,7 @@ def two_processes(db: str, n: int = 100) -> dict[str, Any]:
             if p.returncode != 0:
                 raise RuntimeError(err[-2000:])
         sent = [sid for out, _ in outs for sid in json.loads(out)]
-        from flue_nb.runtime.store._url import open_any
+        from flue_nb.runtime.store.url import open_any
 
         store = open_any(db, cwd=tmp)
         try:

@@ -154,7 +154,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def history(db: str | None, conversation: str | None) -> str:
     """What a store holds, as text: its conversations (or one conversation's submissions, each
     with its outcome, and then the conversation itself)."""
-    from flue_nb.runtime.store._url import db_from_env, is_postgres_url, mask_url, open_any
+    from flue_nb.runtime.store.url import db_from_env, is_postgres_url, mask_url, open_any
 
     db = db_from_env(db)
     label = mask_url(db) if is_postgres_url(db) else os.path.abspath(db or ".flue/flue.sqlite")

@@ -170,3 +170,17 @@ def test_event_names_are_pinned_and_every_contract_event_type_has_exactly_one_cl
     for cls in classes:
         assert cls.__dataclass_params__.frozen, cls
         assert cls.__name__ in events.__doc__, f"{cls.__name__} is missing from the module docstring"
+
+
+def test_the_notebook_layer_uses_only_the_runtimes_public_modules():
+    import pathlib
+    import re
+
+    root = pathlib.Path(flue_nb.__file__).parent
+    offenders = []
+    for path in [*root.joinpath("notebook").rglob("*.py"), root / "cli.py"]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = re.search(r"(?:from|import) (flue_nb\.runtime[\w.]*)", line)
+            if m and (".core" in m.group(1) or re.search(r"\._\w", m.group(1))):
+                offenders.append(f"{path.relative_to(root)}:{n}: {m.group(1)}")
+    assert not offenders, "the notebook layer reaches into runtime internals:\n" + "\n".join(offenders)

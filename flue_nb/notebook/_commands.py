@@ -162,7 +162,7 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
 
     if name == "compact":
         raise FlueCellError(NO_MODEL_HELP)
-    from flue_nb.runtime.store._url import is_postgres_url, mask_url, open_any
+    from flue_nb.runtime.store.url import is_postgres_url, mask_url, open_any
 
     label = mask_url(path) if is_postgres_url(path) else path
     if not is_postgres_url(path) and (path == ":memory:" or not os.path.exists(path)):

@@ -19,7 +19,7 @@ from IPython.display import display
 from flue_nb.notebook._line import FlueCellError
 from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.display import CellView
-from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 
 __all__ = ["run_message"]
@@ -152,16 +152,9 @@ def _failure_text(exc: Exception, view: CellView) -> str:
 
 
 def _note_lease(session: Any, view: CellView) -> None:
-    from flue_nb.runtime.core.owner import provably_dead
-
     status = session.status()
     # Another holder is an earlier kernel (or another process) whose claim has not lapsed yet;
     # one whose process is gone is taken over at once, so there is nothing to wait for.
-    if (
-        status.owner
-        and not status.owned_here
-        and (status.lease_expires or 0) > time.time()
-        and not provably_dead(status.owner)
-    ):
+    if status.owner and not status.owned_here and (status.lease_expires or 0) > time.time() and not status.owner_gone:
         left = (status.lease_expires or 0) - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")

@@ -19,14 +19,8 @@ import threading
 
 __all__ = ["warm_up"]
 
-# In the order a `%flue` cell imports them: two threads importing the same modules in the same
-# order only ever wait for each other, never deadlock on a circular import.
-_RUNTIME = (
-    "flue_nb.notebook.assistant",
-    "flue_nb.runtime.session",
-    "flue_nb.notebook._run",
-    "flue_nb.runtime.store.sqlite",
-)
+# The notebook modules a `%flue` cell imports, before the runtime's own (flue_nb.runtime.warm).
+_NOTEBOOK = ("flue_nb.notebook.assistant", "flue_nb.notebook._run")
 _started: list[threading.Thread] = []
 
 
@@ -51,14 +45,10 @@ def warm_up(model_setting: str = "") -> threading.Thread | None:
 
 def _load(anthropic: bool) -> None:
     try:
-        for name in _RUNTIME:
+        for name in _NOTEBOOK:
             importlib.import_module(name)
-        if anthropic:
-            from flue_nb.runtime.providers import anthropic as provider
+        from flue_nb.runtime.warm import warm
 
-            provider._tls_context()  # noqa: SLF001 - what every client of the process shares
-        from flue_nb.runtime.core.tokens import count_text
-
-        count_text("warm up")
+        warm(anthropic=anthropic)
     except Exception:  # noqa: BLE001 - only a head start: the cell imports (and reports) itself
         pass

@@ -133,7 +133,7 @@ async def _on_waiting_thread(fn: Any) -> Any:
     blocking `%flue` cell), so matplotlib, signals and thread-bound objects behave as in a cell;
     with nobody waiting (a background run) it runs on the runtime's user-code thread, never
     on its event loop; an abort interrupts it."""
-    from flue_nb.runtime.core.coordinator import coordinator
+    from flue_nb.runtime.coordinator import coordinator
 
     return await coordinator().run_on_waiter(fn)
 

@@ -38,8 +38,8 @@ from flue_nb.notebook._line import (
     protect_line_magic,
     split_line,
 )
-from flue_nb.runtime._text import clean
-from flue_nb.runtime.store._url import mask_url, store_key
+from flue_nb.runtime.store.url import mask_url, store_key
+from flue_nb.runtime.text import clean
 
 __all__ = [
     "FlueCellError",

@@ -29,8 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.notebook import _figures
-from flue_nb.runtime.tools._truncate import Truncation, truncate_tail
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
 __all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
 

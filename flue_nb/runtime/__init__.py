@@ -3,14 +3,21 @@
 Layout (one folder per concern):
 
 - `errors`, `events`, `messages`, `session` — the public surface (re-exported by `flue_nb`).
+- `coordinator` — the runtime's own thread and event loop (the kernel's loop is already busy);
+  `warm` — a head start for the first message of a process.
 - `agent/` — `@agent`, the hooks an agent function calls, skills, the system prompt.
-- `core/` — the engine: turn loop, conversations and their coordinator thread, compaction,
-  token accounting. Internal: nothing outside `flue_nb.runtime` imports it except through
-  `session`.
+- `core/` — the engine: turn loop, conversations, compaction, token accounting, recovery,
+  events rebuilt from the store. Internal: nothing outside `flue_nb.runtime` imports it.
 - `providers/` — the `Model` protocol, the Anthropic provider, the offline models, record/replay.
 - `sandbox/` — the `Sandbox` protocol and the local (host) sandbox.
-- `store/` — the `Store` protocol and the SQLite store.
-- `tools/` — `Tool`, the six sandbox tools, the framework tools, the approval policy.
+- `store/` — the `Store` protocol, the SQLite store, the PostgreSQL store, `url` (which store a
+  `db=` setting names, and masking its password).
+- `tools/` — `Tool`, the six sandbox tools, `truncate`, the framework tools, the approval policy,
+  MCP servers.
 
-Modules whose names start with `_` are private to their package.
+- `text` — the one policy for text that is not valid UTF-8 (escaped where it enters).
+
+Modules whose names start with `_` are private to their package. A test
+(tests/test_public_api.py) checks that the notebook layer imports nothing from `core/` or from a
+private runtime module.
 """

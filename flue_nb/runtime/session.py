@@ -12,15 +12,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flue_nb.runtime._text import clean
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
+from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.core.conversation import Conversation
-from flue_nb.runtime.core.coordinator import coordinator
 from flue_nb.runtime.core.loop import RunSettings
+from flue_nb.runtime.core.owner import provably_dead
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
+from flue_nb.runtime.text import clean
 
 __all__ = ["Receipt", "Session", "SessionStatus", "StoredConversation", "StoredTurn", "init", "open_conversation"]
 
@@ -55,6 +56,8 @@ class SessionStatus:
     """Who holds the conversation's lease (`host:pid:nonce`), None when idle."""
     owned_here: bool
     """True when this process holds the lease."""
+    owner_gone: bool
+    """True when the holder provably died (same host, process gone): the next run takes over at once."""
     lease_expires: float | None
     used_tokens: int | None
     """What the context window holds now (contract 13.3), None before any response."""
@@ -169,6 +172,7 @@ class StoredConversation:
             queued=tuple(s.id for s in unsettled if s.state in (SubmissionState.QUEUED, SubmissionState.JOINING)),
             owner=lease[0] if lease else None,
             owned_here=bool(lease and lease[0] == _OWNER),
+            owner_gone=bool(lease and lease[0] != _OWNER and provably_dead(lease[0])),
             lease_expires=lease[1] if lease else None,
             used_tokens=used,
             context_window=window,
@@ -372,8 +376,8 @@ def open_conversation(
 
 
 def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
-    from flue_nb.runtime.store._url import db_from_env, is_postgres_url, open_any
     from flue_nb.runtime.store.sqlite import open_store
+    from flue_nb.runtime.store.url import db_from_env, is_postgres_url, open_any
 
     if db is not None and not isinstance(db, (str, os.PathLike)):
         return db, False  # a Store object

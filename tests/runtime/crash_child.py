@@ -216,7 +216,7 @@ class Child:
     def open(self) -> Any:
         db: Any = self.db
         if self.mode == "recover_keep":
-            from flue_nb.runtime.store._url import open_any
+            from flue_nb.runtime.store.url import open_any
 
             db = StopAtClearPartial(open_any(self.db, cwd=str(self.dir)), self)
         self.session = flue.init(

@@ -115,7 +115,7 @@ def _db(d: Path) -> str:
 
 
 def _open(d: Path) -> Any:
-    from flue_nb.runtime.store._url import open_any
+    from flue_nb.runtime.store.url import open_any
 
     return open_any(_db(d), cwd=str(d))
 

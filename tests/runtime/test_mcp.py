@@ -278,7 +278,7 @@ def test_streamable_http_server_on_loopback_and_its_death_mid_conversation():
 
 
 def test_an_image_result_comes_back_as_an_image_block_next_to_a_line_of_text():
-    from flue_nb.runtime.core.coordinator import coordinator
+    from flue_nb.runtime.coordinator import coordinator
     from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 
     async def call():

@@ -18,7 +18,7 @@ from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Outcome, SubmissionState
 from flue_nb.runtime.store._sqlite_schema import Migration
-from flue_nb.runtime.store._url import mask_url
+from flue_nb.runtime.store.url import mask_url
 
 pytestmark = pytest.mark.usefixtures("pg_server")
 

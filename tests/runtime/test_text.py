@@ -1,5 +1,5 @@
 """Text that is not valid UTF-8 never fails a run, and tool input that is not JSON is a validation
-result (issue 12, points 1 and 2): the policy of `flue_nb.runtime._text`, end to end on a SQLite
+result (issue 12, points 1 and 2): the policy of `flue_nb.runtime.text`, end to end on a SQLite
 file store."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from agents import make_agent, session
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
-from flue_nb.runtime._text import INVALID_INPUT_KEY, clean, decode, to_json, unescape_name
 from flue_nb.runtime.messages import AssistantMessage, ToolResultMessage, UserMessage
+from flue_nb.runtime.text import INVALID_INPUT_KEY, clean, decode, to_json, unescape_name
 
 
 def results(model):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from flue_nb.runtime.core.coordinator import coordinator
+from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.tools.approval import ApprovalRequest, Unanswered
 
 __all__ = ["NO_ONE", "default_approver", "notebook_approver"]

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flue_nb.runtime._text import clean
 from flue_nb.runtime.agent import SubagentDef
 from flue_nb.runtime.agent.skills import Skill
 from flue_nb.runtime.messages import SignalMessage
+from flue_nb.runtime.text import clean
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["Environment", "compose_system", "describe_environment", "diff_roster", "make_roster"]

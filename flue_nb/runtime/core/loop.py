@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
-from flue_nb.runtime._text import clean_response
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.agent.hooks import Rendered, render
 from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
@@ -36,6 +35,7 @@ from flue_nb.runtime.images import cap_images
 from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
 from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
 from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.text import clean_response
 from flue_nb.runtime.tools.framework import (
     TaskInput,
     activate_skill_tool,

@@ -21,7 +21,6 @@ import anthropic
 import httpx2
 
 from flue_nb.runtime._redact import register_secret
-from flue_nb.runtime._text import INVALID_INPUT_KEY, clean
 from flue_nb.runtime.errors import (
     ContextOverflowError,
     ModelNotConfiguredError,
@@ -55,6 +54,7 @@ from flue_nb.runtime.providers.model import (
     ToolCallDelta,
     ToolSpec,
 )
+from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from flue_nb.runtime._text import to_json
 from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState
+from flue_nb.runtime.text import to_json
 
 _SETTLED = SubmissionState.SETTLED.value
 

@@ -55,7 +55,7 @@ from flue_nb.runtime.store._sqlite_schema import (
     load_json,
     record_from_row,
 )
-from flue_nb.runtime.store._url import mask_url, namespace_of, scoped_user
+from flue_nb.runtime.store.url import mask_url, namespace_of, scoped_user
 
 __all__ = ["PostgresStore"]
 

@@ -10,10 +10,10 @@ import errno
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime._text import decode
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, truncate_tail
+from flue_nb.runtime.text import decode
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools.truncate import MAX_BYTES, MAX_LINES, truncate_tail
 
 __all__ = ["BashInput", "bash_tool"]
 

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime._text import decode
 from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.text import decode
 from flue_nb.runtime.tools.read import PathArg, locate, no_nul
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 

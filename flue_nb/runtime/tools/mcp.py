@@ -131,7 +131,7 @@ _tools: dict[tuple[Any, ...], tuple[int, list[McpTool]]] = {}
 
 async def _on_runtime_loop(coro_fn: Any) -> Any:
     """Run on the coordinator's loop, where the connections live, whichever loop calls."""
-    from flue_nb.runtime.core.coordinator import coordinator
+    from flue_nb.runtime.coordinator import coordinator
 
     co = coordinator()
     if asyncio.get_running_loop() is co.loop:
@@ -232,7 +232,7 @@ def close_mcp_servers(timeout: float = 10.0) -> None:
     """Close every connection and stop every stdio server this process started."""
     if not _connections:
         return
-    from flue_nb.runtime.core.coordinator import coordinator
+    from flue_nb.runtime.coordinator import coordinator
 
     conns = list(_connections.values())
     _connections.clear()

@@ -12,11 +12,11 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime._text import unescape_name
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.tools._truncate import MAX_BYTES, MAX_LINES, utf8_prefix
+from flue_nb.runtime.text import unescape_name
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
+from flue_nb.runtime.tools.truncate import MAX_BYTES, MAX_LINES, utf8_prefix
 
 __all__ = ["PathArg", "ReadInput", "locate", "no_nul", "read_tool"]
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from flue_nb.runtime._redact import redact, redact_value, secret_values
-from flue_nb.runtime._text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
+from flue_nb.runtime.text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
 
 if TYPE_CHECKING:
     from flue_nb.runtime.sandbox import Sandbox

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flue_nb.runtime.tools._truncate import Truncation, truncate_head, truncate_tail, utf8_prefix
+from flue_nb.runtime.tools.truncate import Truncation, truncate_head, truncate_tail, utf8_prefix
 
 
 def test_truncate_nothing_to_cut_returns_the_text_unchanged() -> None:
