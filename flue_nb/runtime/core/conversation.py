@@ -11,37 +11,31 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.core.failures import Decision, decide
+from flue_nb.runtime.core.lease import LeaseKeeper
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
-from flue_nb.runtime.core.owner import provably_dead
+from flue_nb.runtime.core.recovery import UNKNOWN_OUTCOME, close_dangling, keep_partial, user_recorded
 from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
 from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
     InternalError,
-    ProviderError,
     RunError,
     SessionBusyError,
     StoreError,
     SubmissionAbortedError,
     SubmissionRetryExhaustedError,
     SubmissionTimeoutError,
-    TurnLimitExceededError,
 )
 from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
 from flue_nb.runtime.messages import (
     AssistantMessage,
     ImagePart,
-    Message,
-    SignalMessage,
-    TextPart,
-    ThinkingPart,
-    ToolResultMessage,
     UserMessage,
     image_from_dict,
     image_to_dict,
@@ -51,26 +45,9 @@ from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, S
 __all__ = ["Conversation"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Decision:
-    """What an attempt's end means for its submission."""
-
-    kind: Literal["completed", "failed", "aborted", "retry", "lost", "timeout"]
-    error: FlueError | None = None
-    result: str | None = None
-
-
 log = logging.getLogger("flue_nb")
 
 S = SubmissionState
-UNKNOWN_OUTCOME = (
-    "Interrupted: the run stopped while this tool call was in progress; its outcome is unknown. "
-    "Check the state before retrying it."
-)
-INTERRUPTED_STREAM = (
-    "Your previous response was interrupted before it finished (the process running it stopped). "
-    "The part that arrived is above. Continue from where it stopped."
-)
 
 
 class Conversation:
@@ -105,12 +82,14 @@ class Conversation:
         self.current_run: AgentRun | None = None
         self._run_task: asyncio.Task[Any] | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
         self._settled: dict[str, asyncio.Event] = {}
         self._tools_cache: dict[int, Any] = {}
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
-        self._lease_lost = False
+        self.lease = LeaseKeeper(
+            store, conversation_id, owner, ttl=lease_ttl, clock=settings.clock, bus=self.bus,
+            on_lost=self._stop_run, on_beat=self._notice_abort,
+        )  # fmt: skip
         self._recovering: set[str] = set()
         self.broken: FlueError | None = None
         """Why the last worker stopped without settling its work (None: it did not)."""
@@ -210,62 +189,9 @@ class Conversation:
         """True while a submission or a manual compaction is running."""
         return self.current is not None or self._busy_manual
 
-    async def _own(self) -> bool:
-        """Hold the conversation's lease, waiting while another owner has it and work remains."""
-        while True:
-            if (
-                self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock())
-                or self._take_over()
-            ):
-                if self._heartbeat is None or self._heartbeat.done():
-                    self._heartbeat = asyncio.ensure_future(self._beat())
-                return True
-            if not self._runnable():
-                return False
-            await asyncio.sleep(min(1.0, self.lease_ttl / 10))
-
-    def _take_over(self) -> bool:
-        """Take the lease at once from an owner proved dead (same host, process gone), instead
-        of waiting out its TTL with nothing to show (issue 12.8)."""
-        held = self.store.lease(self.id)
-        if held is None or not provably_dead(held[0]):
-            return False
-        if not self.store.acquire_lease(
-            self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock(), replacing=held[0]
-        ):
-            return False
-        self.bus.publish(
-            ev.Log(
-                kind="lease_taken_over",
-                message=f"took over from {held[0]}, whose process is gone, without waiting for its claim to lapse",
-            )
-        )
-        return True
-
-    async def _beat(self) -> None:
-        every = self.lease_ttl / 3
-        poll = min(1.0, every)
-        due = every
-        while True:
-            await asyncio.sleep(poll)
-            self._notice_abort()
-            due -= poll
-            if due > 1e-9:
-                continue
-            due = every
-            try:
-                renewed = self.store.renew_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock())
-            except StoreError as exc:  # try again at the next beat; the worker meets it too
-                log.warning("flue_nb: could not renew the lease on conversation %r: %s", self.id, exc.message)
-                continue
-            if not renewed:
-                # Another owner recovered the conversation while we were stalled: stop writing.
-                # The store refuses our writes too (they are fenced by owner); this stops the work.
-                log.warning("flue_nb: lost the lease on conversation %r; stopping the local run", self.id)
-                self._lease_lost = True
-                if self._run_task is not None and not self._run_task.done():
-                    self._run_task.cancel()
-                return
+    def _stop_run(self) -> None:
+        if self._run_task is not None and not self._run_task.done():
+            self._run_task.cancel()
 
     def _notice_abort(self) -> None:
         """An abort recorded elsewhere (another process, the CLI, a `StoredConversation`) stops
@@ -293,7 +219,7 @@ class Conversation:
                     if not self._runnable():
                         break
                     continue
-                if not await self._own():
+                if not await self.lease.own(lambda: bool(self._runnable())):
                     break
                 runnable = self._runnable()
                 if runnable:
@@ -306,9 +232,7 @@ class Conversation:
                 log.error("flue_nb: internal error in conversation %r", self.id, exc_info=exc)
             self.broken = exc if isinstance(exc, FlueError) else InternalError(f"{type(exc).__name__}: {exc}")
         finally:
-            if self._heartbeat is not None:
-                self._heartbeat.cancel()
-                self._heartbeat = None
+            self.lease.stop_beating()
             try:
                 if not self.busy:
                     self.store.release_lease(self.id, self.owner)
@@ -478,11 +402,11 @@ class Conversation:
                 if self._run_task is not None and not self._run_task.done():
                     self._run_task.cancel()
                     await asyncio.gather(self._run_task, return_exceptions=True)
-                decision = self._decide(sid, exc)
+                decision = decide(exc, lease_lost=self.lease.lost, abort_requested=lambda: self._abort_requested(sid))
                 if decision is None:
                     raise
             else:
-                decision = _Decision("completed", result=text)
+                decision = Decision("completed", result=text)
             finally:
                 self.current = None
                 self._run_task = None
@@ -501,48 +425,7 @@ class Conversation:
                 continue
             return self._apply(sub, decision)
 
-    def _decide(self, sid: str, exc: BaseException) -> _Decision | None:
-        """The one place that turns a failure of an attempt into what happens next.
-
-        Returns None when the exception must propagate (the coordinator itself is being
-        cancelled and nobody asked for this submission to stop). Any other exception settles.
-        """
-        if isinstance(exc, asyncio.CancelledError):
-            if self._lease_lost:
-                return _Decision("lost")
-            fresh = self.store.submission(sid)
-            if fresh is not None and fresh.abort_requested:
-                return _Decision("aborted", error=SubmissionAbortedError("the submission was aborted by the user"))
-            return None
-        if isinstance(exc, asyncio.TimeoutError):
-            return _Decision("timeout")
-        if isinstance(exc, SessionBusyError):
-            return _Decision("lost")
-        if isinstance(exc, SubmissionAbortedError):
-            # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
-            self.store.request_abort(self.id)
-            return _Decision("aborted", error=exc)
-        if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError)):
-            return _Decision("failed", error=exc)
-        if isinstance(exc, ProviderError):
-            # Auth, bad request, an overflow that compaction could not cure: retrying won't help.
-            return _Decision("retry" if exc.transient else "failed", error=exc)
-        if isinstance(exc, RunError):
-            return _Decision("retry", error=exc)
-        if isinstance(exc, Exception):
-            log.error("flue_nb: internal error in conversation %r", self.id, exc_info=exc)
-            return _Decision("failed", error=InternalError(f"{type(exc).__name__}: {exc}"))
-        # KeyboardInterrupt, SystemExit, GeneratorExit out of code run on the loop (a custom
-        # tool): the code's own doing, not a request to stop the runtime (issue 12.5).
-        return _Decision(
-            "failed",
-            error=RunError(
-                f"code run by the agent raised {type(exc).__name__}, which ended the run; "
-                "tools should raise an Exception instead"
-            ),
-        )
-
-    def _apply(self, sub: Submission, d: _Decision) -> None:
+    def _apply(self, sub: Submission, d: Decision) -> None:
         if d.kind == "completed":
             return self._settle(sub, Outcome.COMPLETED, result=d.result)
         if d.kind == "lost":
@@ -553,15 +436,21 @@ class Conversation:
                 sub, SubmissionTimeoutError, f"the submission ran past its timeout of {self.agent.timeout:g} s"
             )
         if d.kind == "aborted":
+            if d.record_abort:
+                self.store.request_abort(self.id)
             self._keep_aborted_stream()
             self._close_dangling(sub.id, "Aborted by the user before this tool call finished.")
             return self._settle(sub, Outcome.ABORTED, error=d.error)
         self._close_dangling(sub.id, "The run failed before this tool call finished.")
         return self._settle(sub, Outcome.FAILED, error=d.error)
 
+    def _abort_requested(self, sid: str) -> bool:
+        fresh = self.store.submission(sid)
+        return fresh is not None and fresh.abort_requested
+
     def _lost(self, sid: str) -> None:
         """We lost the lease mid-run: the new owner recovers `sid`; forget our in-memory window."""
-        self._lease_lost = False
+        self.lease.lost = False
         self.transcript = None
         self.current_run = None
         self.bus.publish(
@@ -595,15 +484,9 @@ class Conversation:
 
     def _close_dangling(self, sid: str, text: str) -> list[dict[str, str]]:
         """Give every unanswered tool call an error result so the history stays well-formed."""
-        t = self.transcript
-        if t is None:
+        if self.transcript is None:
             return []
-        calls = t.unresolved_calls()
-        if not calls:
-            return []
-        results: list[Message] = [ToolResultMessage(c.id, c.name, text, is_error=True) for c in calls]
-        t.commit(self._recorder(sid), results, sid=sid)
-        return [{"id": c.id, "name": c.name} for c in calls]
+        return close_dangling(self.transcript, self._recorder(sid), sid, text)
 
     async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef) -> str:
         t = self._load()
@@ -613,7 +496,7 @@ class Conversation:
         recorder.append(
             [], extra=[("event", {"attempt": attempt, "agent": agent.name, "recovered": sub.id in self._recovering})]
         )
-        if sub.id not in t.sids and not self._user_recorded(sub.id):
+        if sub.id not in t.sids and not user_recorded(self.store, self.id, sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             t.commit(recorder, [self._user_message(sub)], sid=sub.id)
             emit = self.emitter(sub.id)
@@ -621,7 +504,7 @@ class Conversation:
             emit(ev.MessageEnd(role="user", text=sub.text, from_submission_id=sub.id))
         partial = self.store.partial(sub.id)
         if partial is not None:
-            self._keep_partial(sub.id, partial, recorder, t)
+            keep_partial(self.store, self.id, sub.id, partial, recorder, t)
         last = t.messages[-1] if t.messages else None
         if isinstance(last, AssistantMessage) and not last.tool_calls and not last.aborted and t.sids[-1] == sub.id:
             return last.text  # the response completed before the crash: settle it (11.2)
@@ -643,33 +526,6 @@ class Conversation:
         self.current_run = run
         answer = await run.run()
         return answer.text
-
-    def _keep_partial(self, sid: str, partial: dict[str, Any], recorder: StoreRecorder, t: Transcript) -> None:
-        """Keep a half-streamed response as an aborted message, exactly once (11.2)."""
-        stream_id = partial.get("stream_id")
-        kept = stream_id is not None and any(
-            r.data.get("kept_stream") == stream_id
-            for r in self.store.records(self.id, kinds=["event"], submission_id=sid)
-        )
-        parts: list[Any] = []
-        if partial.get("thinking"):
-            parts.append(ThinkingPart(partial["thinking"]))
-        if partial.get("text"):
-            parts.append(TextPart(partial["text"]))
-        if parts and not kept:
-            msgs: list[Message] = [
-                AssistantMessage(parts, aborted=True, stop_reason="interrupted"),
-                SignalMessage("interrupted", INTERRUPTED_STREAM),
-            ]
-            # The marker commits with the messages, so a crash before the snapshot is cleared
-            # cannot keep the same stream twice.
-            t.commit(recorder, msgs, sid=sid, extra=[("event", {"kept_stream": stream_id})])
-        self.store.clear_partial(sid)
-
-    def _user_recorded(self, sid: str) -> bool:
-        return any(
-            r.data.get("kind") == "user" for r in self.store.records(self.id, kinds=["message"], submission_id=sid)
-        )
 
     def _join(self, current: Submission) -> list[UserMessage]:
         """Absorb waiting messages into the live response at a turn boundary (10.3)."""
