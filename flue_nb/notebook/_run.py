@@ -1,9 +1,10 @@
 """One `%flue` message, run and shown: the live display, waiting, interrupts, the outcome.
 
-A blocking cell's live display starts and ends empty, and the final transcript follows as an
-output of its own: nbval compares outputs as first sent (it ignores `update_display_data`), so
-a stored notebook and its re-run hold the same outputs. A `--background` cell keeps its live
-display, which the runtime thread goes on updating.
+Where a person watches (a frontend with a widget manager), the cell's one output streams and
+ends as the final transcript. In a headless run (nbclient, nbval, `flue-nb run`) nobody watches,
+so the final transcript is displayed once at the end: the stored notebook and its re-run hold the
+same single output (nbval compares outputs as first sent and ignores display updates). A
+`--background` cell keeps its live display, which the runtime thread goes on updating.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.display import CellView
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
+from flue_nb.runtime.events import ErrorInfo
 
 __all__ = ["run_message"]
 
@@ -36,6 +38,7 @@ def run_message(
     background: bool,
     opened_at: float | None = None,
     widget: bool = False,
+    stream: bool | None = None,
     images: Sequence[Any] = (),
     max_turns: int | None = None,
 ) -> None:
@@ -47,14 +50,23 @@ def run_message(
 
     `widget`: the frontend draws widgets, so the cell shows the chat view of its submission,
     with the text transcript as the fallback in the same bundle (see `notebook.chat`).
+    `stream`: update the output while the run goes (None: when a person's frontend watches).
     """
     view = CellView(message, session.conversation_id, agent=agent)
     view.notes["model"] = model
     _note_lease(session, view)
     chat = _cell_chat(session, model, background) if widget else None
-    first = view if background else BLANK
-    handle = display(first if chat is None else chat.bundle(first), display_id=True)
-    publish = handle_publisher(handle)
+    # A person watching sees the transcript stream into one output, which ends as the final
+    # transcript. A headless run (nbclient, nbval, `flue-nb run`) has nobody watching: it gets
+    # the final transcript as the cell's one output, so a stored notebook and its re-run match
+    # (nbval compares outputs as first sent) and no empty output is left before the answer.
+    watched = background or (_watched_live() if stream is None else stream)
+    if watched:
+        first = view if background else BLANK
+        handle = display(first if chat is None else chat.bundle(first), display_id=True)
+        publish = handle_publisher(handle)
+    else:
+        publish = _nowhere
     # With the widget, the display is never re-sent while the run streams (a frontend would
     # rebuild the widget's view at each update); the widget updates itself over its comm.
     live = LiveOutput(view, publish if chat is None else chat.quiet)
@@ -73,7 +85,9 @@ def run_message(
             }
         _show_recovery(session, view, opened_at)
         live.finish(result)
-        if chat is not None:
+        if not watched:
+            display(view if chat is None else chat.bundle(view))
+        elif chat is not None:
             publish(chat.final(view, result))
 
     with contextlib.ExitStack() as waiting:
@@ -106,6 +120,16 @@ def run_message(
         _wait(session, receipt, view, live, stop, final, chat)
 
 
+def _nowhere(_obj: Any) -> None:
+    """The live publisher of a headless cell: nobody watches until the final output."""
+
+
+def _watched_live() -> bool:
+    from flue_nb.notebook.chat._frontend import watched_live
+
+    return watched_live()
+
+
 def _cell_chat(session: Any, model: str, background: bool) -> Any:
     from flue_nb.notebook.chat.cell import CellChat
 
@@ -126,8 +150,7 @@ def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, fina
     finally:
         stop()
     view.settle("completed")
-    final(BLANK)
-    display(view if chat is None else chat.bundle(view))
+    final()
 
 
 def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> None:
@@ -139,7 +162,10 @@ def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> Non
         settled = sub.state.value == "settled"
         if settled and (sub.settled_at or 0) < opened_at:
             continue  # settled before this kernel opened the conversation: nothing to recover
-        view.recovery(sub.id, sub.outcome.value if settled and sub.outcome else None)
+        if settled and sub.outcome:
+            view.recovery(sub.id, sub.outcome.value, result=sub.result, error=ErrorInfo.of(sub.error))
+        else:
+            view.recovery(sub.id)
 
 
 def _failure_text(exc: Exception, view: CellView) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from flue_nb.runtime.events import (
     CompactionEnd,
     CompactionStart,
+    ErrorInfo,
     Event,
     Log,
     MessageEnd,
@@ -123,12 +124,25 @@ class CellView:
         with self._lock:
             self.lines.append(_Line("note", text))
 
-    def recovery(self, sid: str, outcome: str | None = None) -> None:
-        """Show work an earlier kernel left, which this cell's conversation picks up first."""
+    def recovery(
+        self, sid: str, outcome: str | None = None, *, result: str | None = None, error: ErrorInfo | None = None
+    ) -> None:
+        """Show work an earlier kernel left, which this cell's conversation picks up first.
+
+        Called from the store (its events may have gone by before this cell watched); the
+        answer, or why it failed, is shown once whichever path saw the settlement first.
+        """
         with self._lock:
             self._recovering_note(sid)
-            if outcome is not None:
-                self._recovered_note(sid, outcome)
+            if outcome is not None and self._recovered_note(sid, outcome):
+                self._recovered_answer(outcome, result, error)
+
+    def _recovered_answer(self, outcome: str, result: str | None, error: ErrorInfo | None) -> None:
+        if outcome == "completed" and result:
+            # Its own line: this cell's answer, streamed next, must not run on from it.
+            self.lines.append(_Line("text", chunks=[result], recovered=True))
+        elif error is not None:
+            self.lines.append(_Line("note", f"  {error.type}: {_one_line(error.message, 120)}"))
 
     def _recovering_note(self, sid: str) -> bool:
         if sid in self._recovering or sid in self._recovered:
@@ -164,11 +178,7 @@ class CellView:
             case SubmissionSettled(outcome=outcome, result=result, error=error):
                 if not self._recovered_note(sid, outcome):
                     return False
-                if outcome == "completed" and result:
-                    # Its own line: this cell's answer, streamed next, must not run on from it.
-                    self.lines.append(_Line("text", chunks=[result], recovered=True))
-                elif error is not None:
-                    self.lines.append(_Line("note", f"  {error.type}: {_one_line(error.message, 120)}"))
+                self._recovered_answer(outcome, result, error)
                 return True
             case MessageEnd(role="user", from_submission_id=origin) if origin == self.submission_id:
                 self._following = sid

@@ -86,6 +86,13 @@ class FlueMagics(Magics):
         help="Draw a `%%flue` cell's run as the chat widget: `auto` when the frontend draws "
         "widgets (JupyterLab, Notebook 7), `always`, or `never` (the text transcript only).",
     ).tag(config=True)
+    live = Enum(
+        ["auto", "always", "never"],
+        "auto",
+        help="Stream a blocking cell's transcript into its output while it runs: `auto` when a "
+        "person's frontend is connected (one with a widget manager: JupyterLab, Notebook 7, VS Code), "
+        "`always`, or `never` (only the final transcript, as in headless runs).",
+    ).tag(config=True)
 
     @property
     def _ns(self) -> dict[str, Any]:
@@ -396,6 +403,7 @@ class FlueMagics(Magics):
             background=args.background,
             opened_at=self.opened_at,
             widget=self._draws_widget(args),
+            stream=None if self.live == "auto" else self.live == "always",
             images=images,
             max_turns=args.max_turns,
         )

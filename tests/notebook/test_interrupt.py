@@ -84,6 +84,7 @@ def test_interrupt_while_the_python_tool_runs_user_code_on_the_main_thread(kerne
         "loop = 'import time\\nfor i in range(600): time.sleep(0.05)'\n"
         "m = ScriptedModel([reply('', tool_call('python', code=loop)), reply('next one')])"
     )
+    kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching: the cell streams
     msg_id = kernel.send("%flue -c py -m m --db flue.sqlite spin")
     kernel.collect(msg_id, timeout=30, until=lambda run: "· python" in run.text())
     time.sleep(0.3)

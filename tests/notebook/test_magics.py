@@ -103,13 +103,27 @@ def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
 
 def test_streamed_output_updates_in_place_but_batched(kernel):
     kernel.ok("long = ScriptedModel([' '.join(f'w{i}' for i in range(300))], delay=0.005)")
-    started = time.monotonic()
-    run = kernel.ok("%flue -c stream -m long go")
-    elapsed = time.monotonic() - started
+    kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching
+    try:
+        started = time.monotonic()
+        run = kernel.ok("%flue -c stream -m long go")
+        elapsed = time.monotonic() - started
+    finally:
+        kernel.ok("%config FlueMagics.live = 'auto'")
     (did,) = [d for d in run.displays if not d.startswith("_out")]
-    assert " ".join(f"w{i}" for i in range(300)) in run.text()
+    shown = [m for m in run.messages if m["msg_type"] == "display_data"]
+    assert len(shown) == 1, "one output: the live display ends as the final transcript"
+    assert " ".join(f"w{i}" for i in range(300)) in run.displays[did]["data"]["text/plain"]
+    assert run.displays[did]["data"]["text/plain"].endswith("[✓ completed]")
     # 300 deltas over ~1.5 s: at most ~10 updates a second plus the final ones, never one per delta.
     assert 2 <= run.updates[did] <= 10 * elapsed + 5, (run.updates, elapsed)
+
+
+def test_a_headless_cell_has_one_output_the_final_transcript(kernel):
+    run = kernel.ok("%flue -c headless -m echo hello there")
+    shown = [m["content"]["data"]["text/plain"] for m in run.messages if m["msg_type"] == "display_data"]
+    assert len(shown) == 1, shown  # no empty live display before the answer
+    assert "echo: hello there" in shown[0] and shown[0].endswith("[✓ completed]")
 
 
 def test_background_returns_at_once_and_keeps_updating(kernel):

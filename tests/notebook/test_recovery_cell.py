@@ -41,6 +41,7 @@ def test_a_killed_kernel_is_taken_over_at_once_and_the_cell_shows_both_answers(t
     try:
         kernel.ok(SETUP.format(path=str(tmp_path)))  # the default 30 s lease
         kernel.ok("%flue use slow")
+        kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching: the cell streams
         msg_id = kernel.send("%%flue\nslow: write a long answer")
         kernel.collect(msg_id, timeout=30, until=lambda run: "w20" in run.text())
         time.sleep(0.5)  # past the partial-stream snapshot interval

@@ -47,6 +47,7 @@ def test_restart_mid_run_is_recovered_by_the_next_cell(tmp_path, pause):
     try:
         kernel.ok(SETUP.format(path=str(tmp_path)))
         kernel.ok("%flue use slow")
+        kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching: the cell streams
         msg_id = kernel.send("%%flue\nslow: write a long answer")
         kernel.collect(msg_id, timeout=30, until=lambda run: "w20" in run.text())
         time.sleep(0.5)  # past the runtime's partial-stream snapshot interval

@@ -192,6 +192,7 @@ def test_a_run_recovered_after_a_kernel_restart_is_marked_and_shows_its_answer(t
     try:
         kernel.ok(RESTART_SETUP.format(path=str(tmp_path)))
         kernel.ok("%flue use slow")
+        kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching: the cell streams
         msg_id = kernel.send("%%flue\nslow: write a long answer")
         kernel.collect(msg_id, timeout=30, until=lambda run: "w20" in run.text())
         time.sleep(0.5)

@@ -21,6 +21,10 @@ _seen = False
 def _opened(comm: Any, msg: Any) -> None:
     global _seen
     _seen = True
+    from flue_nb.notebook.chat import available
+
+    if not available():
+        return  # a live frontend, but no widgets here: only the text transcript is drawn
     from ipywidgets import Widget  # importing registers ipywidgets' own targets from now on
 
     Widget.handle_control_comm_opened(comm, msg)
@@ -29,10 +33,6 @@ def _opened(comm: Any, msg: Any) -> None:
 def watch() -> None:
     """Listen for a widget-drawing frontend (call when the extension loads in a kernel)."""
     if "ipykernel" not in sys.modules or "ipywidgets" in sys.modules:
-        return
-    from flue_nb.notebook.chat import available
-
-    if not available():
         return
     try:
         import comm
@@ -48,6 +48,12 @@ def renders_widgets() -> bool:
         return True
     widgets = sys.modules.get("ipywidgets")
     return getattr(getattr(widgets, "Widget", None), "_control_comm", None) is not None
+
+
+def watched_live() -> bool:
+    """Whether a person's frontend (JupyterLab, Notebook 7, VS Code) shows this kernel's output
+    as it happens; False for nbclient, nbval, nbconvert and `flue-nb run`, which keep outputs."""
+    return renders_widgets()
 
 
 class WithWidget:

@@ -34,5 +34,5 @@ class CellChat:
         self.widget.flush()
         self.widget.detach()
         if result is not None:
-            return result  # BLANK: a blocking cell shows its final bundle as a new output
+            return result  # a final content chosen by the caller
         return self.bundle(view)
