@@ -228,9 +228,15 @@ class CellView:
             case CompactionEnd(tokens_before=before, tokens_after=after, messages_before=mb, messages_after=ma):
                 self.lines.append(_Line("note", f"· compacted: {before:,} → {after:,} tokens ({mb} → {ma} messages)"))
                 return True
-            case TaskStart(agent=agent, description=description):
+            case TaskStart(agent=agent, description=description, task_id=task_id):
+                card = self._tools.get(task_id or "")
+                if card is not None:  # this cell's own `task` call: its line names the subagent
+                    card.summary = _one_line(f"{agent}: {description or ''}")
+                    return True
                 self.lines.append(_Line("note", f"· task → {agent}: {_one_line(description or '')}"))
                 return True
+            case TaskEnd(task_id=task_id) if task_id in self._tools:
+                return False  # the `task` call's line shows the answer when the call ends
             case TaskEnd(agent=agent, is_error=True, error=error):
                 self.lines.append(_Line("note", f"· task ← {agent}: ✗ {_one_line(error or '', 80)}"))
                 return True

@@ -279,7 +279,7 @@ def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
 def _rasterise_svg(svg: str | bytes) -> tuple[bytes | None, str | None]:
     try:
         import cairosvg
-    except ImportError:
+    except (ImportError, OSError):  # OSError: cairosvg is installed but the cairo library is not
         return None, "an SVG image (the model takes PNG, JPEG, GIF or WebP; install `cairosvg` to convert SVG)"
     raw = svg.encode() if isinstance(svg, str) else svg
     try:

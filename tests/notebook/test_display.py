@@ -120,3 +120,20 @@ def test_a_joined_message_shows_the_response_it_joined_and_its_own_outcome():
         "Handled both.",
         "[✓ completed]",
     ]
+
+
+def test_a_task_call_is_one_line_naming_the_subagent_and_its_answer():
+    view = CellView("check", "c1", submission_id="s1")
+    s1 = {"submission_id": "s1"}
+    for event in [
+        ev.ToolStart(call_id="t1", name="task", input={"agent": "reviewer", "description": "check totals"}, **s1),
+        ev.TaskStart(agent="reviewer", description="check totals", task_id="t1", **s1),
+        ev.TextDelta(delta="child text", task_id="t1", **s1),
+        ev.TaskEnd(agent="reviewer", text="The numbers add up.", task_id="t1", **s1),
+        ev.ToolEnd(call_id="t1", name="task", is_error=False, content="The numbers add up.", **s1),
+    ]:
+        view.apply(event)
+    assert view.text_plain().split("\n") == [
+        "· task: reviewer: check totals ✓ → The numbers add up.",
+        "[queued…]",
+    ]
