@@ -504,7 +504,7 @@ class Conversation:
             emit(ev.MessageEnd(role="user", text=sub.text, from_submission_id=sub.id))
         partial = self.store.partial(sub.id)
         if partial is not None:
-            keep_partial(self.store, self.id, sub.id, partial, recorder, t)
+            keep_partial(self.store, self.id, sub.id, partial, recorder, t, self.emitter(sub.id))
         last = t.messages[-1] if t.messages else None
         if isinstance(last, AssistantMessage) and not last.tool_calls and not last.aborted and t.sids[-1] == sub.id:
             return last.text  # the response completed before the crash: settle it (11.2)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from flue_nb.runtime import events as ev
 from flue_nb.runtime.core.transcript import Recorder, Transcript
+from flue_nb.runtime.events import Emit
 from flue_nb.runtime.messages import AssistantMessage, Message, SignalMessage, TextPart, ThinkingPart, ToolResultMessage
 from flue_nb.runtime.store import Store
 
@@ -30,8 +32,14 @@ def close_dangling(t: Transcript, recorder: Recorder, sid: str, text: str) -> li
     return [{"id": c.id, "name": c.name} for c in calls]
 
 
-def keep_partial(store: Store, cid: str, sid: str, partial: dict[str, Any], recorder: Recorder, t: Transcript) -> None:
-    """Keep a half-streamed response as an aborted message, exactly once (11.2)."""
+def keep_partial(
+    store: Store, cid: str, sid: str, partial: dict[str, Any], recorder: Recorder, t: Transcript, emit: Emit
+) -> None:
+    """Keep a half-streamed response as an aborted message, exactly once (11.2).
+
+    Observers see it as the events a redraw rebuilds for it (15.3), so a view that was drawn
+    from the store before the recovery still shows what had streamed.
+    """
     stream_id = partial.get("stream_id")
     kept = stream_id is not None and any(
         r.data.get("kept_stream") == stream_id for r in store.records(cid, kinds=["event"], submission_id=sid)
@@ -49,6 +57,17 @@ def keep_partial(store: Store, cid: str, sid: str, partial: dict[str, Any], reco
         # The marker commits with the messages, so a crash before the snapshot is cleared
         # cannot keep the same stream twice.
         t.commit(recorder, msgs, sid=sid, extra=[("event", {"kept_stream": stream_id})])
+        kept_message = msgs[0]
+        assert isinstance(kept_message, AssistantMessage)
+        n = sum(1 for m, s in zip(t.messages, t.sids) if isinstance(m, AssistantMessage) and s == sid)
+        turn_id = f"t{n}"
+        emit(ev.TurnStart(turn=n, turn_id=turn_id))
+        emit(ev.MessageStart(role="assistant", turn_id=turn_id))
+        if partial.get("thinking"):
+            emit(ev.ThinkingDelta(delta=partial["thinking"], turn_id=turn_id))
+        if partial.get("text"):
+            emit(ev.TextDelta(delta=partial["text"], turn_id=turn_id))
+        emit(ev.MessageEnd(role="assistant", text=kept_message.text, aborted=True, turn_id=turn_id))
     store.clear_partial(sid)
 
 
