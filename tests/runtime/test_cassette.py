@@ -69,3 +69,21 @@ def test_asking_past_the_recording_is_drift(tmp_path):
 def test_a_missing_cassette_says_how_to_make_one(tmp_path):
     with pytest.raises(flue.ConfigError, match="RecordingModel"):
         ReplayModel(tmp_path / "nope.json")
+
+
+def test_a_cassette_recorded_in_one_directory_replays_in_another(tmp_path, monkeypatch):
+    recorded, replayed = tmp_path / "checkout-a", tmp_path / "elsewhere" / "checkout-b"
+    for d in (recorded, replayed):
+        d.mkdir(parents=True)
+        (d / "a.txt").write_text("alpha\n")
+    cassette = tmp_path / "c.json"
+    monkeypatch.chdir(recorded)
+    live = ScriptedModel([reply("Reading.", tool_call("read", path="a.txt")), reply("It says alpha.")])
+    agent = make_agent(RecordingModel(live, cassette), sandbox=flue.local(str(recorded)))
+    assert session(agent).prompt("what is in a.txt?") == "It says alpha."
+    assert str(recorded) not in cassette.read_text()  # the recording names `<cwd>`, not the path
+    monkeypatch.chdir(replayed)
+    replay = ReplayModel(cassette)
+    agent = make_agent(replay, sandbox=flue.local(str(replayed)))
+    assert session(agent).prompt("what is in a.txt?") == "It says alpha."
+    replay.assert_complete()

@@ -64,12 +64,28 @@ def _message_key(m: Message) -> Any:
 
 def request_key(request: ModelRequest) -> dict[str, Any]:
     """The parts of a request a replay must see unchanged."""
-    return {
-        "purpose": request.purpose,
-        "system": request.system,
-        "tools": [t.name for t in request.tools],
-        "messages": [_message_key(m) for m in request.messages],
-    }
+    return _portable(
+        {
+            "purpose": request.purpose,
+            "system": request.system,
+            "tools": [t.name for t in request.tools],
+            "messages": [_message_key(m) for m in request.messages],
+        }
+    )
+
+
+def _portable(key: dict[str, Any]) -> dict[str, Any]:
+    """The key with the process's working directory written as `<cwd>`.
+
+    The system prompt names the working directory, so a cassette recorded in one checkout would
+    otherwise drift when CI replays it from another path.
+    """
+    text = json.dumps(key)
+    for cwd in sorted({os.getcwd(), os.path.realpath(os.getcwd())}, key=len, reverse=True):
+        if len(cwd) > 1:
+            text = text.replace(json.dumps(cwd)[1:-1], "<cwd>")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def _images(request: ModelRequest) -> dict[str, dict[str, Any]]:
@@ -196,7 +212,7 @@ class ReplayModel:
                 f"cassette {self.path!r} has {len(self.turns)} turns; request #{n + 1} was not recorded"
             )
         turn = self.turns[n]
-        got, want = request_key(request), turn["request"]
+        got, want = request_key(request), _portable(turn["request"])
         if got != want:
             raise CassetteDriftError(
                 f"cassette {self.path!r}: request #{n + 1} drifted from the recording ({_first_difference(want, got)}); record it again if the change is intended"
