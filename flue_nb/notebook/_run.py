@@ -169,7 +169,9 @@ def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> Non
 
 
 def _failure_text(exc: Exception, view: CellView) -> str:
-    if getattr(exc, "type", "") == "model_not_configured":
+    if getattr(exc, "type", "") == "model_not_configured" and not view.notes.get("model"):
+        # Nothing named a model: say how to set one. With a model named, its provider's own
+        # message (say, a missing API key) is the one that helps.
         from flue_nb.notebook.assistant import NO_MODEL_HELP
 
         return NO_MODEL_HELP

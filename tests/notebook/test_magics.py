@@ -83,6 +83,13 @@ def test_without_a_model_one_paragraph_says_how_to_configure_one(kernel):
         assert hint in text
 
 
+def test_a_named_claude_model_without_a_key_says_only_that_the_key_is_missing(kernel):
+    run = kernel.run("%flue -c nokey -m anthropic/claude-sonnet-4-6 hi")
+    assert run.status == "error"
+    assert "No Anthropic API key" in run.error_text
+    assert "no model is configured" not in run.all_text()  # a model was named: one true message
+
+
 def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
     kernel.ok(
         "tm = ScriptedModel([reply('Checking.', tool_call('bash', command='echo hi'), "
