@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import queue
 import socket
@@ -29,6 +30,19 @@ _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
 _stores: dict[str, Store] = {}
 _conversations: dict[tuple[int, str], Conversation] = {}
+
+
+@atexit.register
+def _close_stores() -> None:
+    """Close the stores this process opened (a server store's connection is released politely)."""
+    with _registry_lock:
+        stores = list(_stores.values())
+        _stores.clear()
+    for store in stores:
+        try:
+            store.close()
+        except Exception:  # noqa: BLE001 - the process is ending; nothing more to do with it
+            pass
 
 
 @dataclass(frozen=True, slots=True)
