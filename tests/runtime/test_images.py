@@ -226,7 +226,7 @@ def test_more_figures_than_the_cap_are_named_in_a_note(tmp_path: Path) -> None:
 def test_rich_values_and_display_images_become_images(tmp_path: Path) -> None:
     (tmp_path / "pic.png").write_bytes(png(30, 20))
     code = f"from IPython.display import Image\nImage(filename={str(tmp_path / 'pic.png')!r})"
-    svg = "class Vector:\n    def _repr_svg_(self):\n        return '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'\nVector()"
+    svg = "class Vector:\n    def _repr_svg_(self):\n        return '<svg width=\"4\" height=\"4\"/>'\nVector()"
     model = ScriptedModel(
         [reply("", tool_call("python", code=code)), reply("", tool_call("python", code=svg)), reply("ok")]
     )
