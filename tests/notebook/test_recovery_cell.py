@@ -14,24 +14,10 @@ from kernel_helpers import Kernel
 
 pytestmark = pytest.mark.kernel
 
-AGENT_MODULE = """
-import flue_nb as flue
-from flue_nb.models import FunctionModel, reply
+# The same slow agent as the restart test: slow on "slow ...", quick once it was interrupted.
+from test_restart import AGENT_MODULE  # noqa: E402
 
-def answer(request):
-    last = request.messages[-1]
-    if last.kind == "user" and not last.text.startswith("slow"):
-        return reply("echo: " + last.text)
-    if any(m.kind == "signal" for m in request.messages):
-        return reply("Recovered: finished the long answer.")
-    return reply(" ".join(f"w{i}" for i in range(400)))
-
-model = FunctionModel(answer, delay=0.05)
-
-@flue.agent
-def slow():
-    flue.use_model(model)
-"""
+# Unlike the restart test's setup, the lease keeps its default 30 s: the take-over must not wait.
 SETUP = "import sys; sys.path.insert(0, {path!r}); from slowagent import slow"
 
 
