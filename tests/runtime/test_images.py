@@ -226,16 +226,25 @@ def test_more_figures_than_the_cap_are_named_in_a_note(tmp_path: Path) -> None:
 def test_rich_values_and_display_images_become_images(tmp_path: Path) -> None:
     (tmp_path / "pic.png").write_bytes(png(30, 20))
     code = f"from IPython.display import Image\nImage(filename={str(tmp_path / 'pic.png')!r})"
-    svg = "class Vector:\n    def _repr_svg_(self):\n        return '<svg width=\"4\" height=\"4\"/>'\nVector()"
+    svg = 'class Vector:\n    def _repr_svg_(self):\n        return \'<svg width="4" height="4"/>\'\nVector()'
     model = ScriptedModel(
         [reply("", tool_call("python", code=code)), reply("", tool_call("python", code=svg)), reply("ok")]
     )
     session(make_agent(model, sandbox=flue.kernel(tmp_path, namespace={}))).prompt("show")
     first = model.requests[1].messages[-1]
     assert isinstance(first, ToolResultMessage) and (first.images[0].width, first.images[0].height) == (30, 20)
-    second = model.requests[2].messages[-1]
-    assert isinstance(second, ToolResultMessage) and second.images == []
-    assert "SVG" in second.content and "Not sent" in second.content
+    second = model.requests[2].messages[-1]  # an SVG repr, rasterised (cairosvg, in the images extra)
+    assert isinstance(second, ToolResultMessage) and len(second.images) == 1
+    assert second.images[0].media_type == "image/png" and (second.images[0].width, second.images[0].height) == (4, 4)
+
+
+def test_an_svg_that_cannot_be_converted_is_a_note_not_a_failure(tmp_path: Path) -> None:
+    bad = "class Broken:\n    def _repr_svg_(self):\n        return '<svg this is not xml'\nBroken()"
+    model = ScriptedModel([reply("", tool_call("python", code=bad)), reply("ok")])
+    session(make_agent(model, sandbox=flue.kernel(tmp_path, namespace={}))).prompt("show")
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolResultMessage) and result.images == [] and not result.is_error
+    assert "SVG" in result.content and "Not sent" in result.content
 
 
 def test_read_returns_an_image_with_its_size_and_other_binaries_are_still_refused(tmp_path: Path) -> None:
