@@ -251,3 +251,22 @@ def test_a_closed_widget_stops_following_and_leaves_no_approval_waiting(tmp_path
     assert w not in open_widgets() and w.comm is None
     session.prompt("second")
     assert [b["text"] for b in w.history] == ["first"]  # nothing after close reached it
+
+
+def test_rerunning_a_chat_cell_closes_that_cells_previous_chat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flue_nb.notebook.chat import widget as widget_module
+
+    session = _session(tmp_path, ScriptedModel(["one", "two"]))
+    cell = {"id": "cell-1"}
+    monkeypatch.setattr(widget_module, "_current_cell_id", lambda: cell["id"])  # what the frontend sends
+    first = ChatWidget(session)
+    second = ChatWidget(session)  # the same cell, run again
+    assert first not in open_widgets() and second in open_widgets()
+    cell["id"] = "cell-2"
+    other = ChatWidget(session)  # another cell's chat stays
+    assert second in open_widgets() and other in open_widgets()
+    session.prompt("hi")
+    assert first.history == []  # closed before the run: it stopped following the conversation
+    assert second.history[-1]["outcome"] == "completed" and other.history[-1]["outcome"] == "completed"
+    second.close()
+    other.close()

@@ -36,6 +36,24 @@ RATE = 30.0
 _STATIC = Path(__file__).resolve().parent.parent / "static"
 
 _open: weakref.WeakSet[ChatWidget] = weakref.WeakSet()
+_by_cell: weakref.WeakValueDictionary[str, ChatWidget] = weakref.WeakValueDictionary()
+"""The chat widget each notebook cell made last (by the frontend's cell id)."""
+
+
+def _current_cell_id() -> str | None:
+    """The id of the cell executing now, as JupyterLab, Notebook 7 and VS Code send it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or not hasattr(kernel, "get_parent"):
+        return None
+    cell = (kernel.get_parent("shell") or {}).get("metadata", {}).get("cellId")
+    return cell if isinstance(cell, str) and cell else None
+
+
 """Widgets showing a conversation now: the notebook approver asks the one showing a call."""
 
 
@@ -100,7 +118,21 @@ class ChatWidget(anywidget.AnyWidget):
                 self.fold.apply(event)
         self.on_msg(self._on_browser_msg)
         _open.add(self)
+        if mode == "chat":
+            self._replace_the_cells_previous_chat()
         self._push(status=True)
+
+    def _replace_the_cells_previous_chat(self) -> None:
+        # A frontend keeps a replaced output's widget open, so re-running a `%flue chat` cell
+        # would leave one more widget observing the conversation each time: the cell's previous
+        # chat (known by the cell id the frontend sends with each execution) is closed instead.
+        cell = _current_cell_id()
+        if cell is None:
+            return
+        previous = _by_cell.get(cell)
+        _by_cell[cell] = self
+        if previous is not None and previous is not self:
+            previous.close()
 
     def __repr__(self) -> str:
         return f"<flue_nb ChatWidget conversation={self.session.conversation_id!r} mode={self.mode!r}>"
