@@ -22,6 +22,7 @@ import flue_nb as flue
 from flue_nb.models import FunctionModel, reply
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.core.owner import new_owner, provably_dead
+from flue_nb.runtime.store.sqlite import open_store
 
 CHILD = textwrap.dedent(
     """
@@ -65,9 +66,12 @@ def _session(db: str, model: FunctionModel, **kw):
 def test_a_killed_owner_on_this_host_is_taken_over_at_once(tmp_path):
     db = str(tmp_path / "s.sqlite")
     sid = _owner_killed_mid_run(db)
-    s = _session(db, FunctionModel(lambda request: reply("recovered")))
-    lease = s.store.lease("c")
+    # Read before opening a session: opening one starts the take-over, which may finish (and
+    # release the lease) before the next line could look.
+    with open_store(db, cwd=str(tmp_path)) as store:
+        lease = store.lease("c")
     assert lease is not None and lease[1] - time.time() > 20  # the dead owner's lease still runs
+    s = _session(db, FunctionModel(lambda request: reply("recovered")))
     assert s.read(sid, timeout=BOUND) == "recovered"
     sub = s.store.submission(sid)
     assert sub.attempts == 2 and sub.outcome.value == "completed"
