@@ -90,7 +90,7 @@ class FlueMagics(Magics):
         ["auto", "always", "never"],
         "auto",
         help="Stream a blocking cell's transcript into its output while it runs: `auto` when a "
-        "person's frontend is connected (one with a widget manager: JupyterLab, Notebook 7, VS Code), "
+        "person's frontend is connected (one with a widget manager: JupyterLab, Notebook 7), "
         "`always`, or `never` (only the final transcript, as in headless runs).",
     ).tag(config=True)
 

@@ -51,7 +51,7 @@ def renders_widgets() -> bool:
 
 
 def watched_live() -> bool:
-    """Whether a person's frontend (JupyterLab, Notebook 7, VS Code) shows this kernel's output
+    """Whether a person's frontend (one with a widget manager: JupyterLab, Notebook 7) shows this kernel's output
     as it happens; False for nbclient, nbval, nbconvert and `flue-nb run`, which keep outputs."""
     return renders_widgets()
 
