@@ -180,9 +180,10 @@ def _failure_text(exc: Exception, view: CellView) -> str:
 
 
 def _note_lease(session: Any, view: CellView) -> None:
-    status = session.status()
+    # One store read at each cell (not `status()`, which reads the whole history).
+    lease = session.lease()
     # Another holder is an earlier kernel (or another process) whose claim has not lapsed yet;
     # one whose process is gone is taken over at once, so there is nothing to wait for.
-    if status.owner and not status.owned_here and (status.lease_expires or 0) > time.time() and not status.owner_gone:
-        left = (status.lease_expires or 0) - time.time()
+    if lease is not None and not lease.here and not lease.gone and lease.expires > time.time():
+        left = lease.expires - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")

@@ -24,7 +24,16 @@ from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_f
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
 
-__all__ = ["Receipt", "Session", "SessionStatus", "StoredConversation", "StoredTurn", "init", "open_conversation"]
+__all__ = [
+    "Lease",
+    "Receipt",
+    "Session",
+    "SessionStatus",
+    "StoredConversation",
+    "StoredTurn",
+    "init",
+    "open_conversation",
+]
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
@@ -52,6 +61,19 @@ class Receipt:
     submission_id: str
     accepted_at: float
     conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who holds a conversation's lease (`Session.lease()`): one store read, no history."""
+
+    owner: str
+    """The holder, `host:pid:nonce`."""
+    expires: float
+    here: bool
+    """True when this process holds it."""
+    gone: bool
+    """True when the holder provably died (same host, process gone): the next run takes over at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +177,19 @@ class StoredConversation:
         """Record an abort intent on every unsettled submission (its owner stops it)."""
         return self.store.request_abort(self.conversation_id)
 
+    def lease(self) -> Lease | None:
+        """Who holds the conversation now (None when idle)."""
+        held = self.store.lease(self.conversation_id)
+        if held is None:
+            return None
+        owner, expires = held
+        here = owner == _OWNER
+        return Lease(owner, expires, here, not here and provably_dead(owner))
+
     def status(self, *, agent: str = "", live: Any = None) -> SessionStatus:
         """Where the conversation stands; `live` is this process's run of it, when there is one."""
         subs = self.submissions()
-        lease = self.store.lease(self.conversation_id)
+        lease = self.lease()
         responses = self._responses()
         last = responses[-1] if responses else None
         outcomes: dict[str, int] = {}
@@ -184,10 +215,10 @@ class StoredConversation:
             model=model,
             running=tuple(s.id for s in unsettled if s.state == SubmissionState.RUNNING),
             queued=tuple(s.id for s in unsettled if s.state in (SubmissionState.QUEUED, SubmissionState.JOINING)),
-            owner=lease[0] if lease else None,
-            owned_here=bool(lease and lease[0] == _OWNER),
-            owner_gone=bool(lease and lease[0] != _OWNER and provably_dead(lease[0])),
-            lease_expires=lease[1] if lease else None,
+            owner=lease.owner if lease else None,
+            owned_here=bool(lease and lease.here),
+            owner_gone=bool(lease and lease.gone),
+            lease_expires=lease.expires if lease else None,
             used_tokens=used,
             context_window=window,
             compaction_threshold=threshold,
@@ -375,6 +406,10 @@ class Session:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""
         sid = submission_id.submission_id if isinstance(submission_id, Receipt) else submission_id
         return self._stored.usage(sid)
+
+    def lease(self) -> Lease | None:
+        """Who holds the conversation now (None when idle); cheaper than `status()`."""
+        return self._stored.lease()
 
     def status(self) -> SessionStatus:
         """Where the conversation stands: agent and model in use, queue, owner, context use."""
