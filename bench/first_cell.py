@@ -10,7 +10,8 @@ likewise. Both clocks are this process's, so nothing depends on the kernel's clo
 Two ways to send the first cell: `typed`, THINK_S seconds after the kernel is ready (a person
 opening a notebook and running a cell; what the extension loads in the background at start-up is
 done by then), and `at once`, the moment the kernel is ready (Restart & Run All; the worst case:
-the cell waits for the background imports, whose cost, mostly the Anthropic SDK's, is the floor).
+the SDK is still importing on the warm-up thread, so the request goes out over plain httpx2 and
+the cell shares the interpreter with that import).
 `FLUE_WARMUP=0` in the environment measures the kernel without the background loading.
 
     .venv/bin/python bench/first_cell.py [--kernels 5]

@@ -3,7 +3,8 @@
 On its way to the first model request, a fresh kernel's first cell would import the runtime
 (~0.3 s), the Anthropic SDK (1.2-1.6 s) and load the tokenizer (~0.4 s). A daemon thread started
 when the extension loads does that while the person is still typing, so the cell is left with
-only its own work. Python's import lock makes this safe: a cell that needs a module still being
+only its own work. The SDK comes last and nothing waits for it: a request made before it has
+loaded goes out over plain httpx2 (`runtime/providers/_anthropic_http.py`). Python's import lock makes this safe: a cell that needs a module still being
 imported waits for that import to finish; it never sees half a module.
 
 The SDK is imported only when a model setting or `ANTHROPIC_API_KEY` says it will be used, so a

@@ -12,17 +12,19 @@ _MODULES = ("flue_nb.runtime.session", "flue_nb.runtime.store.sqlite")
 
 
 def warm(*, anthropic: bool) -> None:
-    """Import the runtime, the tokenizer and (when `anthropic`) the SDK and its TLS context.
+    """Import the runtime, load the tokenizer and (when `anthropic`) the TLS context, then the SDK.
 
     Meant for a background thread at start-up; anything that fails here fails again, and is
-    reported, when the first message really needs it.
+    reported, when the first message really needs it. A first request made before the SDK is
+    loaded does not wait for it (it goes out over plain httpx2), so the SDK comes last.
     """
     for name in _MODULES:
         importlib.import_module(name)
+    from flue_nb.runtime.core.tokens import count_text
+
+    count_text("warm up")
     if anthropic:
         from flue_nb.runtime.providers import anthropic as provider
 
         provider._tls_context()  # the one context every client of the process shares
-    from flue_nb.runtime.core.tokens import count_text
-
-    count_text("warm up")
+        provider.load_sdk()

@@ -1,9 +1,12 @@
 """The Anthropic provider: flue_nb messages to the Messages API and its SSE stream back.
 
-This is the only module that imports `anthropic`. It translates and nothing more: retries belong
-to the runtime (contract 11.3), so the SDK's own retries are off, and every SDK or transport
-failure is classified into a `ProviderError` by `_translate_errors`, the one place that knows
-the SDK's exception types.
+It translates and nothing more: retries belong to the runtime (contract 11.3). Requests go
+through the official `anthropic` SDK (`_anthropic_sdk`). Importing the SDK takes about a second,
+so a request made before it is loaded (a fresh kernel's first cell) does not wait for it: it goes
+out over plain httpx2 (`_anthropic_http`, the same wire protocol) while the SDK loads on a
+background thread. `FLUE_ANTHROPIC_TRANSPORT=sdk` (or `http`) pins one transport. Both streams
+are read by one `_Assembler`, and every failure of either is classified into a `ProviderError`
+by `_translate_errors`.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import importlib
 import json
 import os
 import re
+import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anthropic
 import httpx2
 
 from flue_nb.runtime._redact import register_secret
@@ -43,6 +48,7 @@ from flue_nb.runtime.messages import (
     UserMessage,
 )
 from flue_nb.runtime.providers import check_model_request
+from flue_nb.runtime.providers._anthropic_http import HttpTransport, StatusFailure
 from flue_nb.runtime.providers._models import model_info
 from flue_nb.runtime.providers.model import (
     ModelInfo,
@@ -55,6 +61,9 @@ from flue_nb.runtime.providers.model import (
     ToolSpec,
 )
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 
@@ -75,7 +84,13 @@ _NO_KEY_MESSAGE = (
 )
 
 
+TRANSPORT_ENV = "FLUE_ANTHROPIC_TRANSPORT"
+"""`sdk` or `http` pins the transport; unset (`auto`): the SDK once loaded, plain httpx2 before."""
+_SDK_MODULE = "flue_nb.runtime.providers._anthropic_sdk"
+_USER_AGENT = "flue-nb (anthropic-http)"
+
 _TLS: list[Any] = []
+_SDK_LOADER: list[threading.Thread] = []
 
 
 def _tls_context() -> Any:
@@ -83,6 +98,40 @@ def _tls_context() -> Any:
     if not _TLS:
         _TLS.append(httpx2.create_ssl_context())
     return _TLS[0]
+
+
+def sdk_loaded() -> bool:
+    """Whether the SDK is wholly imported (not absent, and not still importing on a thread)."""
+    return bool(getattr(sys.modules.get(_SDK_MODULE), "LOADED", False))
+
+
+def load_sdk() -> None:
+    """Import the SDK transport (and so the SDK) now; meant for a background thread."""
+    importlib.import_module(_SDK_MODULE)
+
+
+def _load_sdk_in_background() -> None:
+    if _SDK_MODULE in sys.modules or _SDK_LOADER:
+        return  # loaded, or being loaded (by this loader or the notebook's warm-up)
+
+    def load() -> None:
+        try:
+            load_sdk()
+        except Exception:  # noqa: BLE001 - requests keep going over httpx2; a pinned `sdk` reports it
+            pass
+
+    thread = threading.Thread(target=load, name="flue-anthropic-sdk", daemon=True)
+    _SDK_LOADER.append(thread)
+    thread.start()
+
+
+class _Transport(Protocol):
+    @property
+    def host(self) -> str: ...
+
+    async def start(self, params: dict[str, Any]) -> Any: ...
+
+    async def close(self) -> None: ...
 
 
 class AnthropicModel:
@@ -136,31 +185,49 @@ class AnthropicModel:
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r})"
 
-    def _new_client(self) -> anthropic.AsyncAnthropic:
-        # Resolved here rather than in __init__ so a notebook can build the agent first and set
-        # the key afterwards; and explicitly, so the SDK never falls back to profile files on disk.
+    def _transport(self) -> tuple[_Transport, Any]:
+        """The transport for one call and its SDK-error translator (None for plain httpx2).
+
+        A transport per call unless a client was injected: a client's connection pool is bound
+        to the event loop that opened it, and notebooks, scripts and tests each bring their own.
+        """
+        pinned = os.environ.get(TRANSPORT_ENV, "").strip().lower()
+        if self._client is not None or pinned == "sdk" or (pinned != "http" and sdk_loaded()):
+            from flue_nb.runtime.providers import _anthropic_sdk as sdk
+
+            if self._client is not None:
+                return sdk.SdkTransport(self._client, owned=False), sdk.translate
+            return sdk.SdkTransport.new(**self._connection()), sdk.translate
+        if pinned != "http":
+            _load_sdk_in_background()  # for the calls after this one
+        return HttpTransport(**self._connection(), user_agent=_USER_AGENT), None
+
+    def _connection(self) -> dict[str, Any]:
+        # Resolved per call rather than in __init__ so a notebook can build the agent first and
+        # set the key afterwards; and explicitly, so the SDK never falls back to profile files.
         key = self._api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
-        if key is None and token is None:
-            raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
-        credential = {"api_key": key} if key is not None else {"auth_token": token}
-        # The key in use is kept out of every tool result, whatever its source (runtime._redact).
         if key is not None:
-            register_secret("ANTHROPIC_API_KEY", key)
+            credential = ("api_key", key)
+        elif token is not None:
+            credential = ("auth_token", token)
         else:
-            register_secret("ANTHROPIC_AUTH_TOKEN", token)
-        base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        # Building a client per call is cheap except for its TLS context (~20 ms of reading the
-        # CA bundle, every cell): that one is shared, the client and its pool stay per call.
-        http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+            raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
+        # The key in use is kept out of every tool result, whatever its source (runtime._redact).
+        register_secret("ANTHROPIC_API_KEY" if key is not None else "ANTHROPIC_AUTH_TOKEN", credential[1])
         # httpx's read timeout is the longest silence between two bytes: before the headers
         # and then inside the stream.
         timeout = httpx2.Timeout(
             self._idle_timeout, connect=min(self._request_timeout, 30.0), pool=self._request_timeout
         )
-        return anthropic.AsyncAnthropic(
-            **credential, base_url=base_url, max_retries=0, http_client=http_client, timeout=timeout
-        )
+        return {
+            "credential": credential,
+            "base_url": self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            "timeout": timeout,
+            # A client per call is cheap except for its TLS context (reading the CA bundle, every
+            # cell): that one is shared by every client of the process.
+            "verify": _tls_context(),
+        }
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `messages.create` for `request` (without `stream`)."""
@@ -180,17 +247,13 @@ class AnthropicModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one response; raise `ProviderError` on failure. Cancellation aborts it."""
         params = self.request_params(request)
-        # A client per call unless one was injected: an SDK client's connection pool is bound
-        # to the event loop that opened it, and notebooks, scripts and tests each bring their own.
-        client = self._client or self._new_client()
+        transport, translate = self._transport()
         assembler = _Assembler(self.model_id)
         try:
-            check_model_request(client.base_url.host, provider="Anthropic")
-            with _translate_errors(self.model_id):
+            check_model_request(transport.host, provider="Anthropic")
+            with _translate_errors(self.model_id, translate):
                 try:
-                    sdk_stream = await asyncio.wait_for(
-                        client.messages.create(**params, stream=True), self._request_timeout
-                    )
+                    events = await asyncio.wait_for(transport.start(params), self._request_timeout)
                 except asyncio.TimeoutError as exc:
                     raise ProviderError(
                         f"Anthropic did not start answering for `{self.model_id}` within {self._request_timeout:g} s.",
@@ -198,14 +261,13 @@ class AnthropicModel:
                         model=self.model_id,
                     ) from exc
                 try:
-                    async for event in sdk_stream:
+                    async for event in events:
                         for out in assembler.feed(event):
                             yield out
                 finally:
-                    await sdk_stream.close()
+                    await events.close()
         finally:
-            if client is not self._client:
-                await client.close()
+            await transport.close()
         if not assembler.stopped:
             # The connection closed cleanly but early: a truncated response must never pass
             # for a complete one, or the loop would act on half a tool call.
@@ -234,7 +296,7 @@ class _Assembler:
         self.stopped = False
 
     def feed(self, event: Any) -> Iterator[StreamEvent]:
-        """Take one SDK event; yield what the caller should see now."""
+        """Take one stream event (either transport's); yield what the caller should see now."""
         kind = event.type
         if kind == "message_start":
             msg = event.message
@@ -411,7 +473,7 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-# --- SDK errors -> ProviderError --------------------------------------------------------------
+# --- transport errors -> ProviderError --------------------------------------------------------------
 
 # Anthropic gives no stable code for "the prompt does not fit", only these messages; matching
 # text is the documented way to tell an overflow (compact and retry) from any other 400.
@@ -434,15 +496,20 @@ _KIND_BY_ERROR_TYPE: dict[str, ProviderErrorKind] = {
 
 
 @contextlib.contextmanager
-def _translate_errors(model_id: str) -> Iterator[None]:
-    """Re-raise SDK and transport exceptions as classified `ProviderError`s, `from` the original."""
+def _translate_errors(model_id: str, translate: Any = None) -> Iterator[None]:
+    """Re-raise transport exceptions as classified `ProviderError`s, `from` the original.
+
+    `translate` classifies the SDK's own exception types (`_anthropic_sdk.translate`).
+    """
     try:
         yield
-    except anthropic.APIStatusError as exc:
-        raise _status_error(exc, model_id) from exc
+    except ProviderError:
+        raise
+    except StatusFailure as exc:
+        raise status_error(exc, model_id) from exc
     except (json.JSONDecodeError, UnicodeDecodeError, httpx2.DecodingError) as exc:
-        # The SDK decodes each SSE `data:` line as UTF-8 JSON: a damaged line (or a body that
-        # does not decompress) is a fault of the server or the network, worth a retry, never an
+        # Each SSE `data:` line is decoded as UTF-8 JSON: a damaged line (or a body that does
+        # not decompress) is a fault of the server or the network, worth a retry, never an
         # internal error of ours.
         what = (
             "bytes that are not UTF-8 in an SSE event"
@@ -457,28 +524,39 @@ def _translate_errors(model_id: str) -> Iterator[None]:
             model=model_id,
             mid_stream=True,
         ) from exc
-    except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
-        raise ProviderError(
-            f"The request to Anthropic for `{model_id}` timed out.", kind="timeout", model=model_id
-        ) from exc
-    except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
-        # httpx2 errors arrive unwrapped when the body breaks off after the response started.
-        what = f"Lost the connection to Anthropic for `{model_id}`: {exc}"
-        raise ProviderError(what, kind="connection", model=model_id) from exc
-    except anthropic.APIError as exc:
-        raise ProviderError(f"Anthropic API error for `{model_id}`: {exc}", kind="other", model=model_id) from exc
+    except httpx2.TimeoutException as exc:
+        raise timeout_error(model_id) from exc
+    except httpx2.TransportError as exc:
+        # Also what the SDK lets through unwrapped when the body breaks off mid-stream.
+        raise connection_error(exc, model_id) from exc
+    except Exception as exc:
+        error = translate(exc, model_id) if translate is not None else None
+        if error is None:
+            raise
+        raise error from exc
 
 
-def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError:
-    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+def timeout_error(model_id: str) -> ProviderError:
+    """The retryable error for a request or stream that timed out."""
+    return ProviderError(f"The request to Anthropic for `{model_id}` timed out.", kind="timeout", model=model_id)
+
+
+def connection_error(exc: Exception, model_id: str) -> ProviderError:
+    """The retryable error for a connection that failed or broke off."""
+    return ProviderError(f"Lost the connection to Anthropic for `{model_id}`: {exc}", kind="connection", model=model_id)
+
+
+def status_error(failure: StatusFailure, model_id: str) -> ProviderError:
+    """The classified error for an error status (or an `event: error` in a 200 stream)."""
+    error = failure.body.get("error") if isinstance(failure.body, dict) else None
     error = error if isinstance(error, dict) else {}
     error_type = _cap(str(error.get("type") or ""), 100)
-    text = _cap(str(error.get("message") or exc.message), MAX_ERROR_TEXT)
-    status = exc.status_code
+    text = _cap(str(error.get("message") or failure.message), MAX_ERROR_TEXT)
+    status = failure.status
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
-    if exc.request_id:
-        details["request_id"] = exc.request_id
-    if (retry_after := _retry_after(exc.response.headers)) is not None:
+    if request_id := failure.headers.get("request-id"):
+        details["request_id"] = request_id
+    if (retry_after := _retry_after(failure.headers)) is not None:
         details["retry_after"] = retry_after  # a hint for the runtime's backoff (contract 11.3)
     if status in (400, 413, 200) and _OVERFLOW.search(text):
         message = f"The prompt is too long for `{model_id}`: {text}"
@@ -503,7 +581,7 @@ def _status_error(exc: anthropic.APIStatusError, model_id: str) -> ProviderError
     return ProviderHTTPError(message, status=status, kind=kind, **details)
 
 
-def _retry_after(headers: httpx2.Headers) -> float | None:
+def _retry_after(headers: Any) -> float | None:
     # Anthropic sends `retry-after-ms` (precise) and `retry-after` in seconds; dates are ignored.
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:

@@ -1,4 +1,5 @@
-"""The Anthropic provider, driven through the real SDK against a loopback Messages API."""
+"""The Anthropic provider, driven through the real SDK and over plain httpx2 (its cold-start
+transport) against a loopback Messages API: every test runs on both."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from flue_nb.runtime.messages import (
     UserMessage,
 )
 from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV, check_model_request, resolve_model
+from flue_nb.runtime.providers._anthropic_http import API_VERSION
 from flue_nb.runtime.providers._models import model_info
 from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
 from flue_nb.runtime.providers.model import (
@@ -63,6 +65,11 @@ def server() -> Iterator[AnthropicServer]:
     """A running loopback Messages API, stopped after the test."""
     with AnthropicServer() as srv:
         yield srv
+
+
+@pytest.fixture(autouse=True)
+def _both_transports(transport: str) -> None:
+    """Every test here runs through the SDK and over plain httpx2 (conftest.transport)."""
 
 
 @pytest.fixture(autouse=True)
@@ -452,6 +459,31 @@ def test_explicit_base_url_wins_over_environment(server: AnthropicServer, monkey
     server.enqueue(stream(text("ok")))
     _, exc = run(model_for(server), ask())
     assert exc is None and len(server.requests) == 1
+
+
+def test_both_transports_send_the_request_the_sdk_sends(server: AnthropicServer, transport: str) -> None:
+    import anthropic._constants
+
+    server.enqueue(stream(text("ok")))
+    model = AnthropicModel("claude-sonnet-4-6", api_key="k-1", base_url=server.url + "/proxy/")
+    request = ask(tools=[BASH])
+    _, exc = run(model, request)
+    assert exc is None
+    sent = server.requests[0]
+    assert (sent.method, sent.path) == ("POST", "/proxy/v1/messages")
+    assert sent.body == {**model.request_params(request), "stream": True}
+    assert sent.headers["authorization"] == "Bearer k-1"
+    assert sent.headers["anthropic-version"] == API_VERSION == anthropic._constants.ANTHROPIC_API_VERSION
+    assert sent.headers["content-type"] == "application/json"
+    agent = sent.headers["user-agent"]
+    assert "Anthropic/Python" in agent if transport == "sdk" else agent.startswith("flue-nb")
+
+
+def test_an_auth_token_is_sent_as_a_bearer_token(server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "tok-1")
+    server.enqueue(stream(text("ok")))
+    _, exc = run(AnthropicModel("claude-sonnet-4-6", base_url=server.url), ask())
+    assert exc is None and server.requests[0].headers["authorization"] == "Bearer tok-1"
 
 
 @pytest.mark.parametrize("base_url", [None, "https://models.example.invalid", "http://gateway.invalid:8080"])

@@ -1,5 +1,5 @@
 """The Anthropic provider against hostile or broken servers (issue 12, points 2, 3, 10, 11), on
-the real SDK and the loopback Messages API: malformed SSE, hung servers and silent streams,
+the real SDK and on plain httpx2, against the loopback Messages API: malformed SSE, hung servers and silent streams,
 huge error bodies, numbers JSON cannot carry, and the key in use kept out of tool results."""
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ class Sleeps:
 def server() -> Iterator[AnthropicServer]:
     with AnthropicServer() as srv:
         yield srv
+
+
+@pytest.fixture(autouse=True)
+def _both_transports(transport: str) -> None:
+    """Every test here runs through the SDK and over plain httpx2 (conftest.transport)."""
 
 
 @pytest.fixture(autouse=True)
@@ -126,8 +131,9 @@ def test_a_lone_surrogate_spelled_in_stream_json_arrives_escaped(server) -> None
 # --- point 10: bounded waits --------------------------------------------------------------------
 
 
-def test_the_provider_bounds_the_sdks_600_s_wait() -> None:
-    client = AnthropicModel("claude-sonnet-4-6", api_key="test")._new_client()
+def test_the_provider_bounds_the_sdks_600_s_wait(transport: str) -> None:
+    made, _ = AnthropicModel("claude-sonnet-4-6", api_key="test")._transport()
+    client = made.client if transport == "sdk" else made._client  # type: ignore[attr-defined]
     assert client.timeout.read == IDLE_TIMEOUT < 600
     assert client.timeout.connect is not None and client.timeout.connect <= 30
 
