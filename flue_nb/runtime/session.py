@@ -10,7 +10,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
@@ -117,6 +117,18 @@ class StoredTurn:
     """True when a later owner finished it after the process that started it died."""
 
 
+@dataclass
+class _Tally:
+    """What `status()` needs from the record stream, folded as the stream grows."""
+
+    seq: int = 0
+    """The last record folded in (records only ever append, in seq order per conversation)."""
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    used_tokens: int | None = None
+    agent: str | None = None
+
+
 class StoredConversation:
     """A conversation read from its store, with no agent: looking never starts any work.
 
@@ -126,6 +138,8 @@ class StoredConversation:
     def __init__(self, store: Store, conversation_id: str) -> None:
         self.store = store
         self.conversation_id = conversation_id
+        self._tally = _Tally()
+        self._tally_lock = threading.Lock()
 
     def submissions(self) -> list[Submission]:
         """The conversation's submissions in admission order."""
@@ -161,7 +175,28 @@ class StoredConversation:
 
     def usage(self, submission_id: str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""
+        if submission_id is None:
+            return self._folded().usage
         return sum((m.usage for m in self._responses(submission_id) if m.usage is not None), Usage())
+
+    def _folded(self) -> _Tally:
+        # Reads only the records appended since the last call, so a status costs the same at
+        # turn 10 and at turn 3,000 (it re-read and parsed the whole history before).
+        with self._tally_lock:
+            t = self._tally
+            for r in self.store.records(self.conversation_id, after_seq=t.seq, kinds=["message", "event"]):
+                t.seq = max(t.seq, r.seq)
+                if r.kind == "event":
+                    if "attempt" in r.data:
+                        t.agent = str(r.data.get("agent"))
+                elif r.data.get("kind") == "assistant":
+                    m = message_from_dict(r.data)
+                    if isinstance(m, AssistantMessage):
+                        t.model = m.model
+                        t.used_tokens = m.usage.total if m.usage is not None else None
+                        if m.usage is not None:
+                            t.usage = t.usage + m.usage
+            return _Tally(t.seq, t.usage, t.model, t.used_tokens, t.agent)
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
         records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
@@ -170,8 +205,7 @@ class StoredConversation:
 
     def last_agent(self) -> str | None:
         """The agent the last attempt ran with, as recorded."""
-        attempts = [r for r in self.store.records(self.conversation_id, kinds=["event"]) if "attempt" in r.data]
-        return str(attempts[-1].data.get("agent")) if attempts else None
+        return self._folded().agent
 
     def abort(self) -> list[str]:
         """Record an abort intent on every unsettled submission (its owner stops it)."""
@@ -188,16 +222,11 @@ class StoredConversation:
 
     def status(self, *, agent: str = "", live: Any = None) -> SessionStatus:
         """Where the conversation stands; `live` is this process's run of it, when there is one."""
-        subs = self.submissions()
+        tally = self._folded()
+        unsettled = self.store.submissions(self.conversation_id, unsettled=True)
+        outcomes = self.store.outcome_counts(self.conversation_id)
         lease = self.lease()
-        responses = self._responses()
-        last = responses[-1] if responses else None
-        outcomes: dict[str, int] = {}
-        for sub in subs:
-            key = sub.outcome.value if sub.outcome is not None else sub.state.value
-            outcomes[key] = outcomes.get(key, 0) + 1
-        used = last.usage.total if last is not None and last.usage is not None else None
-        model = last.model if last is not None else None
+        used, model = tally.used_tokens, tally.model
         window = threshold = None
         if live is not None and live.model is not None:
             from flue_nb.runtime.core.compaction import CompactionConfig
@@ -208,10 +237,9 @@ class StoredConversation:
             cfg = live.rendered.compaction if live.rendered is not None else True
             if cfg is not False:
                 threshold = compaction_threshold(info, cfg if isinstance(cfg, CompactionConfig) else None)
-        unsettled = [s for s in subs if s.state != SubmissionState.SETTLED]
         return SessionStatus(
             conversation_id=self.conversation_id,
-            agent=self.last_agent() or agent,
+            agent=tally.agent or agent,
             model=model,
             running=tuple(s.id for s in unsettled if s.state == SubmissionState.RUNNING),
             queued=tuple(s.id for s in unsettled if s.state in (SubmissionState.QUEUED, SubmissionState.JOINING)),
@@ -222,7 +250,7 @@ class StoredConversation:
             used_tokens=used,
             context_window=window,
             compaction_threshold=threshold,
-            usage=sum((m.usage for m in responses if m.usage is not None), Usage()),
+            usage=tally.usage,
             outcomes=outcomes,
         )
 
