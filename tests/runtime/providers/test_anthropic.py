@@ -8,7 +8,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -60,24 +60,8 @@ READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path"
 BASH = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
 
 
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    """A running loopback Messages API, stopped after the test."""
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _both_transports(transport: str) -> None:
-    """Every test here runs through the SDK and over plain httpx2 (conftest.transport)."""
-
-
-@pytest.fixture(autouse=True)
-def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The developer's own key or proxy must never leak into these tests.
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")  # loopback only, whatever conftest says
+# Every test here runs through the SDK and over plain httpx2 (conftest.transport).
+pytestmark = pytest.mark.usefixtures("transport")
 
 
 def model_for(server: AnthropicServer, model_id: str = "claude-sonnet-4-6", **kwargs: Any) -> AnthropicModel:

@@ -11,7 +11,7 @@ import flue_nb as flue
 from flue_nb import CompactionConfig
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.providers.anthropic import AnthropicModel
-from tests.anthropic_server import AnthropicServer, error, stream, text, tool_use, usage
+from tests.anthropic_server import error, stream, text, tool_use, usage
 
 
 class Sleeps:
@@ -20,12 +20,6 @@ class Sleeps:
 
     async def __call__(self, seconds):
         self.delays.append(seconds)
-
-
-@pytest.fixture
-def server():
-    with AnthropicServer() as srv:
-        yield srv
 
 
 def agent_on(server, tmp_path, *, compaction=True):

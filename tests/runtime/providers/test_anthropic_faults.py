@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ import flue_nb as flue
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import ProviderError
 from flue_nb.runtime.messages import UserMessage
-from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV
 from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, INVALID_INPUT_KEY, AnthropicModel
 from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, TextDelta, ToolSpec
 from tests.anthropic_server import AnthropicServer, error, stream, text, tool_use
@@ -31,22 +29,8 @@ class Sleeps:
         self.delays.append(seconds)
 
 
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _both_transports(transport: str) -> None:
-    """Every test here runs through the SDK and over plain httpx2 (conftest.transport)."""
-
-
-@pytest.fixture(autouse=True)
-def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
+# Every test here runs through the SDK and over plain httpx2 (conftest.transport).
+pytestmark = pytest.mark.usefixtures("transport")
 
 
 def run(model: AnthropicModel, tools: list[ToolSpec] | None = None) -> tuple[list[Any], BaseException | None]:

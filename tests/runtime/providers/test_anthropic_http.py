@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 
@@ -55,12 +54,6 @@ def test_fields_read_like_the_sdks_models() -> None:
 
 
 # --- which transport a call takes ----------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
 
 
 def _in_fresh_python(script: str, server: AnthropicServer, **env: str) -> None:
