@@ -18,9 +18,10 @@ warm = [t for t in threading.enumerate() if t.name == "flue-warmup"]
 for t in warm:
     t.join(60)
 from flue_nb.runtime.core import tokens
+from flue_nb.runtime.providers import anthropic as provider
 print(json.dumps({
     "thread": bool(warm),
-    "anthropic": "anthropic" in sys.modules,
+    "anthropic": "anthropic" in sys.modules and provider.sdk_loaded(),
     "runtime": "flue_nb.runtime.session" in sys.modules,
     "tokenizer": tokens._DEFAULT._loaded,
 }))
