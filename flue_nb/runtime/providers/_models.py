@@ -19,8 +19,16 @@ DEFAULT_MAX_OUTPUT_TOKENS = 32_000
 
 # (prefix, context window, max output tokens). Longest prefix wins, so a point release listed
 # here beats its family row below it ("claude-opus-4-1" before "claude-opus-4").
+# Checked against platform.claude.com's model pages on 2026-11-30.
 _TABLE: tuple[tuple[str, int, int], ...] = (
+    # Claude 5.x: every family so far has 1M / 128K ("claude-sonnet-5" covers 5 and 5.5)
+    ("claude-fable-5", 1_000_000, 128_000),
+    ("claude-mythos-5", 1_000_000, 128_000),
+    ("claude-opus-5", 1_000_000, 128_000),
+    ("claude-sonnet-5", 1_000_000, 128_000),
+    ("claude-haiku-5", 1_000_000, 128_000),
     # Claude 4.x
+    ("claude-opus-4-8", 1_000_000, 128_000),
     ("claude-opus-4-7", 1_000_000, 128_000),
     ("claude-opus-4-6", 1_000_000, 128_000),
     ("claude-opus-4-5", 200_000, 64_000),

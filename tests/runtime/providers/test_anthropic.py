@@ -500,6 +500,10 @@ def test_model_info_matches_families_and_dated_ids() -> None:
     assert model_for_info("claude-3-opus-20240229") == (200_000, 4_096)
     assert model_for_info("claude-opus-4-10") == model_for_info("claude-opus-4")  # not "4-1"
     assert model_for_info("some-future-model") == (200_000, 32_000)
+    for current in ("claude-sonnet-5-5", "claude-sonnet-5", "claude-opus-5-5", "claude-haiku-5-5", "claude-fable-5-1"):
+        assert model_for_info(current) == (1_000_000, 128_000), current
+    assert model_for_info("claude-opus-4-8") == (1_000_000, 128_000)
+    assert model_for_info("claude-haiku-4-5") == (200_000, 64_000)  # not claimed by "claude-haiku-5"
     assert AnthropicModel("claude-haiku-4-5-20251001").info.id == "claude-haiku-4-5-20251001"
 
 
