@@ -30,6 +30,8 @@ from flue_nb.runtime.events import (
     ToolStart,
     TurnEnd,
 )
+from flue_nb.runtime.providers import price_of
+from flue_nb.runtime.providers.model import PRICES_AS_OF
 
 __all__ = ["CellView", "Status", "TextView", "summarize_call"]
 
@@ -95,6 +97,15 @@ class _Line:
         return self.chunks[0] if self.chunks else ""
 
 
+def cost_text(cost_usd: float | None, unpriced: int = 0) -> str:
+    """An estimate at list prices, said as one (`≈ $0.0123 at list prices of ...`), or ""."""
+    if cost_usd is None:
+        return ""  # no response of a priced model (offline ones have no price): nothing to say
+    amount = f"${cost_usd:.4f}" if cost_usd < 1 else f"${cost_usd:,.2f}"
+    more = f", {unpriced} response{'s' if unpriced != 1 else ''} of unpriced models not counted" if unpriced else ""
+    return f"≈ {amount} at list prices of {PRICES_AS_OF}{more}"
+
+
 @dataclass
 class CellView:
     """The live transcript of one submission, rendered as plain text and markdown."""
@@ -107,6 +118,10 @@ class CellView:
     error: str = ""
     lines: list[_Line] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
+    """Estimated list-price cost of this cell's responses (its subagents' included) whose model
+    has a known price."""
+    unpriced: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
     reply: str | None = None
     """The final answer of a completed submission (`_.reply` after a blocking cell)."""
@@ -243,8 +258,18 @@ class CellView:
             case TaskEnd(agent=agent, text=text):
                 self.lines.append(_Line("note", f"· task ← {agent}: {_one_line(text or '')}"))
                 return True
-            case TurnEnd(usage=usage, task_id=None) if usage is not None:
-                self.tokens["total"] = self.tokens.get("total", 0) + usage.total
+            case TurnEnd(usage=usage, model=model, task_id=task_id) if usage is not None:
+                # Tokens are the cell's own agent's; the cost also counts its subagents' calls.
+                if task_id is None:
+                    for key, value in (("total", usage.total), ("input", usage.input_tokens),
+                                       ("output", usage.output_tokens), ("cache_read", usage.cache_read_tokens),
+                                       ("cache_write", usage.cache_write_tokens)):  # fmt: skip
+                        self.tokens[key] = self.tokens.get(key, 0) + value
+                price = price_of(model) if model else None
+                if price is None:
+                    self.unpriced += 1
+                else:
+                    self.cost_usd = (self.cost_usd or 0.0) + price.cost(usage)
                 return False
             case Log(kind="retry", message=message):
                 self.lines.append(_Line("note", f"· {message}"))
@@ -326,6 +351,8 @@ class CellView:
                 "agent": self.agent,
                 "status": self.status,
                 "tokens": dict(self.tokens),
+                "cost_usd": round(self.cost_usd, 6) if self.cost_usd is not None else None,
+                "cost": cost_text(self.cost_usd, self.unpriced),
                 "tools": trace,
                 **self.notes,
             }

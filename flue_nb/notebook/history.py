@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flue_nb.notebook.display import TextView, summarize_call
+from flue_nb.notebook.display import TextView, cost_text, summarize_call
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -108,12 +108,15 @@ def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextVi
         f"{u.cache_write_tokens:,} cache write",
         f"submissions: {outcomes}",
     ]
+    if cost := cost_text(status.cost_usd, status.unpriced_responses):
+        lines.insert(-1, f"cost: {cost}")
     meta = {
         "conversation_id": status.conversation_id,
         "agent": status.agent,
         "model": status.model,
         "used_tokens": status.used_tokens,
         "outcomes": dict(status.outcomes),
+        "cost_usd": status.cost_usd,
     }
     return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), meta)
 

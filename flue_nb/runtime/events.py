@@ -22,7 +22,7 @@ submission_running     SubmissionRunning    attempt, agent
 submission_settled     SubmissionSettled    outcome, result, error, joined_into, recovered
 submission_recovery    SubmissionRecovery   attempts
 turn_start             TurnStart            turn
-turn                   TurnEnd              turn, stop_reason, usage
+turn                   TurnEnd              turn, stop_reason, usage (+ model)
 message_start          MessageStart         role
 message_end            MessageEnd           role, text, tool_calls, usage, aborted, from_submission_id
 text_delta             TextDelta            delta
@@ -229,6 +229,8 @@ class TurnEnd(_Envelope):
     turn: int
     stop_reason: str | None = None
     usage: Usage | None = None
+    model: str | None = None
+    """The model id the response names (what its usage is priced by)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import os
 import queue
 import socket
@@ -21,6 +22,7 @@ from flue_nb.runtime.core.owner import provably_dead
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
+from flue_nb.runtime.providers._models import model_info
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
 
@@ -104,6 +106,11 @@ class SessionStatus:
     """Provider-reported token totals of every response in the conversation."""
     outcomes: dict[str, int]
     """Submissions by outcome (settled) or state (not yet), e.g. {"completed": 3, "queued": 1}."""
+    cost_usd: float | None = None
+    """Estimated cost at list prices (`PRICES_AS_OF`) of the responses whose model has a known
+    price; None when none has."""
+    unpriced_responses: int = 0
+    """Responses from models without a known price (offline ones, say): not in `cost_usd`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +134,8 @@ class _Tally:
     model: str | None = None
     used_tokens: int | None = None
     agent: str | None = None
+    cost_usd: float | None = None
+    unpriced: int = 0
 
 
 class StoredConversation:
@@ -196,7 +205,12 @@ class StoredConversation:
                         t.used_tokens = m.usage.total if m.usage is not None else None
                         if m.usage is not None:
                             t.usage = t.usage + m.usage
-            return _Tally(t.seq, t.usage, t.model, t.used_tokens, t.agent)
+                            price = model_info(m.model).price if m.model else None
+                            if price is None:
+                                t.unpriced += 1
+                            else:
+                                t.cost_usd = (t.cost_usd or 0.0) + price.cost(m.usage)
+            return dataclasses.replace(t)
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
         records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
@@ -252,6 +266,8 @@ class StoredConversation:
             compaction_threshold=threshold,
             usage=tally.usage,
             outcomes=outcomes,
+            cost_usd=tally.cost_usd,
+            unpriced_responses=tally.unpriced,
         )
 
 

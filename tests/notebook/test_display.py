@@ -137,3 +137,37 @@ def test_a_task_call_is_one_line_naming_the_subagent_and_its_answer():
         "· task: reviewer: check totals ✓ → The numbers add up.",
         "[queued…]",
     ]
+
+
+def test_the_cells_metadata_carries_token_totals_and_a_list_price_cost():
+    from flue_nb.runtime.messages import Usage
+
+    view = CellView("hi", "c1", submission_id="s1")
+    s1 = {"submission_id": "s1"}
+    view.apply(ev.TurnEnd(turn=1, usage=Usage(1200, 30), model="claude-sonnet-4-6", **s1))
+    view.apply(ev.TurnEnd(turn=2, usage=Usage(100, 10, 1000, 0), model="claude-sonnet-4-6-20260101", **s1))
+    # A subagent's call: not in the cell's own tokens, but in what the cell cost.
+    view.apply(ev.TurnEnd(turn=1, usage=Usage(1000, 100), model="claude-haiku-4-5", task_id="t1", **s1))
+    meta = view.metadata()
+    assert meta["tokens"] == {"total": 2340, "input": 1300, "output": 40, "cache_read": 1000, "cache_write": 0}
+    own = (1300 * 3 + 40 * 15 + 1000 * 0.3) / 1_000_000
+    assert meta["cost_usd"] == round(own + (1000 * 1 + 100 * 5) / 1_000_000, 6)
+    assert meta["cost"].startswith("≈ $0.0063 at list prices of ")
+    offline = CellView("hi", "c1", submission_id="s1")
+    offline.apply(ev.TurnEnd(turn=1, usage=Usage(5, 5), model="scripted", **s1))
+    assert offline.metadata()["cost_usd"] is None and offline.metadata()["cost"] == ""
+
+
+def test_status_says_the_cost_when_a_priced_model_answered():
+    from flue_nb.notebook.history import status_view
+    from flue_nb.runtime.messages import Usage
+    from flue_nb.runtime.session import SessionStatus
+
+    def status(cost, unpriced):
+        return SessionStatus("c", "a", "m", (), (), None, False, False, None, 10, 100, None, Usage(), {}, cost, unpriced)
+
+    lines = status_view(status(0.0123, 2), store="s").plain.split("\n")
+    assert lines[-2].startswith("cost: ≈ $0.0123 at list prices of 20")
+    assert lines[-2].endswith(", 2 responses of unpriced models not counted")
+    assert lines[-1].startswith("submissions:")
+    assert not any(ln.startswith("cost:") for ln in status_view(status(None, 3), store="s").plain.split("\n"))

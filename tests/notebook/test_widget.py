@@ -67,6 +67,14 @@ def test_a_run_becomes_text_and_tool_cards_with_namespace_diff_and_outcome(tmp_p
     assert repr(w) == "<flue_nb ChatWidget conversation='w' mode='chat'>"
 
 
+def test_the_gauge_says_what_the_conversation_cost_at_list_prices(tmp_path: Path) -> None:
+    session = _session(tmp_path, ScriptedModel([reply("ok", usage=(1200, 30))], id="claude-sonnet-4-6"))
+    w = ChatWidget(session)
+    session.prompt("hi")
+    w.flush()
+    assert w.status["cost"].startswith("≈ $0.0040 at list prices of ")
+
+
 def test_streaming_is_batched_and_the_final_text_is_identical(tmp_path: Path) -> None:
     words = [f"w{i} " for i in range(10_000)]
     text = "".join(words)

@@ -55,3 +55,15 @@ def test_status_reads_only_the_records_appended_since_it_last_looked(tmp_path) -
     s.prompt("c")
     assert s.status().usage == Usage(30, 3)
     assert asked[-1] == seen  # and the third where the second ended
+
+
+def test_status_estimates_the_cost_of_priced_responses_and_counts_the_rest(tmp_path) -> None:
+    priced = ScriptedModel([reply("one", usage=(100, 10)), reply("two", usage=(250, 20))], id="claude-sonnet-4-6")
+    s = session(make_agent(priced), db=str(tmp_path / "s.sqlite"))
+    s.prompt("a")
+    s.prompt("b")
+    assert s.status().cost_usd == pytest.approx((350 * 3 + 30 * 15) / 1_000_000)
+    assert s.status().unpriced_responses == 0
+    offline = session(make_agent(ScriptedModel([reply("x", usage=(5, 5))])), db=str(tmp_path / "o.sqlite"))
+    offline.prompt("a")
+    assert (offline.status().cost_usd, offline.status().unpriced_responses) == (None, 1)

@@ -27,6 +27,7 @@ import anywidget
 import traitlets
 
 from flue_nb.notebook.chat._fold import ChatFold
+from flue_nb.notebook.display import cost_text
 from flue_nb.runtime.events import Event
 
 __all__ = ["RATE", "ChatWidget"]
@@ -240,6 +241,7 @@ class ChatWidget(anywidget.AnyWidget):
             "queued": len(queued),
             "running": bool(running),
             "usage": usage,
+            "cost": cost_text(get("cost_usd"), get("unpriced_responses") or 0),
         }
 
     # --- the browser's requests (kernel main thread) ------------------------------------------

@@ -250,7 +250,11 @@ class AgentRun:
             self._add([response])
             self.emit(
                 ev.TurnEnd(
-                    turn=self.turn, turn_id=f"t{self.turn}", stop_reason=response.stop_reason, usage=response.usage
+                    turn=self.turn,
+                    turn_id=f"t{self.turn}",
+                    stop_reason=response.stop_reason,
+                    usage=response.usage,
+                    model=response.model,
                 )
             )
             calls = response.tool_calls

@@ -11,9 +11,9 @@ import os
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.providers.model import Model
+from flue_nb.runtime.providers.model import Model, Price
 
-__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "check_model_request", "resolve_model"]
+__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "check_model_request", "price_of", "resolve_model"]
 
 ALLOW_MODEL_REQUESTS_ENV = "FLUE_ALLOW_MODEL_REQUESTS"
 """Set to `0` (the test suite does) and providers refuse any host but loopback, so no test can
@@ -46,6 +46,13 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
             )
         return spec
     raise ConfigError(f"Cannot use {spec!r} as a model; expected {_ACCEPTED}.", spec=repr(spec))
+
+
+def price_of(model_id: str) -> Price | None:
+    """The list prices of `model_id` when flue_nb knows them (see `model.PRICES_AS_OF`), else None."""
+    from flue_nb.runtime.providers._models import model_info
+
+    return model_info(model_id).price
 
 
 def check_model_request(host: str, *, provider: str) -> None:

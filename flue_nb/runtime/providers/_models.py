@@ -1,15 +1,21 @@
-"""Context window and output limits of known Anthropic model ids.
+"""Context window, output limits and list prices of known Anthropic model ids.
 
-The runtime budgets compaction from these numbers (contract 13.1), so a wrong guess only moves
+The runtime budgets compaction from the limits (contract 13.1), so a wrong guess only moves
 the compaction threshold; overflow recovery (contract 13.5) still catches a window we overrate.
-Dated ids (`claude-sonnet-4-5-20250929`) and `-latest` aliases match their family by prefix.
+The prices make the cost estimates of a cell and of `%flue status`: list prices of the day in
+`PRICES_AS_OF`, so an estimate, never a bill (discounts, batch, regional and fast-mode pricing
+are not modelled). Dated ids (`claude-sonnet-4-5-20250929`) and `-latest` aliases match their
+family by prefix.
 """
 
 from __future__ import annotations
 
-from flue_nb.runtime.providers.model import ModelInfo
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_OUTPUT_TOKENS", "model_info"]
+from flue_nb.runtime.providers.model import PRICES_AS_OF, ModelInfo, Price
+
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_OUTPUT_TOKENS", "PRICES_AS_OF", "model_info"]
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 """Window assumed for an id the table does not know (every Claude model has at least this)."""
@@ -48,7 +54,38 @@ _TABLE: tuple[tuple[str, int, int], ...] = (
     ("claude-3-haiku", 200_000, 4_096),
 )
 
-_BY_LENGTH = sorted(_TABLE, key=lambda row: len(row[0]), reverse=True)
+
+def _price(inp: float, out: float, read: float, *, long_prompt: tuple[int, Price] | None = None) -> Price:
+    # A 5-minute cache write costs 1.25x the input rate on every model.
+    return Price(inp, out, inp * 1.25, read, long_prompt)
+
+
+# (prefix, price), USD per million tokens; longest prefix wins as above. Models not listed get
+# no price (their cost is shown as unknown rather than guessed).
+_PRICES: tuple[tuple[str, Price], ...] = (
+    ("claude-fable-5-1", _price(10, 50, 0.25)),
+    ("claude-mythos-5-1", _price(10, 50, 0.25)),
+    ("claude-fable-5", _price(10, 50, 1.00)),
+    ("claude-mythos-5", _price(10, 50, 1.00)),
+    ("claude-opus-5-5", _price(4, 20, 0.20)),
+    ("claude-opus-5", _price(5, 25, 0.50)),
+    ("claude-sonnet-5-5", _price(2, 10, 0.10)),
+    ("claude-sonnet-5", _price(2, 10, 0.20)),
+    ("claude-haiku-5-5", _price(0.10, 0.50, 0.01, long_prompt=(100_000, _price(0.50, 2.50, 0.05)))),
+    ("claude-opus-4-8", _price(5, 25, 0.50)),
+    ("claude-opus-4-7", _price(5, 25, 0.50)),
+    ("claude-opus-4-6", _price(5, 25, 0.50)),
+    ("claude-opus-4-5", _price(5, 25, 0.50)),
+    ("claude-opus-4-1", _price(15, 75, 1.50)),
+    ("claude-opus-4", _price(15, 75, 1.50)),
+    ("claude-sonnet-4", _price(3, 15, 0.30)),
+    ("claude-haiku-4-5", _price(1, 5, 0.10)),
+    ("claude-3-7-sonnet", _price(3, 15, 0.30)),
+    ("claude-3-5-sonnet", _price(3, 15, 0.30)),
+    ("claude-3-5-haiku", _price(0.80, 4, 0.08)),
+    ("claude-3-opus", _price(15, 75, 1.50)),
+    ("claude-3-haiku", _price(0.25, 1.25, 0.03)),
+)
 
 
 def _matches(model_id: str, prefix: str) -> bool:
@@ -56,14 +93,16 @@ def _matches(model_id: str, prefix: str) -> bool:
     return model_id == prefix or model_id.startswith(prefix + "-")
 
 
-def model_info(model_id: str) -> ModelInfo:
-    """Limits of `model_id`, falling back to 200,000 / 32,000 for ids the table lacks."""
+def _longest_match(rows: Sequence[tuple[Any, ...]], model_id: str) -> Any:
     key = model_id.strip().lower()
-    for prefix, window, max_out in _BY_LENGTH:
-        if _matches(key, prefix):
-            return ModelInfo(id=model_id, context_window=window, max_output_tokens=max_out)
+    best = max((row for row in rows if _matches(key, row[0])), key=lambda row: len(row[0]), default=None)
+    return best[1:] if best is not None else None
+
+
+def model_info(model_id: str) -> ModelInfo:
+    """Limits (200,000 / 32,000 for ids the table lacks) and, when known, list prices of `model_id`."""
+    limits = _longest_match(_TABLE, model_id) or (DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS)
+    price = _longest_match(_PRICES, model_id)
     return ModelInfo(
-        id=model_id,
-        context_window=DEFAULT_CONTEXT_WINDOW,
-        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
+        id=model_id, context_window=limits[0], max_output_tokens=limits[1], price=price[0] if price else None
     )

@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from flue_nb.runtime.messages import AssistantMessage, ImagePart, Message, message_images
+from flue_nb.runtime.messages import AssistantMessage, ImagePart, Message, Usage, message_images
 
 __all__ = [
     "Model",
     "ModelInfo",
     "ModelRequest",
+    "PRICES_AS_OF",
+    "Price",
     "ResponseDone",
     "StreamEvent",
     "TextDelta",
@@ -26,13 +28,44 @@ __all__ = [
 ]
 
 
+PRICES_AS_OF = "2026-11-30"
+"""The day the known models' list prices were checked against Anthropic's pricing pages."""
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """List prices of a model in USD per million tokens."""
+
+    input: float
+    output: float
+    cache_write: float
+    """A 5-minute cache write, what the provider's `ephemeral` breakpoints buy."""
+    cache_read: float
+    long_prompt: tuple[int, Price] | None = None
+    """(N, rates): a call whose prompt (input and cache tokens) exceeds N tokens pays these
+    rates on every token, output included (Claude Haiku 5.5 is priced so)."""
+
+    def cost(self, usage: Usage) -> float:
+        """What one call with this usage costs, in USD."""
+        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        rates = self.long_prompt[1] if self.long_prompt is not None and prompt > self.long_prompt[0] else self
+        return (
+            usage.input_tokens * rates.input
+            + usage.output_tokens * rates.output
+            + usage.cache_write_tokens * rates.cache_write
+            + usage.cache_read_tokens * rates.cache_read
+        ) / 1_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    """What the runtime needs to know about a model to budget its context."""
+    """What the runtime needs to know about a model to budget its context (and, if known, its cost)."""
 
     id: str
     context_window: int = 200_000
     max_output_tokens: int = 32_000
+    price: Price | None = None
+    """List prices, when the model is one whose prices flue_nb knows; None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
