@@ -164,7 +164,9 @@ def test_status_says_the_cost_when_a_priced_model_answered():
     from flue_nb.runtime.session import SessionStatus
 
     def status(cost, unpriced):
-        return SessionStatus("c", "a", "m", (), (), None, False, False, None, 10, 100, None, Usage(), {}, cost, unpriced)
+        return SessionStatus(
+            "c", "a", "m", (), (), None, False, False, None, 10, 100, None, Usage(), {}, cost, unpriced
+        )
 
     lines = status_view(status(0.0123, 2), store="s").plain.split("\n")
     assert lines[-2].startswith("cost: ≈ $0.0123 at list prices of 20")
