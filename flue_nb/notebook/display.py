@@ -97,11 +97,13 @@ class _Line:
         return self.chunks[0] if self.chunks else ""
 
 
-def cost_text(cost_usd: float | None, unpriced: int = 0) -> str:
+def cost_text(cost_usd: float | None, unpriced: int = 0, *, short: bool = False) -> str:
     """An estimate at list prices, said as one (`≈ $0.0123 at list prices of ...`), or ""."""
     if cost_usd is None:
         return ""  # no response of a priced model (offline ones have no price): nothing to say
     amount = f"${cost_usd:.4f}" if cost_usd < 1 else f"${cost_usd:,.2f}"
+    if short:
+        return f"≈ {amount}"
     more = f", {unpriced} response{'s' if unpriced != 1 else ''} of unpriced models not counted" if unpriced else ""
     return f"≈ {amount} at list prices of {PRICES_AS_OF}{more}"
 

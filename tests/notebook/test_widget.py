@@ -72,7 +72,8 @@ def test_the_gauge_says_what_the_conversation_cost_at_list_prices(tmp_path: Path
     w = ChatWidget(session)
     session.prompt("hi")
     w.flush()
-    assert w.status["cost"].startswith("≈ $0.0040 at list prices of ")
+    assert w.status["cost"] == "≈ $0.0040"  # the explanation is the tooltip
+    assert w.status["cost_note"].startswith("≈ $0.0040 at list prices of ")
 
 
 def test_streaming_is_batched_and_the_final_text_is_identical(tmp_path: Path) -> None:

@@ -241,7 +241,8 @@ class ChatWidget(anywidget.AnyWidget):
             "queued": len(queued),
             "running": bool(running),
             "usage": usage,
-            "cost": cost_text(get("cost_usd"), get("unpriced_responses") or 0),
+            "cost": cost_text(get("cost_usd"), short=True),
+            "cost_note": cost_text(get("cost_usd"), get("unpriced_responses") or 0),
         }
 
     # --- the browser's requests (kernel main thread) ------------------------------------------
