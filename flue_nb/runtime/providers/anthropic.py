@@ -90,14 +90,18 @@ _SDK_MODULE = "flue_nb.runtime.providers._anthropic_sdk"
 _USER_AGENT = "flue-nb (anthropic-http)"
 
 _TLS: list[Any] = []
+_TLS_LOCK = threading.Lock()
 _SDK_LOADER: list[threading.Thread] = []
 
 
 def _tls_context() -> Any:
     """One TLS context for every client of this process (what httpx2 would build for each)."""
-    if not _TLS:
-        _TLS.append(httpx2.create_ssl_context())
-    return _TLS[0]
+    # Locked: a first cell that arrives while the warm-up thread is reading the CA bundle waits
+    # for that context instead of reading the bundle a second time beside it.
+    with _TLS_LOCK:
+        if not _TLS:
+            _TLS.append(httpx2.create_ssl_context())
+        return _TLS[0]
 
 
 def sdk_loaded() -> bool:
