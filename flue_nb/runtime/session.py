@@ -23,7 +23,7 @@ from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_fr
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.providers._models import model_info
-from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState
+from flue_nb.runtime.store import Outcome, RecordKind, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
 
 __all__ = [
@@ -107,8 +107,8 @@ class SessionStatus:
     outcomes: dict[str, int]
     """Submissions by outcome (settled) or state (not yet), e.g. {"completed": 3, "queued": 1}."""
     cost_usd: float | None = None
-    """Estimated cost at list prices (`PRICES_AS_OF`) of the responses whose model has a known
-    price; None when none has."""
+    """Estimated cost at list prices (`PRICES_AS_OF`) of the responses (subagents' included)
+    whose model has a known price; None when none has."""
     unpriced_responses: int = 0
     """Responses from models without a known price (offline ones, say): not in `cost_usd`."""
 
@@ -136,6 +136,23 @@ class _Tally:
     agent: str | None = None
     cost_usd: float | None = None
     unpriced: int = 0
+
+    def charge(self, m: AssistantMessage) -> None:
+        """Add what one response cost at list prices (or count it as unpriced)."""
+        price = model_info(m.model).price if m.model else None
+        if price is None or m.usage is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd = (self.cost_usd or 0.0) + price.cost(m.usage)
+
+
+def _step_response(data: dict[str, Any]) -> AssistantMessage | None:
+    # Step names of a `task` call: `message:NNNNNN`, nested as `step:<call id>:message:NNNNNN`.
+    name, value = str(data.get("name") or ""), data.get("value")
+    if name.split(":")[-2:-1] != ["message"] or not isinstance(value, dict) or value.get("kind") != "assistant":
+        return None
+    m = message_from_dict(value)
+    return m if isinstance(m, AssistantMessage) else None
 
 
 class StoredConversation:
@@ -193,11 +210,16 @@ class StoredConversation:
         # turn 10 and at turn 3,000 (it re-read and parsed the whole history before).
         with self._tally_lock:
             t = self._tally
-            for r in self.store.records(self.conversation_id, after_seq=t.seq, kinds=["message", "event"]):
+            kinds: list[RecordKind] = ["message", "event", "step"]
+            for r in self.store.records(self.conversation_id, after_seq=t.seq, kinds=kinds):
                 t.seq = max(t.seq, r.seq)
                 if r.kind == "event":
                     if "attempt" in r.data:
                         t.agent = str(r.data.get("agent"))
+                elif r.kind == "step":
+                    # A subagent's response, kept as a step of its `task` call: it is in the bill.
+                    if (child := _step_response(r.data)) is not None and child.usage is not None:
+                        t.charge(child)
                 elif r.data.get("kind") == "assistant":
                     m = message_from_dict(r.data)
                     if isinstance(m, AssistantMessage):
@@ -205,11 +227,7 @@ class StoredConversation:
                         t.used_tokens = m.usage.total if m.usage is not None else None
                         if m.usage is not None:
                             t.usage = t.usage + m.usage
-                            price = model_info(m.model).price if m.model else None
-                            if price is None:
-                                t.unpriced += 1
-                            else:
-                                t.cost_usd = (t.cost_usd or 0.0) + price.cost(m.usage)
+                            t.charge(m)
             return dataclasses.replace(t)
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:

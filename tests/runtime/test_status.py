@@ -67,3 +67,28 @@ def test_status_estimates_the_cost_of_priced_responses_and_counts_the_rest(tmp_p
     offline = session(make_agent(ScriptedModel([reply("x", usage=(5, 5))])), db=str(tmp_path / "o.sqlite"))
     offline.prompt("a")
     assert (offline.status().cost_usd, offline.status().unpriced_responses) == (None, 1)
+
+
+def test_status_cost_counts_a_subagents_responses_too(tmp_path) -> None:
+    from flue_nb.models import tool_call
+    from flue_nb.runtime.agent import define_subagent
+
+    child_model = ScriptedModel([reply("from the child", usage=(1000, 100))], id="claude-haiku-4-5")
+
+    @flue.agent
+    def child():
+        flue.use_model(child_model)
+        return "child"
+
+    parent = ScriptedModel(
+        [reply("", tool_call("task", prompt="hi", agent="kid"), usage=(100, 10)), reply("done", usage=(200, 20))],
+        id="claude-sonnet-4-6",
+    )
+    sub = define_subagent("kid", "kid", agent=child)
+    s = session(make_agent(parent, extra=lambda: flue.use_subagent(sub)), db=str(tmp_path / "s.sqlite"))
+    assert s.prompt("go") == "done"
+    own = (300 * 3 + 30 * 15) / 1_000_000
+    kid = (1000 * 1 + 100 * 5) / 1_000_000
+    st = s.status()
+    assert st.cost_usd == pytest.approx(own + kid)
+    assert st.usage == Usage(300, 30)  # the conversation's own responses: the window's tokens
