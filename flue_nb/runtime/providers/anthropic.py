@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
@@ -129,6 +129,10 @@ def _load_sdk_in_background() -> None:
     thread.start()
 
 
+_Translate = Callable[[Exception, str], "ProviderError | None"]
+"""Classifies one transport library's own exceptions (`_anthropic_sdk.translate`)."""
+
+
 class _Transport(Protocol):
     @property
     def host(self) -> str: ...
@@ -189,7 +193,7 @@ class AnthropicModel:
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r})"
 
-    def _transport(self) -> tuple[_Transport, Any]:
+    def _transport(self) -> tuple[_Transport, _Translate | None]:
         """The transport for one call and its SDK-error translator (None for plain httpx2).
 
         A transport per call unless a client was injected: a client's connection pool is bound
@@ -500,7 +504,7 @@ _KIND_BY_ERROR_TYPE: dict[str, ProviderErrorKind] = {
 
 
 @contextlib.contextmanager
-def _translate_errors(model_id: str, translate: Any = None) -> Iterator[None]:
+def _translate_errors(model_id: str, translate: _Translate | None = None) -> Iterator[None]:
     """Re-raise transport exceptions as classified `ProviderError`s, `from` the original.
 
     `translate` classifies the SDK's own exception types (`_anthropic_sdk.translate`).
