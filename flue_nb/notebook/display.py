@@ -30,7 +30,7 @@ from flue_nb.runtime.events import (
     ToolStart,
     TurnEnd,
 )
-from flue_nb.runtime.providers import price_of
+from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.providers.model import PRICES_AS_OF
 
 __all__ = ["CellView", "Status", "TextView", "summarize_call"]
@@ -120,10 +120,8 @@ class CellView:
     error: str = ""
     lines: list[_Line] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=dict)
-    cost_usd: float | None = None
-    """Estimated list-price cost of this cell's responses (its subagents' included) whose model
-    has a known price."""
-    unpriced: int = 0
+    spend: Spend = field(default_factory=Spend)
+    """What this cell's responses (its subagents' included) cost at list prices."""
     notes: dict[str, Any] = field(default_factory=dict)
     reply: str | None = None
     """The final answer of a completed submission (`_.reply` after a blocking cell)."""
@@ -267,11 +265,7 @@ class CellView:
                                        ("output", usage.output_tokens), ("cache_read", usage.cache_read_tokens),
                                        ("cache_write", usage.cache_write_tokens)):  # fmt: skip
                         self.tokens[key] = self.tokens.get(key, 0) + value
-                price = price_of(model) if model else None
-                if price is None:
-                    self.unpriced += 1
-                else:
-                    self.cost_usd = (self.cost_usd or 0.0) + price.cost(usage)
+                self.spend.add(model, usage)
                 return False
             case Log(kind="retry", message=message):
                 self.lines.append(_Line("note", f"· {message}"))
@@ -353,8 +347,8 @@ class CellView:
                 "agent": self.agent,
                 "status": self.status,
                 "tokens": dict(self.tokens),
-                "cost_usd": round(self.cost_usd, 6) if self.cost_usd is not None else None,
-                "cost": cost_text(self.cost_usd, self.unpriced),
+                "cost_usd": round(self.spend.usd, 6) if self.spend.usd is not None else None,
+                "cost": cost_text(self.spend.usd, self.spend.unpriced),
                 "tools": trace,
                 **self.notes,
             }

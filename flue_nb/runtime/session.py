@@ -22,7 +22,7 @@ from flue_nb.runtime.core.owner import provably_dead
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
-from flue_nb.runtime.providers._models import model_info
+from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.store import Outcome, RecordKind, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
 
@@ -134,16 +134,7 @@ class _Tally:
     model: str | None = None
     used_tokens: int | None = None
     agent: str | None = None
-    cost_usd: float | None = None
-    unpriced: int = 0
-
-    def charge(self, m: AssistantMessage) -> None:
-        """Add what one response cost at list prices (or count it as unpriced)."""
-        price = model_info(m.model).price if m.model else None
-        if price is None or m.usage is None:
-            self.unpriced += 1
-        else:
-            self.cost_usd = (self.cost_usd or 0.0) + price.cost(m.usage)
+    spend: Spend = field(default_factory=Spend)
 
 
 def _step_response(data: dict[str, Any]) -> AssistantMessage | None:
@@ -219,7 +210,7 @@ class StoredConversation:
                 elif r.kind == "step":
                     # A subagent's response, kept as a step of its `task` call: it is in the bill.
                     if (child := _step_response(r.data)) is not None and child.usage is not None:
-                        t.charge(child)
+                        t.spend.add(child.model, child.usage)
                 elif r.data.get("kind") == "assistant":
                     m = message_from_dict(r.data)
                     if isinstance(m, AssistantMessage):
@@ -227,8 +218,8 @@ class StoredConversation:
                         t.used_tokens = m.usage.total if m.usage is not None else None
                         if m.usage is not None:
                             t.usage = t.usage + m.usage
-                            t.charge(m)
-            return dataclasses.replace(t)
+                            t.spend.add(m.model, m.usage)
+            return dataclasses.replace(t, spend=dataclasses.replace(t.spend))
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
         records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
@@ -284,8 +275,8 @@ class StoredConversation:
             compaction_threshold=threshold,
             usage=tally.usage,
             outcomes=outcomes,
-            cost_usd=tally.cost_usd,
-            unpriced_responses=tally.unpriced,
+            cost_usd=tally.spend.usd,
+            unpriced_responses=tally.spend.unpriced,
         )
 
 

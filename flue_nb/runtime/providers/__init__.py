@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.messages import Usage
 from flue_nb.runtime.providers.model import Model, Price
 
-__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "check_model_request", "price_of", "resolve_model"]
+__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "Spend", "check_model_request", "price_of", "resolve_model"]
 
 ALLOW_MODEL_REQUESTS_ENV = "FLUE_ALLOW_MODEL_REQUESTS"
 """Set to `0` (the test suite does) and providers refuse any host but loopback, so no test can
@@ -53,6 +55,23 @@ def price_of(model_id: str) -> Price | None:
     from flue_nb.runtime.providers._models import model_info
 
     return model_info(model_id).price
+
+
+@dataclass
+class Spend:
+    """What responses cost at list prices, and how many came from models without a known price."""
+
+    usd: float | None = None
+    """None until a response of a priced model is added."""
+    unpriced: int = 0
+
+    def add(self, model_id: str | None, usage: Usage) -> None:
+        """Count one response of `model_id` that used `usage`."""
+        price = price_of(model_id) if model_id else None
+        if price is None:
+            self.unpriced += 1
+        else:
+            self.usd = (self.usd or 0.0) + price.cost(usage)
 
 
 def check_model_request(host: str, *, provider: str) -> None:
