@@ -112,7 +112,10 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
         "endless = ScriptedModel([' '.join(f'e{i}' for i in range(2000))], delay=0.01)\n"
         "%config FlueMagics.db = ':memory:'"
     )
-    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go", "import time; time.sleep(1)")
+    # The next cell waits until the model was asked (a fresh clone's first cell also compiles the
+    # package, which took more than a fixed 1 s once), then gives the failure 1 s to show.
+    wait = "import time\nfor _ in range(300):\n    if bad.requests:\n        break\n    time.sleep(0.05)\ntime.sleep(1)"
+    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go", wait)
     result = _cli(["run", str(nb)], tmp_path)
     assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr
     nb = _notebook(tmp_path / "bgopen.ipynb", setup, "%flue -c other -m endless --background go")
