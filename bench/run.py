@@ -4,7 +4,7 @@ These are measurements on a shared, noisy machine, not timed tests: each figure 
 a ratio of medians) taken in this one run; nothing here fails a build. Details (the loop
 profile, the raw outputs of the reused scripts) are printed before the table.
 
-    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,store,memory,bigfiles]
+    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images]
 
 `make bench` runs it in full (about 3-5 minutes on 2 cores).
 """
@@ -135,6 +135,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("startup", "start-up", _module("startup")),
     ("first", "first %%flue cell of a fresh kernel", _module("first_cell")),
     ("stream", "streaming %%flue", _module("streaming")),
+    ("status", "status() as a conversation grows", _module("status_cost")),
     ("store", "store throughput", store),
     ("memory", "memory of a 1,000-turn conversation", _module("memory")),
     ("bigfiles", "memory of a 1 GiB edit and a 20 MiB write", _module("big_files")),

@@ -135,6 +135,8 @@ class _Tally:
     used_tokens: int | None = None
     agent: str | None = None
     spend: Spend = field(default_factory=Spend)
+    settled: dict[str, int] = field(default_factory=dict)
+    """Settled submissions by outcome, from their settlement records (one each, contract 10.4)."""
 
 
 def _step_response(data: dict[str, Any]) -> AssistantMessage | None:
@@ -201,12 +203,15 @@ class StoredConversation:
         # turn 10 and at turn 3,000 (it re-read and parsed the whole history before).
         with self._tally_lock:
             t = self._tally
-            kinds: list[RecordKind] = ["message", "event", "step"]
+            kinds: list[RecordKind] = ["message", "event", "step", "settlement"]
             for r in self.store.records(self.conversation_id, after_seq=t.seq, kinds=kinds):
                 t.seq = max(t.seq, r.seq)
                 if r.kind == "event":
                     if "attempt" in r.data:
                         t.agent = str(r.data.get("agent"))
+                elif r.kind == "settlement":
+                    outcome = str(r.data.get("outcome"))
+                    t.settled[outcome] = t.settled.get(outcome, 0) + 1
                 elif r.kind == "step":
                     # A subagent's response, kept as a step of its `task` call: it is in the bill.
                     if (child := _step_response(r.data)) is not None and child.usage is not None:
@@ -219,7 +224,7 @@ class StoredConversation:
                         if m.usage is not None:
                             t.usage = t.usage + m.usage
                             t.spend.add(m.model, m.usage)
-            return dataclasses.replace(t, spend=dataclasses.replace(t.spend))
+            return dataclasses.replace(t, spend=dataclasses.replace(t.spend), settled=dict(t.settled))
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
         records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
@@ -247,7 +252,9 @@ class StoredConversation:
         """Where the conversation stands; `live` is this process's run of it, when there is one."""
         tally = self._folded()
         unsettled = self.store.submissions(self.conversation_id, unsettled=True)
-        outcomes = self.store.outcome_counts(self.conversation_id)
+        outcomes = dict(tally.settled)
+        for sub in unsettled:
+            outcomes[sub.state.value] = outcomes.get(sub.state.value, 0) + 1
         lease = self.lease()
         used, model = tally.used_tokens, tally.model
         window = threshold = None

@@ -34,6 +34,12 @@ def test_status_sums_usage_names_the_last_model_and_counts_outcomes(tmp_path) ->
     # Read from the store alone, by a reader that never saw the run: the last response's count.
     cold = open_conversation(s.conversation_id, db=str(tmp_path / "s.sqlite")).status()
     assert (cold.usage, cold.used_tokens, cold.outcomes, cold.agent) == (st.usage, 270, st.outcomes, "test_agent")
+    # Outcomes come from settlement records; what has not settled is counted by its state.
+    reader = open_conversation(s.conversation_id, db=str(tmp_path / "s.sqlite"))
+    reader.status()
+    reader.store.admit(s.conversation_id, "later", submission_id="waiting", now=1.0)
+    later = reader.status()
+    assert later.outcomes == {"completed": 2, "failed": 1, "queued": 1} and later.queued == ("waiting",)
 
 
 def test_status_reads_only_the_records_appended_since_it_last_looked(tmp_path) -> None:

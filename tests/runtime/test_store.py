@@ -304,19 +304,6 @@ def test_admitting_the_same_submission_again_duplicates_nothing(store: SQLiteSto
         store.admit("c", "different", submission_id="s1", now=3.0)
 
 
-def test_outcome_counts_count_settled_submissions_by_outcome_and_the_rest_by_state(store: SQLiteStore) -> None:
-    assert store.outcome_counts("c") == {}
-    for i in range(5):
-        store.admit("c", f"m{i}", submission_id=f"s{i}", now=float(i))
-    store.admit("other", "x", submission_id="o1", now=9.0)
-    store.settle("s0", Outcome.COMPLETED, result="done", now=5.0)
-    store.settle("s1", Outcome.COMPLETED, result="done", now=5.0)
-    store.settle("s2", Outcome.ABORTED, now=6.0)
-    store.update_submission("s3", state=SubmissionState.RUNNING)
-    assert store.outcome_counts("c") == {"completed": 2, "aborted": 1, "running": 1, "queued": 1}
-    assert store.outcome_counts("other") == {"queued": 1}
-
-
 def test_submissions_unsettled_excludes_settled(store: SQLiteStore) -> None:
     for i in range(3):
         store.admit("c", f"m{i}", submission_id=f"s{i}", now=float(i))

@@ -165,10 +165,6 @@ class Store(Protocol):
         """The conversation's submissions in admission order."""
         ...
 
-    def outcome_counts(self, conversation_id: str) -> dict[str, int]:
-        """How many submissions ended each way (`completed`, ...) or wait in each unsettled state."""
-        ...
-
     def update_submission(
         self,
         submission_id: str,

@@ -289,12 +289,6 @@ class PostgresStore:
         rows = self._call(lambda conn: conn.execute(sql + " ORDER BY seq", params).fetchall())
         return [self._submission(row) for row in rows]
 
-    def outcome_counts(self, conversation_id: str) -> dict[str, int]:
-        """How many submissions ended each way (`completed`, ...) or wait in each unsettled state."""
-        sql = "SELECT COALESCE(outcome, state), count(*) FROM submissions WHERE conversation_id = %s GROUP BY 1"
-        rows = self._call(lambda conn: conn.execute(sql, (self._key(conversation_id),)).fetchall())
-        return {str(key): int(n) for key, n in rows}
-
     def update_submission(
         self,
         submission_id: str,

@@ -313,12 +313,6 @@ class SQLiteStore:
             rows = conn.execute(sql + " ORDER BY seq", params).fetchall()
         return [submission_from_row(row) for row in rows]
 
-    def outcome_counts(self, conversation_id: str) -> dict[str, int]:
-        """How many submissions ended each way (`completed`, ...) or wait in each unsettled state."""
-        sql = "SELECT COALESCE(outcome, state), count(*) FROM submissions WHERE conversation_id = ? GROUP BY 1"
-        with self._tx("DEFERRED") as conn:
-            return {str(key): int(n) for key, n in conn.execute(sql, (conversation_id,)).fetchall()}
-
     def update_submission(
         self,
         submission_id: str,
