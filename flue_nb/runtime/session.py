@@ -231,10 +231,6 @@ class StoredConversation:
         out = [message_from_dict(r.data) for r in records if r.data.get("kind") == "assistant"]
         return [m for m in out if isinstance(m, AssistantMessage)]
 
-    def last_agent(self) -> str | None:
-        """The agent the last attempt ran with, as recorded."""
-        return self._folded().agent
-
     def abort(self) -> list[str]:
         """Record an abort intent on every unsettled submission (its owner stops it)."""
         return self.store.request_abort(self.conversation_id)

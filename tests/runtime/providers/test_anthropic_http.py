@@ -7,6 +7,7 @@ test through the SDK and over plain httpx2 (conftest.transport).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -73,7 +74,7 @@ def _in_fresh_python(script: str, server: AnthropicServer, **env: str) -> None:
             asyncio.run(go())
         """
     ) + textwrap.dedent(script)
-    full_env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("ANTHROPIC_")}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     full_env.pop("FLUE_ANTHROPIC_TRANSPORT", None)
     full_env.update(env)
     done = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=120)
