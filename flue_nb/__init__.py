@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "define_subagent": "flue_nb.runtime.agent",
     "define_tool": "flue_nb.runtime.tools.tool",
     "init": "flue_nb.runtime.session",
-    "kernel": "flue_nb.notebook.kernel_sandbox",
+    "kernel": "flue_nb.notebook.kernel.sandbox",
     "local": "flue_nb.runtime.sandbox.local",
     "tool": "flue_nb.runtime.tools.tool",
     "use_instruction": "flue_nb.runtime.agent.hooks",
@@ -79,21 +79,21 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext flue_nb`: register the `%flue` magics (imported only now)."""
-    from flue_nb.notebook.magics import load_ipython_extension as load
+    from flue_nb.notebook.magics.flue import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """`%unload_ext flue_nb`."""
-    from flue_nb.notebook.magics import unload_ipython_extension as unload
+    from flue_nb.notebook.magics.flue import unload_ipython_extension as unload
 
     unload(ipython)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported lazily)
     from flue_nb.notebook.chat import chat
-    from flue_nb.notebook.kernel_sandbox import kernel
+    from flue_nb.notebook.kernel.sandbox import kernel
     from flue_nb.runtime.agent import AgentDef, agent, define_subagent
     from flue_nb.runtime.agent.hooks import (
         use_instruction,

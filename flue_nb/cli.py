@@ -169,7 +169,7 @@ def history(db: str | None, conversation: str | None) -> str:
         subs = store.submissions(conversation)
         if not subs:
             raise SystemExit(f"flue-nb history: no conversation {conversation!r} in {label}")
-        from flue_nb.notebook._commands import history_with_outcomes
+        from flue_nb.notebook.magics._commands import history_with_outcomes
 
         lines = [f"conversation {conversation} in {label}", ""]
         for n, sub in enumerate(subs, 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from flue_nb.notebook.kernel_sandbox import kernel
+from flue_nb.notebook.kernel.sandbox import kernel
 from flue_nb.runtime.agent import AgentDef, agent
 from flue_nb.runtime.agent.hooks import use_model, use_sandbox
 from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError

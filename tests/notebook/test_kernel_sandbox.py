@@ -11,7 +11,7 @@ from typing import Any
 import IPython
 import pytest
 
-from flue_nb.notebook.kernel_sandbox import KernelSandbox, kernel
+from flue_nb.notebook.kernel.sandbox import KernelSandbox, kernel
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools.approval import ApprovalRequest

@@ -7,7 +7,7 @@ import time
 import pytest
 from kernel_helpers import Kernel
 
-from flue_nb.notebook.magics import default_conversation_id, split_line
+from flue_nb.notebook.magics.flue import default_conversation_id, split_line
 from tests.anthropic_server import AnthropicServer, stream, text
 
 pytestmark = pytest.mark.kernel

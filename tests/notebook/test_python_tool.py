@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flue_nb.notebook.python_tool import FlueResults, python_tool
+from flue_nb.notebook.kernel.python_tool import FlueResults, python_tool
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 

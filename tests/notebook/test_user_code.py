@@ -22,7 +22,7 @@ from agents import make_agent, session  # noqa: E402
 
 import flue_nb as flue  # noqa: E402
 from flue_nb.models import ScriptedModel, reply, tool_call  # noqa: E402
-from flue_nb.notebook.kernel_sandbox import kernel  # noqa: E402
+from flue_nb.notebook.kernel.sandbox import kernel  # noqa: E402
 from flue_nb.runtime.coordinator import coordinator  # noqa: E402
 from flue_nb.runtime.messages import ToolResultMessage  # noqa: E402
 from flue_nb.runtime.store import Outcome, SubmissionState  # noqa: E402

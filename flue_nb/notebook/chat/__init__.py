@@ -38,8 +38,8 @@ def chat(
     """
     if not available():
         raise ImportError("the chat widget needs the `widget` extra: pip install 'flue_nb[widget]'")
-    from flue_nb.notebook._line import default_conversation_id
     from flue_nb.notebook.chat.widget import ChatWidget
+    from flue_nb.notebook.magics._line import default_conversation_id
     from flue_nb.runtime.session import init
 
     label = ""

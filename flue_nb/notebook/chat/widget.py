@@ -27,7 +27,7 @@ import anywidget
 import traitlets
 
 from flue_nb.notebook.chat._fold import ChatFold
-from flue_nb.notebook.display import cost_text
+from flue_nb.notebook.view.transcript import cost_text
 from flue_nb.runtime.events import Event
 
 __all__ = ["RATE", "ChatWidget"]

@@ -24,14 +24,14 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from flue_nb.notebook._commands import (
+from flue_nb.notebook.magics._commands import (
     compact,
     help_view,
     history_with_outcomes,
     mcp_view,
     store_command,
 )
-from flue_nb.notebook._line import (
+from flue_nb.notebook.magics._line import (
     SUBCOMMANDS,
     FlueCellError,
     default_conversation_id,
@@ -393,7 +393,7 @@ class FlueMagics(Magics):
                 self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
-        from flue_nb.notebook._run import run_message
+        from flue_nb.notebook.magics._run import run_message
 
         run_message(
             session,
@@ -458,7 +458,7 @@ class FlueMagics(Magics):
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         from flue_nb.notebook.chat._frontend import WithWidget
         from flue_nb.notebook.chat.widget import ChatWidget
-        from flue_nb.notebook.history import history_view
+        from flue_nb.notebook.view.history import history_view
 
         chat = ChatWidget(session, model=label)
         # Where widgets don't render (nbconvert, a terminal), the history shows as text.
@@ -499,7 +499,7 @@ class FlueMagics(Magics):
         if name == "history":
             display(history_with_outcomes(session))
         elif name == "status":
-            from flue_nb.notebook.history import status_view
+            from flue_nb.notebook.view.history import status_view
 
             chosen = args.agent or self._chosen(self._conversation(args), self._db(args))
             label = "" if chosen else self._model_setting(args)
@@ -570,7 +570,7 @@ def load_ipython_extension(ipython: Any) -> None:
     transforms = ipython.input_transformer_manager.line_transforms
     if protect_line_magic not in transforms:
         transforms.append(protect_line_magic)
-    from flue_nb.notebook._warm import warm_up
+    from flue_nb.notebook.magics._warm import warm_up
 
     magics = ipython.magics_manager.registry.get("FlueMagics")
     warm_up(getattr(magics, "model", "") or "")  # the first cell's imports, off the main path

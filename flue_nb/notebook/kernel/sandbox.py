@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from flue_nb.notebook.python_tool import Runner, python_tool
+from flue_nb.notebook.kernel.python_tool import Runner, python_tool
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import standard_tools

@@ -21,7 +21,7 @@ import threading
 __all__ = ["warm_up"]
 
 # The notebook modules a `%flue` cell imports, before the runtime's own (flue_nb.runtime.warm).
-_NOTEBOOK = ("flue_nb.notebook.assistant", "flue_nb.notebook._run")
+_NOTEBOOK = ("flue_nb.notebook.assistant", "flue_nb.notebook.magics._run")
 _started: list[threading.Thread] = []
 
 

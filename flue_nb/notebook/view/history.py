@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flue_nb.notebook.display import TextView, cost_text, summarize_call
+from flue_nb.notebook.view.transcript import TextView, cost_text, summarize_call
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flue_nb.notebook.display import CellView
+from flue_nb.notebook.view.transcript import CellView
 from flue_nb.runtime.events import Event
 
 __all__ = ["BLANK", "LiveOutput", "handle_publisher"]

@@ -17,9 +17,9 @@ from typing import Any
 
 from IPython.display import display
 
-from flue_nb.notebook._line import FlueCellError
-from flue_nb.notebook._live import BLANK, LiveOutput, handle_publisher
-from flue_nb.notebook.display import CellView
+from flue_nb.notebook.magics._line import FlueCellError
+from flue_nb.notebook.magics._live import BLANK, LiveOutput, handle_publisher
+from flue_nb.notebook.view.transcript import CellView
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 from flue_nb.runtime.events import ErrorInfo

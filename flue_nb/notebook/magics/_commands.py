@@ -11,8 +11,8 @@ from typing import Any
 
 from IPython.display import display
 
-from flue_nb.notebook._line import FlueCellError
-from flue_nb.notebook.display import TextView
+from flue_nb.notebook.magics._line import FlueCellError
+from flue_nb.notebook.view.transcript import TextView
 
 __all__ = ["compact", "help_view", "history_with_outcomes", "mcp_view", "store_command"]
 
@@ -119,7 +119,7 @@ def mcp_view() -> TextView:
 def history_with_outcomes(stored: Any) -> TextView:
     """`%flue history`: the conversation from the store, each turn marked with how it ended
     when that was not plainly completed (aborted, failed, recovered after a kernel died)."""
-    from flue_nb.notebook.history import history_view
+    from flue_nb.notebook.view.history import history_view
 
     turns = stored.turns()
     if not turns:
@@ -158,7 +158,7 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
     `path` is an SQLite file or a `postgresql://` URL (shown with its password masked).
     """
     from flue_nb.notebook.assistant import NO_MODEL_HELP
-    from flue_nb.notebook.history import from_store
+    from flue_nb.notebook.view.history import from_store
 
     if name == "compact":
         raise FlueCellError(NO_MODEL_HELP)

@@ -1,0 +1,1 @@
+"""What a person reads without the widget: a cell's transcript, `%flue history` and `%flue status`."""
