@@ -78,6 +78,14 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def _check_writable(full: str, path: str) -> None:
+    """Raise what an in-place write would: the rename would replace a directory or a read-only file."""
+    if os.path.isdir(full):
+        raise IsADirectoryError(f"{path}: is a directory")
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        raise PermissionError(f"{path}: permission denied (the file is not writable)")
+
+
 class _Collector(asyncio.SubprocessProtocol):
     """Collects a command's combined output, keeping at most `limit` bytes."""
 
@@ -282,17 +290,16 @@ class LocalSandbox:
             f.close()
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Write the whole file, creating missing parent directories."""
-        full = self._path(path)
+        """Replace the whole file atomically, creating missing parent directories.
 
-        def write() -> None:
-            parent = os.path.dirname(full)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(full, "wb") as f:
-                f.write(data)
+        A concurrent reader (or a crash) sees the old content or the new one, never a truncated
+        file: the bytes go to a temporary file beside the target, renamed over it (contract 19.9).
+        """
 
-        await asyncio.to_thread(write)
+        async def once() -> AsyncIterator[bytes]:
+            yield data
+
+        await self.write_chunks(path, once())
 
     async def write_chunks(self, path: str, chunks: AsyncIterator[bytes]) -> int:
         """Replace the file with the chunks' bytes without holding them all; returns the size.
@@ -304,6 +311,7 @@ class LocalSandbox:
         full = os.path.realpath(self._path(path))
         parent = os.path.dirname(full)
         await asyncio.to_thread(os.makedirs, parent, exist_ok=True)
+        await asyncio.to_thread(_check_writable, full, path)
         fd, tmp = await asyncio.to_thread(tempfile.mkstemp, dir=parent, prefix=".flue-", suffix=".tmp")
         size = 0
         try:

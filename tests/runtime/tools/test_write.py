@@ -6,6 +6,8 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import PathLocks, edit_tool, write_tool
 
@@ -87,3 +89,48 @@ def test_write_of_20_mib_streams_instead_of_holding_another_copy(tmp_path: Path,
     assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB"
     assert (tmp_path / "big.txt").stat().st_size == size
     assert (tmp_path / "big.txt").read_text(encoding="utf-8") == content
+
+
+def test_write_and_edit_19_9_a_concurrent_reader_sees_old_or_new_never_a_torn_file(
+    tmp_path: Path, tools, run, acall
+) -> None:
+    """A reader thread racing write/edit sees one of the whole contents, never an empty or partial file."""
+    import threading
+
+    target = tmp_path / "f.txt"
+    old, new = "a" * 200_000 + "\n", "b" * 300_000 + "\n"
+    target.write_text(old)
+    os.chmod(target, 0o640)
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.add(target.read_text())
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+
+    async def go() -> None:
+        for _ in range(15):
+            assert not (await acall(tools["write"], {"path": "f.txt", "content": new})).is_error
+            out = await acall(tools["edit"], {"path": "f.txt", "old_text": new, "new_text": old})
+            assert not out.is_error, out.content
+
+    try:
+        run(go())
+    finally:
+        stop.set()
+        thread.join()
+    assert seen <= {old, new} and seen, [len(s) for s in seen - {old, new}]
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]  # no temporary file left behind
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only file; nothing to refuse")
+def test_write_19_9_a_read_only_file_is_refused_as_before(tmp_path: Path, tools, call) -> None:
+    """The rename could replace a file the user made read-only: it is refused, as an in-place write was."""
+    (tmp_path / "ro.txt").write_text("keep")
+    os.chmod(tmp_path / "ro.txt", 0o444)
+    out = call(tools["write"], {"path": "ro.txt", "content": "new"})
+    assert out.is_error and (tmp_path / "ro.txt").read_text() == "keep"
