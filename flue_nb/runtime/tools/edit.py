@@ -228,7 +228,7 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 "for bigger files."
             )
 
-    return Tool("edit", DESCRIPTION, EditInput, run)  # type: ignore[arg-type]
+    return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path")  # type: ignore[arg-type]
 
 
 def _done(path: str, count: int) -> ToolOutput:

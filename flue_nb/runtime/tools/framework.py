@@ -48,7 +48,7 @@ def task_tool(subagents: Sequence[SubagentDef], run_task: RunTask) -> Tool:
         "the same sandbox and returns only its final answer.\nSubagents:\n" + roster
     )
     # Durable: after a crash the call is re-run, and the subagent resumes from its records.
-    return Tool("task", description, TaskInput, run, durable=True)
+    return Tool("task", description, TaskInput, run, durable=True, summary_arg="description")
 
 
 class ActivateSkillInput(BaseModel):
@@ -126,6 +126,7 @@ def read_skill_resource_tool(skills: Sequence[Skill]) -> Tool:
         "Read a resource file packaged with a skill (same paging as `read`).",
         ReadSkillResourceInput,
         run,
+        summary_arg="path",
     )
 
 

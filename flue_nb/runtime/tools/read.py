@@ -236,7 +236,7 @@ def read_tool(sandbox: Sandbox) -> Tool:
             )
         return ToolOutput(text)
 
-    return Tool("read", DESCRIPTION, ReadInput, run)  # type: ignore[arg-type]
+    return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path")  # type: ignore[arg-type]
 
 
 async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutput | None:

@@ -35,6 +35,7 @@ __all__ = [
     "define_tool",
     "execute_tool",
     "format_validation_error",
+    "summary_arg_of",
     "tool",
 ]
 
@@ -95,6 +96,16 @@ class ToolContext:
         return self.sandbox
 
 
+_SUMMARY_ARGS: dict[str, str] = {}
+"""Tool name → its `summary_arg`, as last defined in this process: views drawing a call (live, or
+rebuilt from the store, where only the name is kept) ask `summary_arg_of`."""
+
+
+def summary_arg_of(name: str) -> str | None:
+    """The argument that sums up a call of tool `name`, if a tool of that name declared one."""
+    return _SUMMARY_ARGS.get(name)
+
+
 RunFn = Callable[[BaseModel, ToolContext], "Awaitable[ToolOutput | str] | ToolOutput | str"]
 
 
@@ -110,9 +121,16 @@ class Tool:
     """Durable tools get `ctx.step` and are re-run on recovery with recorded steps replayed."""
     blocking: bool = False
     """Run a sync `run` in a worker thread so it does not stall the event loop."""
+    summary_arg: str | None = None
+    """The input field that sums a call up in one line (`command`, `path`): what a tool card or a
+    transcript line shows of it; None means the first text argument."""
 
     _spec: ToolSpec | None = field(default=None, repr=False, compare=False)
     _fingerprint: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.summary_arg is not None:
+            _SUMMARY_ARGS[self.name] = self.summary_arg
 
     def fingerprint(self) -> str:
         """A short digest of what the model sees of this tool (description and schema)."""
@@ -279,10 +297,12 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     durable: bool = False,
+    summary_arg: str | None = None,
 ) -> Any:
     """Make a tool from a function: schema from its type hints, description from its docstring.
 
-    A parameter annotated `ToolContext` receives the call's context instead of model input.
+    A parameter annotated `ToolContext` receives the call's context instead of model input;
+    `summary_arg` names the parameter a tool card or transcript line shows of a call.
     Sync functions run in a worker thread; async functions run on the runtime's loop.
     """
 
@@ -326,6 +346,7 @@ def tool(
             run=run,
             durable=durable,
             blocking=not is_async,
+            summary_arg=summary_arg,
         )
         return t
 
@@ -339,6 +360,7 @@ def define_tool(
     input: type[BaseModel],
     run: Callable[..., Any],
     durable: bool = False,
+    summary_arg: str | None = None,
 ) -> Tool:
     """Make a tool from a pydantic input model and `run(input)` or `run(input, ctx)`."""
     if not (isinstance(input, type) and issubclass(input, BaseModel)):
@@ -356,4 +378,4 @@ def define_tool(
         def call(args: BaseModel, ctx: ToolContext) -> Any:  # type: ignore[misc]
             return run(args, ctx) if n_params >= 2 else run(args)
 
-    return Tool(name, description, input, call, durable=durable, blocking=not is_async)
+    return Tool(name, description, input, call, durable=durable, blocking=not is_async, summary_arg=summary_arg)

@@ -61,4 +61,4 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 size = len(data)
         return ToolOutput(f"Wrote {size} bytes to `{args.path}`.")
 
-    return Tool("write", DESCRIPTION, WriteInput, run)  # type: ignore[arg-type]
+    return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path")  # type: ignore[arg-type]
