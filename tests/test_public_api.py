@@ -9,15 +9,24 @@ import flue_nb
 
 EXPECTED = [
     "AgentDef",
+    "AgentEnd",
+    "AgentStart",
     "CompactionConfig",
+    "CompactionEnd",
+    "CompactionStart",
     "ConfigError",
     "ContextOverflowError",
     "DelegationDepthExceededError",
+    "ErrorInfo",
     "Event",
     "FlueError",
     "HookError",
+    "Idle",
     "LimitExceeded",
+    "Log",
     "McpConnectionError",
+    "MessageEnd",
+    "MessageStart",
     "ModelNotConfiguredError",
     "NoSandboxError",
     "ProviderError",
@@ -28,17 +37,31 @@ EXPECTED = [
     "SandboxTimeoutError",
     "Session",
     "SessionBusyError",
+    "Signal",
     "StoreError",
     "SubmissionAbortedError",
+    "SubmissionQueued",
+    "SubmissionRecovery",
     "SubmissionRetryExhaustedError",
+    "SubmissionRunning",
+    "SubmissionSettled",
     "SubmissionTimeoutError",
+    "TaskEnd",
+    "TaskStart",
+    "TextDelta",
+    "ThinkingDelta",
     "Tool",
+    "ToolCallInfo",
     "ToolContext",
+    "ToolEnd",
     "ToolInputValidationError",
     "ToolNameConflictError",
     "ToolOutput",
     "ToolRetry",
+    "ToolStart",
+    "TurnEnd",
     "TurnLimitExceededError",
+    "TurnStart",
     "agent",
     "chat",
     "define_subagent",
@@ -106,6 +129,7 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
 
 
 MODELS = [
+    "AnthropicModel",
     "CassetteDriftError",
     "Fail",
     "FunctionModel",
@@ -184,3 +208,32 @@ def test_the_notebook_layer_uses_only_the_runtimes_public_modules():
             if m and (".core" in m.group(1) or re.search(r"\._\w", m.group(1))):
                 offenders.append(f"{path.relative_to(root)}:{n}: {m.group(1)}")
     assert not offenders, "the notebook layer reaches into runtime internals:\n" + "\n".join(offenders)
+
+
+def test_provider_and_event_names_users_need_are_public():
+    from flue_nb import TextDelta, ThinkingDelta, ToolEnd
+    from flue_nb.models import AnthropicModel
+    from flue_nb.runtime import events
+    from flue_nb.runtime.providers import anthropic
+
+    assert AnthropicModel is anthropic.AnthropicModel
+    assert (TextDelta, ThinkingDelta, ToolEnd) == (events.TextDelta, events.ThinkingDelta, events.ToolEnd)
+
+
+# Each runtime layer imports only the layers below it: sandbox < tools < agent < core.
+_LAYERS = ["sandbox", "tools", "agent", "core"]
+
+
+def test_no_runtime_layer_imports_a_layer_above_it():
+    import pathlib
+    import re
+
+    root = pathlib.Path(flue_nb.__file__).parent / "runtime"
+    offenders = []
+    for i, layer in enumerate(_LAYERS):
+        above = "|".join([*_LAYERS[i + 1 :], "session"])
+        for path in root.joinpath(layer).rglob("*.py"):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(rf"(?:from|import) flue_nb\.runtime\.(?:{above})\b", line):
+                    offenders.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert not offenders, "imports running up the layers:\n" + "\n".join(offenders)

@@ -1,10 +1,18 @@
-"""Offline models: scripted and function-backed, for tests, demos and CI runs."""
+"""Models: the Anthropic provider, and offline ones (scripted, function-backed, cassettes) for tests, demos and CI."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.runtime.providers.cassette import CassetteDriftError, RecordingModel, ReplayModel
 from flue_nb.runtime.providers.model import Model, ModelInfo, ModelRequest
 from flue_nb.runtime.providers.offline import Fail, FunctionModel, Reply, ScriptedModel, fail, reply, tool_call
 
+if TYPE_CHECKING:  # pragma: no cover - loaded lazily below
+    from flue_nb.runtime.providers.anthropic import AnthropicModel
+
 __all__ = [
+    "AnthropicModel",
     "CassetteDriftError",
     "Fail",
     "FunctionModel",
@@ -19,3 +27,17 @@ __all__ = [
     "reply",
     "tool_call",
 ]
+
+# Provider modules load on first use: the Anthropic one imports the SDK's transport.
+_LAZY = {"AnthropicModel": "flue_nb.runtime.providers.anthropic"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flue_nb.models' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -15,6 +15,7 @@ import pytest
 
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.sandbox.local import LocalSandbox, local
+from flue_nb.runtime.tools import OwnTools
 from tests.procs import alive
 
 
@@ -34,7 +35,7 @@ def test_local_defaults_to_the_current_directory_made_absolute(tmp_path: Path, m
 def test_local_sandbox_implements_the_protocol_and_brings_no_tools(tmp_path: Path) -> None:
     sb = LocalSandbox(tmp_path)
     assert isinstance(sb, Sandbox)
-    assert sb.tools() is None
+    assert not isinstance(sb, OwnTools)  # no list of its own: it gets the six
 
 
 def test_exec_a_string_runs_through_bash(tmp_path: Path) -> None:

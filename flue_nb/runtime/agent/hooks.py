@@ -122,7 +122,7 @@ def use_model(model: Any, *, compaction: Any = True) -> None:
         raise HookError("`use_model()` was called twice in one render; call it exactly once")
     if model is None or model == "":
         raise HookError("`use_model()` needs a model spec or a Model object, got nothing")
-    from flue_nb.runtime.core.compaction import CompactionConfig
+    from flue_nb.runtime.agent.settings import CompactionConfig
 
     if not (compaction is True or compaction is False or isinstance(compaction, CompactionConfig)):
         raise ConfigError(f"`compaction` must be True, False or a CompactionConfig, got {compaction!r}")

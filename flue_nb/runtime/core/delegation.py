@@ -9,7 +9,11 @@ __all__ = ["ScopedSandbox", "scoped"]
 
 
 class ScopedSandbox:
-    """The parent's sandbox seen from a subdirectory (a task's `cwd`): relative paths resolve there."""
+    """The parent's sandbox seen from a subdirectory (a task's `cwd`): relative paths resolve there.
+
+    It has no `tools()`: a sandbox's own tool list is bound to the sandbox itself, so scoped runs
+    get the six.
+    """
 
     def __init__(self, inner: Any, cwd: str) -> None:
         self._inner = inner
@@ -44,10 +48,6 @@ class ScopedSandbox:
     async def realpath(self, path: str) -> str:
         real: str = await self._inner.realpath(self._abs(path))
         return real
-
-    def tools(self) -> Any:
-        # A sandbox's own tool list is bound to the sandbox itself; scoped runs use the six.
-        return None
 
 
 def scoped(sandbox: Any, cwd: str | None) -> Any:

@@ -16,6 +16,13 @@ from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.agent.framework import (
+    TaskInput,
+    activate_skill_tool,
+    assemble_tools,
+    read_skill_resource_tool,
+    task_tool,
+)
 from flue_nb.runtime.agent.hooks import Rendered, render
 from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
 from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
@@ -33,16 +40,9 @@ from flue_nb.runtime.errors import (
 from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
 from flue_nb.runtime.images import cap_images
 from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
-from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextDelta, ThinkingDelta, ToolCallDelta
+from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextChunk, ThinkingChunk, ToolCallDelta
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import clean_response
-from flue_nb.runtime.tools.framework import (
-    TaskInput,
-    activate_skill_tool,
-    assemble_tools,
-    read_skill_resource_tool,
-    task_tool,
-)
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
 from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
 
@@ -156,12 +156,9 @@ class AgentRun:
         key = id(sandbox)
         cached = self._sandbox_tools.get(key)
         if cached is None:
-            own = sandbox.tools()
-            if own is None:
-                from flue_nb.runtime.tools import standard_tools
+            from flue_nb.runtime.tools import tools_of
 
-                own = standard_tools(sandbox)
-            cached = self._sandbox_tools[key] = list(own)
+            cached = self._sandbox_tools[key] = tools_of(sandbox)
         return cached
 
     async def render(self) -> None:
@@ -384,10 +381,10 @@ class AgentRun:
         done: AssistantMessage | None = None
         try:
             async for part in model.stream(request):
-                if isinstance(part, TextDelta):
+                if isinstance(part, TextChunk):
                     text.append(part.text)
                     self.emit(ev.TextDelta(delta=part.text, turn_id=turn_id))
-                elif isinstance(part, ThinkingDelta):
+                elif isinstance(part, ThinkingChunk):
                     thinking.append(part.thinking)
                     self.emit(ev.ThinkingDelta(delta=part.thinking, turn_id=turn_id))
                 elif isinstance(part, ToolCallDelta):

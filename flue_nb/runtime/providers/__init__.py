@@ -52,7 +52,7 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
 
 def price_of(model_id: str) -> Price | None:
     """The list prices of `model_id` when flue_nb knows them (see `model.PRICES_AS_OF`), else None."""
-    from flue_nb.runtime.providers._models import model_info
+    from flue_nb.runtime.providers._catalog import model_info
 
     return model_info(model_id).price
 

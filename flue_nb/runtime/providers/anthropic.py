@@ -49,14 +49,14 @@ from flue_nb.runtime.messages import (
 )
 from flue_nb.runtime.providers import check_model_request
 from flue_nb.runtime.providers._anthropic_http import HttpTransport, StatusFailure
-from flue_nb.runtime.providers._models import model_info
+from flue_nb.runtime.providers._catalog import model_info
 from flue_nb.runtime.providers.model import (
     ModelInfo,
     ModelRequest,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
+    TextChunk,
+    ThinkingChunk,
     ToolCallDelta,
     ToolSpec,
 )
@@ -334,11 +334,11 @@ class _Assembler:
         if block.type == "text":
             self.parts[index] = TextPart(block.text or "")
             if block.text:
-                yield TextDelta(block.text)
+                yield TextChunk(block.text)
         elif block.type == "thinking":
             self.parts[index] = ThinkingPart(block.thinking or "", block.signature or None)
             if block.thinking:
-                yield ThinkingDelta(block.thinking)
+                yield ThinkingChunk(block.thinking)
         elif block.type == "tool_use":
             self.parts[index] = ToolCall(block.id, block.name, {})
             self.json_buffers[index] = []
@@ -350,11 +350,11 @@ class _Assembler:
         if delta.type == "text_delta" and isinstance(part, TextPart):
             text = clean(delta.text)  # a lone surrogate must not reach the store or the display
             part.text += text
-            yield TextDelta(text)
+            yield TextChunk(text)
         elif delta.type == "thinking_delta" and isinstance(part, ThinkingPart):
             thinking = clean(delta.thinking)
             part.thinking += thinking
-            yield ThinkingDelta(thinking)
+            yield ThinkingChunk(thinking)
         elif delta.type == "signature_delta" and isinstance(part, ThinkingPart):
             part.signature = (part.signature or "") + delta.signature
         elif delta.type == "input_json_delta" and index in self.json_buffers:

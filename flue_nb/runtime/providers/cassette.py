@@ -32,8 +32,8 @@ from flue_nb.runtime.providers.model import (
     ModelRequest,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
+    TextChunk,
+    ThinkingChunk,
     ToolCallDelta,
 )
 from flue_nb.runtime.providers.offline import snapshot
@@ -97,9 +97,9 @@ def _images(request: ModelRequest) -> dict[str, dict[str, Any]]:
 
 
 def _event_to_dict(ev: StreamEvent) -> dict[str, Any]:
-    if isinstance(ev, TextDelta):
+    if isinstance(ev, TextChunk):
         return {"kind": "text_delta", "text": ev.text}
-    if isinstance(ev, ThinkingDelta):
+    if isinstance(ev, ThinkingChunk):
         return {"kind": "thinking_delta", "thinking": ev.thinking}
     if isinstance(ev, ToolCallDelta):
         return {"kind": "tool_call_delta", "id": ev.id, "name": ev.name}
@@ -109,9 +109,9 @@ def _event_to_dict(ev: StreamEvent) -> dict[str, Any]:
 def _event_from_dict(d: dict[str, Any]) -> StreamEvent:
     kind = d["kind"]
     if kind == "text_delta":
-        return TextDelta(d["text"])
+        return TextChunk(d["text"])
     if kind == "thinking_delta":
-        return ThinkingDelta(d["thinking"])
+        return ThinkingChunk(d["thinking"])
     if kind == "tool_call_delta":
         return ToolCallDelta(d["id"], d["name"])
     msg = message_from_dict(d["message"])

@@ -21,8 +21,8 @@ __all__ = [
     "Price",
     "ResponseDone",
     "StreamEvent",
-    "TextDelta",
-    "ThinkingDelta",
+    "TextChunk",
+    "ThinkingChunk",
     "ToolCallDelta",
     "ToolSpec",
 ]
@@ -98,16 +98,16 @@ class ModelRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class TextDelta:
-    """A piece of assistant text."""
+class TextChunk:
+    """A piece of assistant text as the provider streams it (observers see `events.TextDelta`)."""
 
     text: str
     kind: Literal["text_delta"] = "text_delta"
 
 
 @dataclass(frozen=True, slots=True)
-class ThinkingDelta:
-    """A piece of extended thinking."""
+class ThinkingChunk:
+    """A piece of extended thinking as the provider streams it (observers see `events.ThinkingDelta`)."""
 
     thinking: str
     kind: Literal["thinking_delta"] = "thinking_delta"
@@ -130,7 +130,7 @@ class ResponseDone:
     kind: Literal["done"] = "done"
 
 
-StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDelta, ResponseDone]
+StreamEvent = Union[TextChunk, ThinkingChunk, ToolCallDelta, ResponseDone]
 
 
 @runtime_checkable

@@ -28,8 +28,8 @@ from flue_nb.runtime.providers.model import (
     ModelRequest,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
+    TextChunk,
+    ThinkingChunk,
     ToolCallDelta,
 )
 
@@ -105,17 +105,17 @@ async def _stream_step(step: Step, model_id: str, delay: float) -> AsyncIterator
     if isinstance(step, Fail):
         if step.after_text:
             for chunk in _WORD.findall(step.after_text):
-                yield TextDelta(chunk)
+                yield TextChunk(chunk)
                 if delay:
                     await asyncio.sleep(delay)
         raise step.error()
     parts: list[Any] = []
     if step.thinking:
-        yield ThinkingDelta(step.thinking)
+        yield ThinkingChunk(step.thinking)
         parts.append(ThinkingPart(step.thinking, "scripted"))
     if step.text:
         for chunk in _WORD.findall(step.text):
-            yield TextDelta(chunk)
+            yield TextChunk(chunk)
             if delay:
                 await asyncio.sleep(delay)
         parts.append(TextPart(step.text))

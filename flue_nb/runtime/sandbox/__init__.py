@@ -2,17 +2,15 @@
 
 Tools are written against this small surface (whole-file verbs, no truncation) so any adapter —
 the host (`local`), the live kernel (`flue_nb.notebook`), a container — gets the six standard
-tools by composing the per-tool factories in `flue_nb.runtime.tools`.
+tools by composing the per-tool factories in `flue_nb.runtime.tools`. A sandbox that brings its
+own tool list (contract 1.3) also has `tools()`: `flue_nb.runtime.tools.OwnTools` declares it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from flue_nb.runtime.tools.tool import Tool
+from typing import Literal, Protocol, runtime_checkable
 
 __all__ = ["DirEntry", "ExecResult", "FileStat", "Sandbox"]
 
@@ -95,8 +93,4 @@ class Sandbox(Protocol):
 
     async def realpath(self, path: str) -> str:
         """The absolute, normalised path (symlinks resolved)."""
-        ...
-
-    def tools(self) -> list[Tool] | None:
-        """The sandbox's own tool list, replacing the six (contract 1.3); None for the six."""
         ...

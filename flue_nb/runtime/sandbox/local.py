@@ -19,13 +19,10 @@ import sysconfig
 import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from flue_nb.runtime._redact import register_env
 from flue_nb.runtime.sandbox import DirEntry, ExecResult, FileStat
-
-if TYPE_CHECKING:
-    from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["LocalSandbox", "local"]
 
@@ -352,10 +349,6 @@ class LocalSandbox:
     async def realpath(self, path: str) -> str:
         """The absolute path with symlinks resolved."""
         return os.path.realpath(self._path(path))
-
-    def tools(self) -> list[Tool] | None:
-        """None: the host sandbox gets the six standard tools."""
-        return None
 
 
 def local(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> LocalSandbox:

@@ -7,6 +7,9 @@ same factories, sharing one `PathLocks` between `write` and `edit` (4.4).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.bash import bash_tool
@@ -18,6 +21,7 @@ from flue_nb.runtime.tools.tool import Tool
 from flue_nb.runtime.tools.write import write_tool
 
 __all__ = [
+    "OwnTools",
     "PathLocks",
     "bash_tool",
     "edit_tool",
@@ -25,6 +29,7 @@ __all__ = [
     "grep_tool",
     "read_tool",
     "standard_tools",
+    "tools_of",
     "write_tool",
 ]
 
@@ -40,3 +45,18 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         grep_tool(sandbox),
         glob_tool(sandbox),
     ]
+
+
+@runtime_checkable
+class OwnTools(Protocol):
+    """A sandbox that may bring its own tool list (contract 1.3)."""
+
+    def tools(self) -> Sequence[Tool] | None:
+        """The sandbox's own tools, replacing the six; None for the six."""
+        ...
+
+
+def tools_of(sandbox: Sandbox) -> list[Tool]:
+    """The sandbox's own tool list where it brings one (1.3), else the six standard tools."""
+    own = sandbox.tools() if isinstance(sandbox, OwnTools) else None
+    return list(own) if own is not None else standard_tools(sandbox)

@@ -34,15 +34,15 @@ from flue_nb.runtime.messages import (
 )
 from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV, check_model_request, resolve_model
 from flue_nb.runtime.providers._anthropic_http import API_VERSION
-from flue_nb.runtime.providers._models import model_info
+from flue_nb.runtime.providers._catalog import model_info
 from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel, to_wire_messages
 from flue_nb.runtime.providers.model import (
     Model,
     ModelRequest,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
+    TextChunk,
+    ThinkingChunk,
     ToolCallDelta,
     ToolSpec,
 )
@@ -100,7 +100,7 @@ def test_streams_text_deltas_then_one_done(server: AnthropicServer) -> None:
     server.enqueue(stream(text("Hello there, world", chunks=3), model="claude-sonnet-4-6-20250929"))
     events, exc = run(model_for(server), ask())
     assert exc is None
-    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    deltas = [e.text for e in events if isinstance(e, TextChunk)]
     assert len(deltas) == 3 and "".join(deltas) == "Hello there, world"
     msg = done(events)
     assert msg.text == "Hello there, world"
@@ -154,7 +154,7 @@ def test_consumer_stopping_early_closes_the_stream(server: AnthropicServer) -> N
         finally:
             await agen.aclose()
 
-    assert isinstance(asyncio.run(first_delta()), TextDelta)
+    assert isinstance(asyncio.run(first_delta()), TextChunk)
     _, exc = run(model, ask())  # the same model still works afterwards
     assert exc is None
 
@@ -170,7 +170,7 @@ def test_thinking_and_signature_round_trip(server: AnthropicServer) -> None:
     model = model_for(server, thinking={"type": "enabled", "budget_tokens": 2000})
     events, exc = run(model, ask(tools=[READ]))
     assert exc is None
-    assert "".join(e.thinking for e in events if isinstance(e, ThinkingDelta)) == "I should read it."
+    assert "".join(e.thinking for e in events if isinstance(e, ThinkingChunk)) == "I should read it."
     first = done(events)
     assert first.parts[0] == ThinkingPart("I should read it.", "sig-abc")
 
@@ -324,7 +324,7 @@ def test_error_event_mid_stream_is_classified_by_body_type(server: AnthropicServ
     assert (exc.kind, exc.transient) == (kind, True)
     assert exc.details["error_type"] == error_type
     assert not any(isinstance(e, ResponseDone) for e in events)
-    assert any(isinstance(e, TextDelta) for e in events)  # it did fail part-way
+    assert any(isinstance(e, TextChunk) for e in events)  # it did fail part-way
 
 
 @pytest.mark.parametrize("cut_mode", ["eof", "chunk"])
@@ -341,7 +341,7 @@ def test_stream_cut_off_half_way_is_a_connection_error(server: AnthropicServer, 
     assert isinstance(exc, ProviderError)
     assert exc.kind == "connection" and exc.transient
     assert not any(isinstance(e, ResponseDone) for e in events)
-    assert any(isinstance(e, TextDelta) for e in events)  # it was cut, not refused
+    assert any(isinstance(e, TextChunk) for e in events)  # it was cut, not refused
     # A broken chunk is a transport error; a clean early close shows as a missing message_stop.
     assert (exc.__cause__ is not None) == (cut_mode == "chunk")
 

@@ -15,7 +15,7 @@ from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import ProviderError
 from flue_nb.runtime.messages import UserMessage
 from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, INVALID_INPUT_KEY, AnthropicModel
-from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, TextDelta, ToolSpec
+from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, TextChunk, ToolSpec
 from tests.anthropic_server import AnthropicServer, error, stream, text, tool_use
 
 READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -109,7 +109,7 @@ def test_a_lone_surrogate_spelled_in_stream_json_arrives_escaped(server) -> None
     events, exc = run(model_for(server))
     assert exc is None
     assert " odd \\ud800 text" in events[-1].message.text
-    assert all(e.text.encode() for e in events if isinstance(e, TextDelta))
+    assert all(e.text.encode() for e in events if isinstance(e, TextChunk))
 
 
 # --- point 10: bounded waits --------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_a_stream_that_goes_silent_times_out_as_retryable(server) -> None:
     server.enqueue(stream(text("half of it"), stall_after=4, stall_seconds=3.0))
     events, exc = run(model_for(server, idle_timeout=0.3))
     assert isinstance(exc, ProviderError) and exc.kind == "timeout" and exc.transient
-    assert any(isinstance(e, TextDelta) for e in events)  # it did stall mid-stream
+    assert any(isinstance(e, TextChunk) for e in events)  # it did stall mid-stream
 
 
 def test_a_huge_error_body_is_capped_in_the_error_and_in_the_store(server, tmp_path) -> None:
