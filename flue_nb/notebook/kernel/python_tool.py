@@ -32,7 +32,7 @@ from flue_nb.notebook.kernel import _figures
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
-__all__ = ["FlueResults", "Namespace", "Runner", "python_tool"]
+__all__ = ["FlueResults", "Namespace", "Runner", "keep_in", "python_tool"]
 
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
 """Runs a zero-argument sync function (e.g. on the kernel's main thread); returns its result."""
@@ -298,6 +298,11 @@ def _holder(ns: dict[str, Any]) -> FlueResults:
     if not isinstance(holder, FlueResults):
         holder = ns[HANDLE_NAME] = FlueResults()
     return holder
+
+
+def keep_in(ns: dict[str, Any], text: str) -> int:
+    """Keep `text` in the namespace's `_flue.results`; return its handle number."""
+    return _holder(ns).keep(text)
 
 
 def _handle_note(number: int, text: str, cut: Truncation, value_kind: str | None) -> str:

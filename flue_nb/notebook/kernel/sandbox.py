@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from flue_nb.notebook.kernel.python_tool import Runner, python_tool
+from flue_nb.notebook.kernel.python_tool import HANDLE_NAME, Runner, keep_in, python_tool
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import standard_tools
@@ -68,6 +68,14 @@ class KernelSandbox(LocalSandbox):
         if self._namespace is None:
             self._namespace = _ipython_user_ns()
         return self._namespace
+
+    def keep_result(self, text: str) -> str | None:
+        """Keep a cut tool result's whole text in the namespace (`_flue.results[N]`); say where."""
+        try:
+            number = keep_in(self.namespace, text)
+        except ConfigError:  # no IPython to take the namespace from: nowhere to keep it
+            return None
+        return f"`{HANDLE_NAME}.results[{number}]` (str)"
 
     def tools(self) -> list[Tool]:
         """The six standard tools, then `python`, each wrapped by its approval policy."""

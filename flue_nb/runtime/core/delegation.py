@@ -49,6 +49,11 @@ class ScopedSandbox:
         real: str = await self._inner.realpath(self._abs(path))
         return real
 
+    def keep_result(self, text: str) -> str | None:
+        """Where the parent's sandbox keeps an oversized result (None: it keeps none)."""
+        keep = getattr(self._inner, "keep_result", None)
+        return keep(text) if keep is not None else None
+
 
 def scoped(sandbox: Any, cwd: str | None) -> Any:
     """The sandbox a task runs in: the parent's, seen from `cwd` when one is given."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from flue_nb.runtime.core.compaction import compacted_context
 from flue_nb.runtime.core.transcript import Transcript
-from flue_nb.runtime.messages import Message, message_from_dict, message_images, message_to_dict
+from flue_nb.runtime.messages import Message, ToolResultMessage, message_from_dict, message_images, message_to_dict
 from flue_nb.runtime.store import Store, SubmissionUpdate
+from flue_nb.runtime.tools._bound import bound_result, over_limit
 
 __all__ = ["StoreRecorder", "load_images", "load_window", "put_images"]
 
@@ -100,6 +102,15 @@ class StoreRecorder:
         }
 
 
+def _message(data: dict[str, Any]) -> Message:
+    m = message_from_dict(data)
+    if isinstance(m, ToolResultMessage) and over_limit(m.content):
+        # Stored before every result was bounded (issue 20.1): left whole, it would ride along in
+        # every later request and overflow the window again after each compaction.
+        m = replace(m, content=bound_result(m.content))
+    return m
+
+
 def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[str, Any]]:
     """Rebuild the current window (frozen prompt, roster, messages) and the persistent state."""
     t = Transcript()
@@ -115,11 +126,11 @@ def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[st
             t.roster = r.data["roster"]
     msgs = [r for r in records if r.kind == "message"]
     if last_compaction is None:
-        t.reset([message_from_dict(r.data) for r in msgs], [r.seq for r in msgs], [r.submission_id for r in msgs])
+        t.reset([_message(r.data) for r in msgs], [r.seq for r in msgs], [r.submission_id for r in msgs])
     else:
         first = last_compaction.data["first_kept_seq"]
         kept = [r for r in msgs if r.seq >= first]
-        context = compacted_context(last_compaction.data["summary"], [message_from_dict(r.data) for r in kept])
+        context = compacted_context(last_compaction.data["summary"], [_message(r.data) for r in kept])
         t.reset(context, [None, *(r.seq for r in kept)], [None, *(r.submission_id for r in kept)])
     load_images(store, t.messages)
     return t, store.state(conversation_id)

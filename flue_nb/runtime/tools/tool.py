@@ -22,6 +22,7 @@ from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedErr
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
+from flue_nb.runtime.tools._bound import bound_result
 
 if TYPE_CHECKING:
     from flue_nb.runtime.sandbox import Sandbox
@@ -176,13 +177,18 @@ async def call_run(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
 async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutput:
     """Validate the input, run the tool, and turn what its code raises into an error result.
 
-    Every result leaves here escaped (text that is not valid UTF-8, see `runtime._text`) and
-    with known secret values redacted (`runtime._redact`): this is the one place all tool results
-    pass before the model, the store or the display sees them.
+    Every result leaves here escaped (text that is not valid UTF-8, see `runtime._text`), with
+    known secret values redacted (`runtime._redact`) and then cut to the one limit of every
+    result (`tools._bound`; redacting first, so a cut never leaves a prefix of a secret): this
+    is the one place all tool results pass before the model, the store or the display sees them.
+    A sandbox with a `keep_result(text)` method (the kernel's) keeps the whole text of a cut one.
     """
     out = await _execute(tool, raw_input, ctx)
     pairs = secret_values()
-    content = redact(clean(out.content), pairs) if isinstance(out.content, str) else out.content
+    keep = getattr(ctx.sandbox, "keep_result", None)
+    content = (
+        bound_result(redact(clean(out.content), pairs), keep=keep) if isinstance(out.content, str) else out.content
+    )
     details = redact_value(clean_value(out.details), pairs) if out.details else out.details
     if content is out.content and details is out.details:
         return out
