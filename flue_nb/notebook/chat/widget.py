@@ -91,10 +91,13 @@ class ChatWidget(anywidget.AnyWidget):
         rate: float = RATE,
         redraw: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        describe: Callable[[], tuple[str, str]] | None = None,
     ) -> None:
         super().__init__(mode=mode, interactive=interactive)
         self.session = session
         self.model_label = model
+        self.describe = describe
+        """Who answers the next message: (agent name, model label), asked at each status."""
         self.fold = ChatFold(only=None)
         self.interval = 1.0 / rate
         self.updates = 0
@@ -232,9 +235,16 @@ class ChatWidget(anywidget.AnyWidget):
                 usage[key] = value
         queued = list(get("queued") or [])
         running = list(get("running") or [])
+        agent, model = get("agent") or "", get("model") or self.model_label
+        if self.describe is not None:
+            # The title names who answers the next message: after `%flue use` (or a cell with
+            # another --agent or -m) that is not the last run's agent and model.
+            next_agent, next_label = self.describe()
+            if next_agent and (next_agent != agent or next_label):
+                agent, model = next_agent, next_label or (model if next_agent == agent else "")
         return {
-            "agent": get("agent") or "",
-            "model": get("model") or self.model_label,
+            "agent": agent,
+            "model": model,
             "used_tokens": get("used_tokens"),
             "context_window": get("context_window"),
             "threshold": get("compaction_threshold"),

@@ -109,6 +109,8 @@ class FlueMagics(Magics):
         """(conversation, store) -> the agent its cells talk to, as read from or written to the
         store (None: the default assistant)."""
         self._agents: dict[tuple[str, str], Any] = {}
+        self._labels: dict[tuple[str, str], str] = {}
+        """(conversation, store) -> the model label of the agent in `_agents` ("" for an @agent)."""
         self.opened_at: float | None = None
         """When the last cell opened its conversation in this kernel (None: it was open)."""
 
@@ -328,13 +330,13 @@ class FlueMagics(Magics):
             store.ensure_conversation(cid, now=now)
             store.append(cid, None, [("state", {"name": AGENT_CHOICE, "value": name})], now=now)
 
-    def _session(self, args: Any, *, agent: Any = None) -> Any:
+    def _session(self, args: Any, *, agent: Any = None, label: str = "") -> Any:
         from flue_nb.runtime.session import init
 
         cid = self._conversation(args)
         db = self._db(args)
         if agent is None:
-            agent = self._agent(args)[0]
+            agent, label = self._agent(args)
         key = self._key(cid, db)
         previous = self._agents.get(key)
         if previous is not None and previous[0] is not agent:
@@ -357,7 +359,15 @@ class FlueMagics(Magics):
             rebuild=lambda stored: self._rebuild(stored, args),
         )
         self._agents[key] = (agent, session)
+        self._labels[key] = label
+        if previous is not None:
+            _retitle(cid)  # an open chat of this conversation now names who answers next
         return session
+
+    def _answering(self, key: tuple[str, str]) -> tuple[str, str]:
+        """The agent and model label the next message of conversation `key` goes to, here."""
+        found = self._agents.get(key)
+        return (found[0].name, self._labels.get(key, "")) if found else ("", "")
 
     def _admission(self, args: Any) -> dict[str, Any]:
         """What a submission records about its cell (issue 12.8): the default assistant's model
@@ -388,7 +398,7 @@ class FlueMagics(Magics):
 
         agent, label = self._agent(args)
         try:
-            session = self._session(args, agent=agent)
+            session = self._session(args, agent=agent, label=label)
             if args.agent:
                 self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
@@ -453,14 +463,17 @@ class FlueMagics(Magics):
 
         agent, label = self._agent(args)
         try:
-            session = self._session(args, agent=agent)
+            session = self._session(args, agent=agent, label=label)
+            if args.agent:  # as explicit as `%flue use`: later cells and subcommands keep it
+                self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         from flue_nb.notebook.chat._frontend import WithWidget
         from flue_nb.notebook.chat.widget import ChatWidget
         from flue_nb.notebook.view.history import history_view
 
-        chat = ChatWidget(session, model=label)
+        key = self._key(session.conversation_id, self._db(args))
+        chat = ChatWidget(session, model=label, describe=lambda: self._answering(key))
         # Where widgets don't render (nbconvert, a terminal), the history shows as text.
         display(WithWidget(history_view(session.conversation_id, session.history()), chat))
         if cell is not None and cell.strip():
@@ -514,7 +527,11 @@ class FlueMagics(Magics):
         return None
 
     def _agent_for_view(self, args: Any) -> Any:
-        """The agent for a subcommand: the cell's, else the one this kernel last used, else None."""
+        """The agent for a subcommand: the one this kernel talks to in this conversation (a
+        subcommand never switches it), else the cell's, else None."""
+        found = self._agents.get(self._key(self._conversation(args), self._db(args)))
+        if found is not None and not (args.agent or args.model):
+            return found[0]
         try:
             return self._agent(args)[0]
         except (FlueCellError, UsageError):
@@ -538,6 +555,7 @@ class FlueMagics(Magics):
         cid, db = self._conversation(args), self._db(args)
         if name in ("assistant", "default"):
             self._choose(cid, db, None)
+            self._switch_open(args)
             print(f"flue: conversation `{cid}` now talks to the default notebook assistant")
             return
         from flue_nb.runtime.agent import AgentDef
@@ -545,10 +563,36 @@ class FlueMagics(Magics):
         if not isinstance(self._ns.get(name), AgentDef):
             raise UsageError(f"no @agent named `{name}` in the namespace; define it with @flue_nb.agent first")
         self._choose(cid, db, name)
+        self._switch_open(args)
         print(
             f"flue: conversation `{cid}` now talks to agent `{name}` until you choose another "
             "(`%flue use assistant` for the default); the choice is kept in the store"
         )
+
+    def _switch_open(self, args: Any) -> None:
+        """After `%flue use`: a conversation open here (a chat) talks to the new agent at once."""
+        if self._key(self._conversation(args), self._db(args)) not in self._agents:
+            return  # not open in this kernel: the next cell opens it with the choice
+        from flue_nb.runtime.errors import FlueError
+
+        try:
+            self._session(args)
+        except (FlueError, FlueCellError, UsageError) as exc:
+            # Busy, or the chosen agent cannot be built here yet: the choice is kept and the
+            # next cell applies it; say why it is not in effect now.
+            message = getattr(exc, "message", None) or str(exc)
+            print(f"flue: the choice applies from the next cell ({message})")
+
+
+def _retitle(conversation_id: str) -> None:
+    """Redraw the title of the chats open on a conversation (its agent changed)."""
+    try:
+        from flue_nb.notebook.chat.widget import open_widgets
+    except ImportError:  # no `widget` extra: no chat to tell
+        return
+    for widget in open_widgets():
+        if widget.session.conversation_id == conversation_id:
+            widget.flush()
 
 
 @contextlib.contextmanager
