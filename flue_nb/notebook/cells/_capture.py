@@ -1,0 +1,138 @@
+"""How the cell log hears a cell: IPython's run-cell events, teed streams, display hooks.
+
+While a cell runs, `sys.stdout`/`sys.stderr` are wrapped so each write is also recorded (only
+writes from the thread running the cell: a background `python` call's output is not the cell's);
+`display_pub.publish` and the displayhook's `write_format_data` are wrapped on the shell's own
+instances, which works the same in ipykernel and terminal IPython. A cell the agent runs
+(`run_cell`) is recorded but not echoed: its output reaches the person through the tool's line.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.cells.log import CellLog
+
+__all__ = ["Capture"]
+
+
+class _Tee:
+    """A stream that records into the running cell and passes everything on."""
+
+    def __init__(self, inner: Any, name: str, log: CellLog) -> None:
+        self.inner = inner
+        self._name = name
+        self._log = log
+
+    def write(self, text: str) -> int:
+        log = self._log
+        record = log.recording()
+        if record is None:
+            written: int = self.inner.write(text)
+            return written
+        if isinstance(text, str):
+            log.write(self._name, text)
+        if record.kind == "agent":
+            return len(text)
+        written = self.inner.write(text)
+        return written
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class Capture:
+    """The hooks of one shell, installed and removed together."""
+
+    def __init__(self, shell: Any, log: CellLog) -> None:
+        self.shell = shell
+        self.log = log
+        self._infos: list[int] = []
+        self._publish: Any = None
+        self._write_format: Any = None
+
+    def install(self) -> None:
+        """Register the events and wrap the display paths."""
+        self.shell.events.register("pre_run_cell", self.pre)
+        self.shell.events.register("post_run_cell", self.post)
+        pub = getattr(self.shell, "display_pub", None)
+        if pub is not None and self._publish is None:
+            self._publish = pub.publish
+            pub.publish = self._published
+        hook = getattr(self.shell, "displayhook", None)
+        if hook is not None and self._write_format is None and hasattr(hook, "write_format_data"):
+            self._write_format = hook.write_format_data
+            hook.write_format_data = self._formatted
+
+    def uninstall(self) -> None:
+        """Undo `install`."""
+        for name, fn in (("pre_run_cell", self.pre), ("post_run_cell", self.post)):
+            try:
+                self.shell.events.unregister(name, fn)
+            except ValueError:
+                pass
+        if self._publish is not None:
+            del self.shell.display_pub.publish  # the instance attribute: the class's method is back
+            self._publish = None
+        if self._write_format is not None:
+            del self.shell.displayhook.write_format_data
+            self._write_format = None
+
+    # --- events --------------------------------------------------------------------------------
+
+    def pre(self, info: Any) -> None:
+        """`pre_run_cell`: start a record and tee the streams."""
+        count = self.shell.execution_count if getattr(info, "store_history", False) else None
+        record = self.log.start(info.raw_cell or "", cell_id=_cell_id(info), execution_count=count)
+        self._infos.append(id(info))
+        if record.kind == "flue":
+            return
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if not isinstance(stream, _Tee):
+                setattr(sys, name, _Tee(stream, name, self.log))
+
+    def post(self, result: Any) -> None:
+        """`post_run_cell`: finish the record and put the streams back."""
+        info = getattr(result, "info", None)
+        if not self._infos or self._infos[-1] != id(info):
+            return  # a cell whose `pre_run_cell` never came (it failed before running)
+        self._infos.pop()
+        error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
+        count = getattr(result, "execution_count", None)
+        self.log.finish(count if getattr(info, "store_history", False) else None, error)
+        outer = self.log.running()
+        if outer is not None and outer.kind != "flue":
+            return  # an inner cell ended (`%%capture` runs one): the outer cell is still teed
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if isinstance(stream, _Tee) and stream._log is self.log:
+                setattr(sys, name, stream.inner)
+
+    # --- display paths -------------------------------------------------------------------------
+
+    def _published(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+        record = self.log.recording()
+        if record is not None and isinstance(data, dict) and not kwargs.get("update"):
+            self.log.add_output("display_data", data, metadata)
+            if record.kind == "agent":
+                return None
+        return self._publish(data, metadata, *args, **kwargs)
+
+    def _formatted(self, format_dict: Any, md_dict: Any = None) -> Any:
+        record = self.log.recording()
+        if record is not None and isinstance(format_dict, dict):
+            self.log.add_output("execute_result", format_dict, md_dict)
+            if record.kind == "agent":
+                return None
+        return self._write_format(format_dict, md_dict)
+
+
+def _cell_id(info: Any) -> str | None:
+    cell_id = getattr(info, "cell_id", None)
+    return str(cell_id) if cell_id else None
