@@ -149,6 +149,11 @@ class Coordinator:
                         result.set_exception(exc)
             return fut.result()
 
+    @property
+    def has_waiter(self) -> bool:
+        """True while a thread (a blocking `%%flue` cell) is waiting for a run."""
+        return self._waiters > 0
+
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
         """Count this thread as a waiter from now on: calls posted meanwhile queue for its `wait`.

@@ -43,7 +43,7 @@ class _Approver:
         return self.answer
 
 
-def test_tool_list_is_the_six_then_python(tmp_path: Path) -> None:
+def test_tool_list_is_the_six_then_python_then_the_notebook_tools(tmp_path: Path) -> None:
     sandbox = kernel(tmp_path, namespace={})
     assert [t.name for t in sandbox.tools()] == [
         "read",
@@ -53,6 +53,12 @@ def test_tool_list_is_the_six_then_python(tmp_path: Path) -> None:
         "grep",
         "glob",
         "python",
+        "cells",
+        "cell",
+        "variables",
+        "insert_cell",
+        "edit_cell",
+        "run_cell",
     ]
 
 

@@ -17,8 +17,9 @@ __all__ = ["STORE_CHARS", "BoundedText", "cut_text"]
 STORE_CHARS = MAX_BYTES
 """Characters kept for the head, and again for the tail, while a stream is written (a character
 is at least one UTF-8 byte, so each side always holds the 25 KB its final cut may need)."""
-_HALF_LINES = MAX_LINES // 2
-_HALF_BYTES = MAX_BYTES // 2
+# Each side gets half of what is left once the marker line has its room.
+_HALF_LINES = (MAX_LINES - 1) // 2
+_HALF_BYTES = (MAX_BYTES - 256) // 2
 
 
 class BoundedText:
@@ -73,9 +74,10 @@ class BoundedText:
         if not self._tail:
             return cut_text(head)
         tail = "".join(self._tail)
-        if (self.dropped or not head.endswith("\n")) and "\n" in tail:
+        rest = tail.partition("\n")[2]
+        if (self.dropped or not head.endswith("\n")) and rest.strip():
             # The tail's first line lost its start (to the head or the middle): never show half a line.
-            tail = tail.split("\n", 1)[1]
+            tail = rest
         return _join_cut(head, tail, self.chars)
 
 
@@ -99,14 +101,14 @@ def _join_cut(head_text: str, tail_text: str, total_chars: int) -> str:
 
 def _line_prefix(text: str) -> str:
     line = text.split("\n", 1)[0]
-    data = utf8_prefix(line.encode("utf-8", "surrogatepass"), _HALF_BYTES)
+    data = utf8_prefix(line.encode("utf-8", "surrogatepass"), _HALF_BYTES - 3)
     return data.decode("utf-8", "surrogatepass") + "…"
 
 
 def _line_suffix(text: str) -> str:
-    line = text.rsplit("\n", 1)[-1]
+    line = text.rstrip("\n").rsplit("\n", 1)[-1]
     data = line.encode("utf-8", "surrogatepass")
-    start = max(len(data) - _HALF_BYTES, 0)
+    start = max(len(data) - (_HALF_BYTES - 3), 0)
     while start < len(data) and (data[start] & 0xC0) == 0x80:
         start += 1
-    return "…" + data[start:].decode("utf-8", "surrogatepass")
+    return ("…" if start else "") + data[start:].decode("utf-8", "surrogatepass")

@@ -113,6 +113,8 @@ class CellLog:
         self._image_bytes = 0
         self._next: tuple[CellKind, dict[str, Any] | None] | None = None
         self._capture: _capture.Capture | None = None
+        self.last_agent: CellRecord | None = None
+        """The cell `run_cell` ran most recently."""
 
     # --- recording ---------------------------------------------------------------------------
 
@@ -139,6 +141,8 @@ class CellLog:
                 self._forget(self._records[0])
             self._records.append(record)
             self._stack.append(record)
+        if kind == "agent":
+            self.last_agent = record
         return record
 
     def finish(self, execution_count: int | None, error: BaseException | None) -> CellRecord | None:

@@ -1,9 +1,12 @@
-"""The kernel sandbox: the host sandbox in the kernel's working directory, plus the `python` tool.
+"""The kernel sandbox: the host sandbox in the kernel's working directory, plus the `python` tool
+and the notebook tools.
 
 `kernel()` is what `use_sandbox(flue.kernel())` attaches. Its tool list replaces the six (contract
 1.3) with the six composed from the standard factories followed by `python`, which runs code in
-the kernel's own namespace. The `approval` setting wraps chosen tools (by default `python` and
-`bash`) with `with_approval`.
+the kernel's own namespace, and the notebook tools (`cells`, `cell`, `variables`, `insert_cell`,
+`edit_cell`, `run_cell`: `notebook.cells`), which its `prompt_notes` describe in the system
+prompt. The `approval` setting wraps chosen tools (by default the ones that run code or change
+the notebook) with `with_approval`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["KernelSandbox", "kernel"]
 
-APPROVAL_TOOLS = ("python", "bash")
-"""The tools a single `approval` policy applies to: the ones that run arbitrary code."""
+APPROVAL_TOOLS = ("python", "bash", "insert_cell", "edit_cell", "run_cell")
+"""The tools a single `approval` policy applies to: the ones that run code or change the notebook."""
 
 Approval = ApprovalPolicy | Mapping[str, ApprovalPolicy]
 
@@ -77,11 +80,23 @@ class KernelSandbox(LocalSandbox):
             return None
         return f"`{HANDLE_NAME}.results[{number}]` (str)"
 
+    def prompt_notes(self) -> str:
+        """The system prompt's word on the notebook tools and the untrusted-data envelope."""
+        from flue_nb.notebook.cells import PROMPT_NOTES
+
+        return PROMPT_NOTES
+
     def tools(self) -> list[Tool]:
-        """The six standard tools, then `python`, each wrapped by its approval policy."""
+        """The six standard tools, `python`, then the notebook tools, each wrapped by its approval policy."""
+        from flue_nb.notebook.cells import notebook_tools
+
         # A function, not the dict: the namespace is resolved when code first runs, not here.
         runner = self._runner or _on_waiting_thread
-        tools = [*standard_tools(self), python_tool(lambda: self.namespace, runner=runner)]
+        tools = [
+            *standard_tools(self),
+            python_tool(lambda: self.namespace, runner=runner),
+            *notebook_tools(lambda: self.namespace, runner=runner),
+        ]
         names = {t.name for t in tools}
         unknown = sorted(set(self._policies) - names)
         if unknown:

@@ -621,6 +621,9 @@ def load_ipython_extension(ipython: Any) -> None:
     from flue_nb.notebook.chat._frontend import watch
 
     watch()  # a frontend that draws widgets says so when it connects: cells then draw the chat
+    from flue_nb.notebook.cells.log import install
+
+    install(ipython)  # the cell log the notebook tools read: every cell from now on
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -628,6 +631,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     for kind in ("line", "cell"):
         ipython.magics_manager.magics[kind].pop("flue", None)
     ipython.magics_manager.registry.pop("FlueMagics", None)
+    from flue_nb.notebook.cells.log import uninstall
+
+    uninstall(ipython)
     transforms = ipython.input_transformer_manager.line_transforms
     if protect_line_magic in transforms:
         transforms.remove(protect_line_magic)

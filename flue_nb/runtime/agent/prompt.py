@@ -29,6 +29,8 @@ class Environment:
     cwd: str
     listing: tuple[str, ...]
     agents_md: str | None
+    notes: str = ""
+    """What the sandbox says about its own tools (`prompt_notes()`: the kernel's notebook tools)."""
 
 
 async def describe_environment(sandbox: Any) -> Environment:
@@ -45,7 +47,8 @@ async def describe_environment(sandbox: Any) -> Environment:
         agents_md = raw[:AGENTS_MD_LIMIT].decode("utf-8", "replace")
     except OSError:
         pass
-    return Environment(cwd, listing, agents_md)
+    notes = getattr(sandbox, "prompt_notes", None)
+    return Environment(cwd, listing, agents_md, notes() if callable(notes) else "")
 
 
 def _listing_text(listing: Sequence[str]) -> str:
@@ -78,6 +81,8 @@ def compose_system(
         parts.append(f"## Workspace\nWorking directory: {env.cwd}\nTop-level entries:\n{_listing_text(env.listing)}")
         if env.agents_md:
             parts.append(f"## AGENTS.md\n{env.agents_md.strip()}")
+        if env.notes:
+            parts.append(env.notes.strip())
     roster = _roster_lines(skills, subagents)
     if roster:
         parts.append("\n".join(roster))

@@ -522,6 +522,7 @@ class Conversation:
             tools_cache=self._tools_cache,
             submission_id=sub.id,
             max_turns=(sub.settings or {}).get("max_turns"),
+            conversation_id=self.id,
         )
         self.current_run = run
         answer = await run.run()

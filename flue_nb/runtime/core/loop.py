@@ -100,6 +100,7 @@ class AgentRun:
         tools_cache: dict[int, list[Tool]] | None = None,
         submission_id: str | None = None,
         max_turns: int | None = None,
+        conversation_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.transcript = transcript
@@ -113,6 +114,7 @@ class AgentRun:
         self.model_override = model_override
         self.joins = joins
         self.submission_id = submission_id
+        self.conversation_id = conversation_id
         self.sandbox: Any = parent_sandbox
         self._sandbox_tools = tools_cache if tools_cache is not None else {}
         self._workspace_skills: list[Skill] | None = None
@@ -479,7 +481,7 @@ class AgentRun:
             step = None
             if tool.durable:
                 step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
-            ctx = ToolContext(call.id, self.sandbox, step)
+            ctx = ToolContext(call.id, self.sandbox, step, self.conversation_id, self.submission_id)
             try:
                 out = await execute_tool(tool, call.input, ctx)
             except BaseException as exc:
@@ -556,6 +558,7 @@ class AgentRun:
             parent_sandbox=sandbox,
             model_override=sub.model if sub.model is not None else self.model,
             tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
+            conversation_id=self.conversation_id,
         )
         if not resumed:
             child.transcript.commit(recorder, [UserMessage(args.prompt)], sid=None)

@@ -84,6 +84,10 @@ class ToolContext:
     sandbox: Sandbox | None = None
     step: Step | None = None
     """Set for durable tools (`durable=True`)."""
+    conversation_id: str | None = None
+    """The conversation the call belongs to (provenance for what the tool writes)."""
+    submission_id: str | None = None
+    """The submission whose run made the call."""
 
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""
