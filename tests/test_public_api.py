@@ -110,7 +110,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_importing_flue_nb_is_light():
     mods = _modules_after("import flue_nb")
-    assert not {"anthropic", "tiktoken", "anywidget", "ipywidgets", "IPython", "pydantic", "mcp"} & mods
+    assert not {"anthropic", "openai", "tiktoken", "anywidget", "ipywidgets", "IPython", "pydantic", "mcp"} & mods
 
 
 def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
@@ -124,7 +124,7 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
         "print(flue.init(a, db=':memory:').prompt('hello'))\n"
     )
     mods = _modules_after(code)
-    assert not {"IPython", "ipykernel", "anthropic", "anywidget", "ipywidgets", "mcp"} & mods
+    assert not {"IPython", "ipykernel", "anthropic", "openai", "anywidget", "ipywidgets", "mcp"} & mods
     assert "flue_nb.notebook" not in mods
 
 
@@ -136,6 +136,7 @@ MODELS = [
     "Model",
     "ModelInfo",
     "ModelRequest",
+    "OpenAIModel",
     "RecordingModel",
     "Reply",
     "ReplayModel",

@@ -1,4 +1,5 @@
-"""Models: the Anthropic provider, and offline ones (scripted, function-backed, cassettes) for tests, demos and CI."""
+"""Models: the Anthropic and OpenAI-compatible providers, and offline ones (scripted,
+function-backed, cassettes) for tests, demos and CI."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from flue_nb.runtime.providers.offline import Fail, FunctionModel, Reply, Script
 
 if TYPE_CHECKING:  # pragma: no cover - loaded lazily below
     from flue_nb.runtime.providers.anthropic import AnthropicModel
+    from flue_nb.runtime.providers.openai import OpenAIModel
 
 __all__ = [
     "AnthropicModel",
@@ -19,6 +21,7 @@ __all__ = [
     "Model",
     "ModelInfo",
     "ModelRequest",
+    "OpenAIModel",
     "RecordingModel",
     "Reply",
     "ReplayModel",
@@ -28,8 +31,12 @@ __all__ = [
     "tool_call",
 ]
 
-# Provider modules load on first use: the Anthropic one imports the SDK's transport.
-_LAZY = {"AnthropicModel": "flue_nb.runtime.providers.anthropic"}
+# Provider modules load on first use: the Anthropic one imports the SDK's transport (and the
+# OpenAI-compatible one imports the Anthropic one's; the `openai` SDK only at a request).
+_LAZY = {
+    "AnthropicModel": "flue_nb.runtime.providers.anthropic",
+    "OpenAIModel": "flue_nb.runtime.providers.openai",
+}
 
 
 def __getattr__(name: str) -> Any:

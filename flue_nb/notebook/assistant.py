@@ -36,7 +36,8 @@ the file and shell tools for the working directory. Answer concisely; say what y
 NO_MODEL_HELP = (
     "flue: no model is configured, so there is no one to answer. Set one in any of these ways: "
     "export FLUE_MODEL=anthropic/claude-sonnet-4-6 (or set ANTHROPIC_API_KEY to use that model "
-    "by default) before starting Jupyter; run "
+    "by default; `openai/gpt-5` with OPENAI_API_KEY, `openai/<model>` with OPENAI_BASE_URL for a "
+    "local server such as Ollama or vLLM) before starting Jupyter; run "
     '`%config FlueMagics.model = "anthropic/claude-sonnet-4-6"` (or put `c.FlueMagics.model = '
     "...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or work offline with an agent "
     "of your own that calls use_model(ScriptedModel([...])) or use_model(FunctionModel(fn)) from "

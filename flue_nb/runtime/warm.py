@@ -11,9 +11,10 @@ __all__ = ["warm"]
 _MODULES = ("flue_nb.runtime.session", "flue_nb.runtime.store.sqlite")
 
 
-def warm(*, anthropic: bool) -> None:
+def warm(*, anthropic: bool, openai: bool = False) -> None:
     """Import the runtime, load the tokenizer and (when `anthropic`) the TLS context, then the SDK.
 
+    `openai` imports the `openai` SDK (when installed) for an OpenAI-compatible model setting.
     Meant for a background thread at start-up; anything that fails here fails again, and is
     reported, when the first message really needs it. A first request made before the SDK is
     loaded does not wait for it (it goes out over plain httpx2), so the SDK comes last.
@@ -28,3 +29,11 @@ def warm(*, anthropic: bool) -> None:
 
         provider._tls_context()  # the one context every client of the process shares
         provider.load_sdk()
+    if openai:
+        from flue_nb.runtime.providers import anthropic as provider
+
+        provider._tls_context()  # shared by the openai SDK's clients too
+        try:
+            importlib.import_module("openai")
+        except ImportError:
+            pass  # the first request says which extra to install

@@ -7,7 +7,8 @@ only its own work. The SDK comes last and nothing waits for it: a request made b
 loaded goes out over plain httpx2 (`runtime/providers/_anthropic_http.py`). Python's import lock makes this safe: a cell that needs a module still being
 imported waits for that import to finish; it never sees half a module.
 
-The SDK is imported only when a model setting or `ANTHROPIC_API_KEY` says it will be used, so a
+The SDK is imported only when a model setting or `ANTHROPIC_API_KEY` says it will be used (the
+`openai` SDK when the setting is `openai/...` or `azure/...`), so a
 kernel that works offline (or never runs `%flue`) does not pay its memory. `FLUE_WARMUP=0`
 turns the whole thing off.
 """
@@ -37,19 +38,22 @@ def warm_up(model_setting: str = "") -> threading.Thread | None:
     if _started or os.environ.get("FLUE_WARMUP", "").strip() in ("0", "false", "no"):
         return None
     setting = (model_setting or os.environ.get("FLUE_MODEL", "")).strip().lower()
-    anthropic = setting.startswith("anthropic") or (not setting and bool(os.environ.get("ANTHROPIC_API_KEY")))
-    thread = threading.Thread(target=_load, args=(anthropic,), name="flue-warmup", daemon=True)
+    anthropic = setting.startswith(("anthropic", "bedrock", "vertex")) or (
+        not setting and bool(os.environ.get("ANTHROPIC_API_KEY"))
+    )
+    openai = setting.startswith(("openai", "azure"))
+    thread = threading.Thread(target=_load, args=(anthropic, openai), name="flue-warmup", daemon=True)
     _started.append(thread)
     thread.start()
     return thread
 
 
-def _load(anthropic: bool) -> None:
+def _load(anthropic: bool, openai: bool = False) -> None:
     try:
         for name in _NOTEBOOK:
             importlib.import_module(name)
         from flue_nb.runtime.warm import warm
 
-        warm(anthropic=anthropic)
+        warm(anthropic=anthropic, openai=openai)
     except Exception:  # noqa: BLE001 - only a head start: the cell imports (and reports) itself
         pass

@@ -63,7 +63,8 @@ class FlueMagics(Magics):
 
     model = Unicode(
         "",
-        help="Model for the default assistant: 'anthropic/<id>', or the name of a Model object "
+        help="Model for the default assistant: 'anthropic/<id>', 'openai/<model>', "
+        "'azure/<deployment>', 'bedrock/<id>', 'vertex/<id>', or the name of a Model object "
         "in the namespace. Empty: $FLUE_MODEL, else the default Claude model if "
         "ANTHROPIC_API_KEY is set.",
     ).tag(config=True)
@@ -134,8 +135,9 @@ class FlueMagics(Magics):
         "-m",
         "--model",
         metavar="SPEC",
-        help="Model for the default assistant, for this cell: anthropic/<id> (or anthropic:<id>), "
-        "or the name of a Model object in the namespace.",
+        help="Model for the default assistant, for this cell: anthropic/<id>, openai/<model>, "
+        "azure/<deployment>, bedrock/<id>, vertex/<id> (`:` works for `/`), or the name of a "
+        "Model object in the namespace.",
     )
     @argument(
         "--db",
@@ -223,10 +225,10 @@ class FlueMagics(Magics):
     def _model_setting(self, args: Any) -> str:
         setting = (args.model or self.model or os.environ.get("FLUE_MODEL", "")).strip()
         # jupyter-ai spells a model `provider:model`; ours is `provider/model`.
-        provider, sep, model_id = setting.partition(":")
-        if sep and "/" not in setting and provider.lower() == "anthropic" and model_id:
-            return f"anthropic/{model_id}"
-        return setting
+        from flue_nb.runtime.providers import split_spec
+
+        provider, model_id = split_spec(setting)
+        return f"{provider}/{model_id}" if provider else setting
 
     def _agent(self, args: Any) -> tuple[Any, str]:
         """The agent for this cell and a label for its model."""
@@ -265,12 +267,14 @@ class FlueMagics(Magics):
                 raise UsageError(exc.message) from None
             raise FlueCellError(exc.message) from None
         if isinstance(spec, str):
-            provider, sep, model_id = spec.partition("/")
-            if not (sep and provider.strip().lower() == "anthropic" and model_id.strip()):
+            from flue_nb.runtime.providers import split_spec
+
+            if not split_spec(spec)[0]:
                 problem = (
-                    f"unknown model {spec!r}: use `anthropic/<model-id>` (or `anthropic:<model-id>`)"
-                    ", e.g. `anthropic/claude-sonnet-4-6`, or the name of a Model object in the "
-                    "namespace"
+                    f"unknown model {spec!r}: use `anthropic/<model-id>`, `openai/<model>`, "
+                    "`azure/<deployment>`, `bedrock/<model-id>` or `vertex/<model-id>` (`:` works "
+                    "for `/`), e.g. `anthropic/claude-sonnet-4-6`, or the name of a Model object "
+                    "in the namespace"
                 )
                 if args.model:
                     raise UsageError(problem)

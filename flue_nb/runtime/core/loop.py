@@ -292,6 +292,11 @@ class AgentRun:
         from flue_nb.runtime.core.compaction import CompactionConfig, should_compact
 
         assert self.rendered is not None and self.model is not None
+        # A model that learns its window from its server (OpenAI-compatible ones) asks it once
+        # here, so compaction, overflow recovery and the gauge budget the real window.
+        prepare = getattr(self.model, "prepare", None)
+        if prepare is not None:
+            await prepare()
         cfg = self.rendered.compaction
         if cfg is False:
             return

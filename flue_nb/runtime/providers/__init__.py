@@ -1,7 +1,7 @@
 """Model providers, and `resolve_model`, which turns a model spec into a `Model`.
 
-Importing this package must stay cheap: `import anthropic` costs over a second, so the
-Anthropic provider module is imported only when a spec names it.
+Importing this package must stay cheap: `import anthropic` costs over a second, so each
+provider module is imported only when a spec names it (and the `openai` SDK only at a request).
 """
 
 from __future__ import annotations
@@ -15,30 +15,58 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import Usage
 from flue_nb.runtime.providers.model import Model, Price
 
-__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "Spend", "check_model_request", "price_of", "resolve_model"]
+__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "Spend", "check_model_request", "price_of", "resolve_model", "split_spec"]
 
 ALLOW_MODEL_REQUESTS_ENV = "FLUE_ALLOW_MODEL_REQUESTS"
 """Set to `0` (the test suite does) and providers refuse any host but loopback, so no test can
 reach a paid API; unset or any other value allows requests."""
 
-_ACCEPTED = "`'anthropic/<model-id>'` (e.g. `'anthropic/claude-sonnet-4-6'`) or a `Model` instance"
+_ACCEPTED = (
+    "`'anthropic/<model-id>'` (e.g. `'anthropic/claude-sonnet-4-6'`), `'openai/<model>'`, "
+    "`'azure/<deployment>'`, `'bedrock/<model-id>'`, `'vertex/<model-id>'` or a `Model` instance"
+)
+_PROVIDERS = ("anthropic", "openai", "azure", "bedrock", "vertex")
 
 
 def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
-    """Turn `'anthropic/<model-id>'` into an `AnthropicModel`; pass a `Model` through unchanged.
+    """Turn a model spec into its provider's `Model`; pass a `Model` through unchanged.
 
-    Keyword arguments go to the provider's constructor (`api_key`, `base_url`, `max_tokens`, ...).
-    Raises `ConfigError` for any other spec.
+    `anthropic/<id>` is an `AnthropicModel`; `openai/<model>` an `OpenAIModel` (OpenAI, or the
+    server `OPENAI_BASE_URL` names); `azure/<deployment>` an `OpenAIModel` on
+    `AZURE_OPENAI_ENDPOINT`; `bedrock/<id>` and `vertex/<id>` Claude through the `anthropic`
+    SDK's Bedrock and Vertex clients. `provider:<model>` is the same as `provider/<model>`.
+    Keyword arguments go to the provider's constructor. Raises `ConfigError` for any other spec.
     """
     if isinstance(spec, str):
-        provider, sep, model_id = spec.strip().partition("/")
-        if sep and provider.lower() == "anthropic" and model_id.strip():
+        provider, model_id = split_spec(spec)
+        if provider == "anthropic":
             from flue_nb.runtime.providers.anthropic import AnthropicModel
 
-            return AnthropicModel(model_id.strip(), **kwargs)
+            return AnthropicModel(model_id, **kwargs)
+        if provider == "openai":
+            from flue_nb.runtime.providers.openai import OpenAIModel
+
+            return OpenAIModel(model_id, **kwargs)
+        if provider == "azure":
+            from flue_nb.runtime.providers.openai import OpenAIModel
+
+            endpoint = kwargs.pop("azure_endpoint", None) or os.environ.get("AZURE_OPENAI_ENDPOINT")
+            if not endpoint:
+                raise ConfigError(
+                    f"`{spec}` needs an Azure OpenAI resource: set `AZURE_OPENAI_ENDPOINT` "
+                    "(https://NAME.openai.azure.com) or pass `azure_endpoint=` to `OpenAIModel`.",
+                    spec=spec,
+                )
+            return OpenAIModel(model_id, azure_endpoint=endpoint, **kwargs)
+        if provider in ("bedrock", "vertex"):
+            from flue_nb.runtime.providers._anthropic_cloud import cloud_model
+
+            return cloud_model(provider, model_id, **kwargs)
         hint = ""
-        if not sep and spec.strip().lower().startswith("claude"):
+        if not provider and spec.strip().lower().startswith("claude"):
             hint = f" Did you mean `'anthropic/{spec.strip()}'`?"
+        elif not provider and spec.strip().lower().startswith(("gpt", "o1", "o3", "o4")):
+            hint = f" Did you mean `'openai/{spec.strip()}'`?"
         raise ConfigError(f"Unknown model spec {spec!r}; expected {_ACCEPTED}.{hint}", spec=spec)
     if isinstance(spec, Model):
         if kwargs:
@@ -50,8 +78,32 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
     raise ConfigError(f"Cannot use {spec!r} as a model; expected {_ACCEPTED}.", spec=repr(spec))
 
 
+def split_spec(spec: str) -> tuple[str, str]:
+    """`('openai', 'gpt-5')` for `'openai/gpt-5'` or `'openai:gpt-5'`; `('', spec)` for anything else."""
+    text = spec.strip()
+    # `provider/model` is ours; jupyter-ai spells it `provider:model` (Ollama tags have a `:`
+    # too, `openai/llama3.1:8b`, so the first separator decides).
+    cut = min((i for i in (text.find("/"), text.find(":")) if i >= 0), default=-1)
+    provider, model_id = (text[:cut].strip().lower(), text[cut + 1 :].strip()) if cut >= 0 else ("", text)
+    if provider in _PROVIDERS and model_id:
+        return provider, model_id
+    return "", text
+
+
 def price_of(model_id: str) -> Price | None:
-    """The list prices of `model_id` when flue_nb knows them (see `model.PRICES_AS_OF`), else None."""
+    """The list prices of `model_id` when flue_nb knows them, else None.
+
+    A bare id is a Claude model at Anthropic's prices (`model.PRICES_AS_OF`); `openai/<id>` is
+    priced at OpenAI's (`_openai_limits.OPENAI_PRICES_AS_OF`); any other provider prefix (Azure,
+    Bedrock, Vertex, a compatible server's host) has no known price.
+    """
+    provider, sep, rest = model_id.partition("/")
+    if sep:
+        if provider == "openai":
+            from flue_nb.runtime.providers._openai_limits import openai_price
+
+            return openai_price(rest)
+        return None
     from flue_nb.runtime.providers._catalog import model_info
 
     return model_info(model_id).price

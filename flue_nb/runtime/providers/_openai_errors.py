@@ -1,0 +1,143 @@
+"""The `openai` SDK's failures onto flue_nb's closed error table, as the Anthropic provider's are.
+
+Rate limits, overload, server faults, broken or silent connections and malformed streams are
+transient (the runtime retries them, honouring `retry-after`); a prompt that does not fit is a
+`ContextOverflowError` (the runtime compacts and retries once); credentials, quota and bad
+requests are not retried. Only `translate_errors` imports the SDK, and only when it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+
+from flue_nb.runtime.errors import ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
+from flue_nb.runtime.providers.anthropic import MAX_ERROR_TEXT, _cap, _retry_after
+
+__all__ = ["OVERFLOW", "translate_errors"]
+
+# OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted
+# in ..." (code `context_length_exceeded`); vLLM: the same sentence, or "The input (N tokens) is
+# longer than the model's context length (M tokens)"; llama.cpp: "the request exceeds the
+# available context size".
+OVERFLOW = re.compile(
+    r"maximum context length|context length|context_length_exceeded|exceeds? the available context"
+    r"|context window|prompt is too long|too many (input )?tokens",
+    re.IGNORECASE,
+)
+
+_KIND_BY_STATUS: dict[int, ProviderErrorKind] = {
+    401: "auth", 403: "auth", 408: "timeout", 429: "rate_limit", 503: "overloaded", 529: "overloaded",
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def translate_errors(model_id: str, *, provider: str, key_hint: str) -> Iterator[None]:
+    """Re-raise the SDK's (and httpx2's) exceptions as classified `ProviderError`s.
+
+    `provider` names the service in messages (`OpenAI`, `Azure OpenAI`, the server's host);
+    `key_hint` says where the key comes from, for authentication failures.
+    """
+    import openai
+
+    try:
+        yield
+    except ProviderError:
+        raise
+    except openai.APIStatusError as exc:
+        raise _status_error(exc, model_id, provider, key_hint) from exc
+    except openai.APITimeoutError as exc:
+        raise ProviderError(
+            f"The request to {provider} for `{model_id}` timed out.", kind="timeout", model=model_id
+        ) from exc
+    except openai.APIConnectionError as exc:
+        raise _connection(exc, model_id, provider) from exc
+    except openai.APIError as exc:
+        # No status: an error object inside a 200 stream (`data: {"error": ...}`).
+        raise _stream_error(exc, model_id, provider) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError, httpx2.DecodingError) as exc:
+        raise ProviderError(
+            f"The {provider} stream for `{model_id}` was malformed ({_cap(str(exc), 200)}).",
+            kind="server",
+            model=model_id,
+            mid_stream=True,
+        ) from exc
+    except httpx2.TimeoutException as exc:
+        raise ProviderError(
+            f"The request to {provider} for `{model_id}` timed out.", kind="timeout", model=model_id
+        ) from exc
+    except httpx2.TransportError as exc:
+        raise _connection(exc, model_id, provider) from exc
+
+
+def _connection(exc: Exception, model_id: str, provider: str) -> ProviderError:
+    cause = exc.__cause__ or exc
+    return ProviderError(
+        f"Lost the connection to {provider} for `{model_id}`: {cause}", kind="connection", model=model_id
+    )
+
+
+def _fields(body: object) -> tuple[str, str, str]:
+    """(message, type, code) of an error body, whichever shape the server sent."""
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("detail") or json.dumps(error)[:MAX_ERROR_TEXT]
+        return str(message), str(error.get("type") or ""), str(error.get("code") or "")
+    return str(error or ""), "", ""
+
+
+def _status_error(exc: Any, model_id: str, provider: str, key_hint: str) -> ProviderError:
+    status: int = exc.status_code
+    message, error_type, code = _fields(exc.body)
+    text = _cap(message or exc.message, MAX_ERROR_TEXT)
+    headers = exc.response.headers
+    details: dict[str, Any] = {"model": model_id, "error_type": _cap(error_type, 100) or None}
+    if code:
+        details["error_code"] = _cap(code, 100)
+    if request_id := headers.get("x-request-id"):
+        details["request_id"] = request_id
+    if (retry_after := _retry_after(headers)) is not None:
+        details["retry_after"] = retry_after
+    if status in (400, 413, 422) and (code == "context_length_exceeded" or OVERFLOW.search(text)):
+        return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=status, **details)
+    kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else "bad_request")
+    if status == 429 and code == "insufficient_quota":
+        # Retrying does not refill an account: say what to do instead.
+        message = f"{provider} says the account behind the key has no quota left (HTTP 429: {text}). Check its plan and billing."
+        return ProviderHTTPError(message, status=status, kind="auth", **details)
+    if kind == "auth":
+        what = "rejected the credentials" if status == 401 else "denied access"
+        message = f"{provider} {what} (HTTP {status}: {text}). Check {key_hint} and that the key may use `{model_id}`."
+    elif status == 404:
+        message = (
+            f"{provider} has no `{model_id}` (HTTP 404: {text}). Check the model name (for Azure, the deployment)."
+        )
+    else:
+        message = f"{provider} returned HTTP {status} for `{model_id}` ({error_type or 'no error type'}): {text}"
+    return ProviderHTTPError(message, status=status, kind=kind, **details)
+
+
+def _stream_error(exc: Any, model_id: str, provider: str) -> ProviderError:
+    message, error_type, code = _fields(exc.body)
+    text = _cap(message or str(exc), MAX_ERROR_TEXT)
+    details: dict[str, Any] = {"model": model_id, "error_type": _cap(error_type, 100) or None, "mid_stream": True}
+    if OVERFLOW.search(text):
+        return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=200, **details)
+    label = f"{error_type} {code}".lower()
+    kind: ProviderErrorKind
+    if "rate" in label or code == "429":
+        kind = "rate_limit"
+    elif "overload" in label or code in ("503", "529"):
+        kind = "overloaded"
+    elif "invalid" in label or "badrequest" in label.replace("_", "") or code == "400":
+        kind = "bad_request"
+    else:
+        # A generation that failed part-way is the server's fault (vLLM sends its engine errors
+        # so): worth another try.
+        kind = "server"
+    return ProviderError(f"The {provider} stream for `{model_id}` failed mid-response: {text}", kind=kind, **details)

@@ -1,0 +1,361 @@
+"""A loopback OpenAI-compatible chat-completions server for tests, with the quirks real servers have.
+
+`OpenAIServer` listens on 127.0.0.1 (a free port) and answers each `POST .../chat/completions`
+(OpenAI's `/v1/...` and Azure's `/openai/deployments/NAME/...`) with the next scripted reply: a
+stream of `chat.completion.chunk` events built from simple parts (`text`, `reasoning`,
+`tool_call`), or an HTTP error with an OpenAI-style error body. Quirks are options of the reply:
+tool-call arguments split at any position, usage in a last chunk with empty `choices` (only when
+`stream_options.include_usage` asks, as OpenAI does) or never (`usage=None`) or on the finish
+chunk whatever was asked (`usage_mode="with_finish"`, llama.cpp), tool calls without ids,
+ids and names repeated in every fragment (llama.cpp), an error object mid-stream, a stream cut
+off. `GET /v1/models` lists `server.models` (vLLM adds `max_model_len`); `POST /api/show` and
+`GET /api/ps` answer from `server.ollama` like Ollama's native API. Requests are kept in
+`server.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+__all__ = [
+    "ChatReply",
+    "ErrorReply",
+    "OpenAIServer",
+    "RecordedRequest",
+    "chat",
+    "error",
+    "overflow",
+    "reasoning",
+    "text",
+    "tool_call",
+]
+
+
+def text(value: str, *, chunks: int = 2) -> dict[str, Any]:
+    """Answer text arriving in `chunks` content deltas."""
+    return {"type": "text", "text": value, "chunks": chunks}
+
+
+def reasoning(value: str, *, field: str = "reasoning_content", chunks: int = 2) -> dict[str, Any]:
+    """Reasoning text in `delta.reasoning_content` (vLLM, DeepSeek) or `delta.reasoning` (Ollama)."""
+    return {"type": "reasoning", "text": value, "field": field, "chunks": chunks}
+
+
+def tool_call(
+    call_id: str,
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    raw: str | None = None,
+    cuts: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """A tool call; its JSON arguments (or `raw`) are cut at the character positions `cuts`
+    (default: every 5 characters), so fragments may end inside a key, a string or an escape."""
+    args = raw if raw is not None else json.dumps(arguments or {})
+    points = list(cuts) or list(range(5, len(args), 5))
+    pieces = [args[a:b] for a, b in zip([0, *points], [*points, len(args)]) if args[a:b]]
+    return {"type": "tool_call", "id": call_id, "name": name, "pieces": pieces or [""]}
+
+
+@dataclass
+class ChatReply:
+    """A 200 stream of chunks."""
+
+    parts: list[dict[str, Any]]
+    finish_reason: str | None = None
+    """Default: `tool_calls` when there are tool calls, else `stop`."""
+    usage: dict[str, Any] | None = field(default_factory=lambda: {"prompt": 10, "completion": 5, "cached": 0})
+    usage_mode: Literal["last", "with_finish"] = "last"
+    ids: bool = True
+    """False: tool calls carry no id (some local servers)."""
+    repeat_ids: bool = False
+    """True: every fragment repeats the call's id and name (llama.cpp)."""
+    model: str = "gpt-test"
+    error_after: int | None = None
+    """Send `data: {"error": ...}` after this many chunks (then end the stream)."""
+    error_body: dict[str, Any] = field(default_factory=lambda: {"message": "engine failed", "type": "server_error"})
+    cut_after: int | None = None
+    """Break the connection after this many chunks (no finish_reason, no [DONE])."""
+    done: bool = True
+    """Send `data: [DONE]` at the end."""
+    delay: float = 0.0
+
+    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+        """The chunk objects, in order."""
+        out: list[dict[str, Any]] = [self._chunk({"role": "assistant", "content": ""})]
+        calls = 0
+        for part in self.parts:
+            if part["type"] == "text":
+                out += [self._chunk({"content": c}) for c in _split(part["text"], part["chunks"])]
+            elif part["type"] == "reasoning":
+                out += [self._chunk({part["field"]: c}) for c in _split(part["text"], part["chunks"])]
+            else:
+                out += self._call_chunks(calls, part)
+                calls += 1
+        reason = self.finish_reason or ("tool_calls" if calls else "stop")
+        last = self._chunk({}, finish_reason=reason)
+        usage = self._usage()
+        if usage is not None and self.usage_mode == "with_finish":
+            last["usage"] = usage
+        out.append(last)
+        if usage is not None and self.usage_mode == "last" and include_usage:
+            out.append({**self._chunk({}), "choices": [], "usage": usage})
+        return out
+
+    def _call_chunks(self, index: int, part: dict[str, Any]) -> list[dict[str, Any]]:
+        chunks = []
+        for n, piece in enumerate(part["pieces"]):
+            frag: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+            if n == 0 or self.repeat_ids:
+                frag["function"]["name"] = part["name"]
+                frag["type"] = "function"
+                if self.ids:
+                    frag["id"] = part["id"]
+            chunks.append(self._chunk({"tool_calls": [frag]}))
+        return chunks
+
+    def _usage(self) -> dict[str, Any] | None:
+        if self.usage is None:
+            return None
+        u = self.usage
+        return {
+            "prompt_tokens": u["prompt"],
+            "completion_tokens": u["completion"],
+            "total_tokens": u["prompt"] + u["completion"],
+            "prompt_tokens_details": {"cached_tokens": u.get("cached", 0)},
+        }
+
+    def _chunk(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+        }
+
+
+@dataclass
+class ErrorReply:
+    """An HTTP error status with an error body (`{"error": {...}}` unless `raw`)."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def chat(*parts: dict[str, Any], **kwargs: Any) -> ChatReply:
+    """A streamed reply made of `parts` (see `text`, `reasoning`, `tool_call`)."""
+    return ChatReply(list(parts), **kwargs)
+
+
+def error(status: int, message: str = "error", *, type: str = "", code: Any = None, **headers: str) -> ErrorReply:
+    """An OpenAI-style error; keyword arguments become headers (`retry_after=` → `retry-after`)."""
+    body = {"error": {"message": message, "type": type or None, "param": None, "code": code}}
+    return ErrorReply(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def overflow(server: Literal["openai", "vllm", "vllm-new", "llama.cpp"]) -> ErrorReply:
+    """The 400 each server sends for a prompt that does not fit, in its own words."""
+    if server == "openai":
+        return error(
+            400,
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+            "130017 tokens. Please reduce the length of the messages.",
+            type="invalid_request_error",
+            code="context_length_exceeded",
+        )
+    if server == "vllm":
+        # vLLM answers with a flat body: {"object": "error", "message": ..., "type": ..., "code": 400}.
+        return ErrorReply(
+            400,
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 8192 tokens. However, you requested "
+                "9210 tokens (7162 in the messages, 2048 in the completion). Please reduce the length of "
+                "the messages or completion.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            },
+        )
+    if server == "vllm-new":
+        return error(
+            400,
+            "The input (9210 tokens) is longer than the model's context length (8192 tokens).",
+            type="BadRequestError",
+            code=400,
+        )
+    return error(
+        400, "the request exceeds the available context size, try increasing it", type="exceed_context_size_error"
+    )
+
+
+def _split(s: str, n: int) -> list[str]:
+    size = max(1, -(-len(s) // max(1, n)))
+    return [s[i : i + size] for i in range(0, len(s), size)] or [""]
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names lower-cased."""
+    body: dict[str, Any]
+
+
+class OpenAIServer:
+    """A threaded loopback chat-completions API serving queued replies and recording requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.models: list[dict[str, Any]] | None = None
+        """What `GET /v1/models` lists (None: 404, as a server without the endpoint)."""
+        self.ollama: dict[str, dict[str, Any]] = {}
+        """Model name -> `/api/show` body (`parameters`, `model_info`, `capabilities`; an extra
+        `loaded_context` puts it in `/api/ps` with that `context_length`)."""
+        self._replies: queue.Queue[ChatReply | ErrorReply] = queue.Queue()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The server's root (Ollama's native API lives here)."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        """The `/v1` base URL to give the SDK."""
+        return f"{self.url}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """Only the chat-completions requests (not the window look-ups)."""
+        return [r for r in self.requests if r.path.split("?")[0].endswith("/chat/completions")]
+
+    def enqueue(self, *replies: ChatReply | ErrorReply) -> None:
+        """Queue replies for the next chat requests, in order."""
+        for r in replies:
+            self._replies.put(r)
+
+    def next_reply(self) -> ChatReply | ErrorReply:
+        """The next scripted reply, or a loud 500 when the script ran out."""
+        try:
+            return self._replies.get_nowait()
+        except queue.Empty:
+            return error(500, "openai_server: no scripted reply left", type="server_error")
+
+    def __enter__(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
+            pass
+
+        def _record(self, method: str) -> dict[str, Any]:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw or b"{}")
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            server.requests.append(RecordedRequest(method, self.path, headers, body))
+            return body
+
+        def do_GET(self) -> None:  # the stdlib dispatches on this name
+            self._record("GET")
+            path = self.path.split("?")[0]
+            if path.endswith("/models") and server.models is not None:
+                self._json(200, {"object": "list", "data": server.models})
+            elif path == "/api/ps":
+                loaded = [
+                    {"name": k, "model": k, "context_length": v["loaded_context"]}
+                    for k, v in server.ollama.items()
+                    if "loaded_context" in v
+                ]
+                self._json(200, {"models": loaded})
+            else:
+                self._json(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:  # the stdlib dispatches on this name
+            body = self._record("POST")
+            path = self.path.split("?")[0]
+            if path == "/api/show":
+                found = server.ollama.get(body.get("model", ""))
+                if found is None:
+                    self._json(404, {"error": f"model '{body.get('model')}' not found"})
+                else:
+                    self._json(200, {k: v for k, v in found.items() if k != "loaded_context"})
+                return
+            if not path.endswith("/chat/completions"):
+                self._json(404, {"error": {"message": "not found"}})
+                return
+            reply = server.next_reply()
+            try:
+                if isinstance(reply, ErrorReply):
+                    self._json(reply.status, reply.body, reply.headers)
+                else:
+                    include = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(reply, include)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("x-request-id", "req_test")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _stream(self, reply: ChatReply, include_usage: bool) -> None:
+            if reply.delay:
+                import time
+
+                time.sleep(reply.delay)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for n, chunk in enumerate(reply.chunks(include_usage)):
+                if reply.error_after is not None and n == reply.error_after:
+                    self._write(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
+                    break
+                if reply.cut_after is not None and n == reply.cut_after:
+                    self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced longer than sent
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self._write(f"data: {json.dumps(chunk)}\n\n".encode())
+            else:
+                if reply.done:
+                    self._write(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _write(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    return Handler
