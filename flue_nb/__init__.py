@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "AgentDef": "flue_nb.runtime.agent",
     "AgentEnd": "flue_nb.runtime.events",
+    "AgentError": "flue_nb.runtime.errors",
     "AgentStart": "flue_nb.runtime.events",
     "CompactionConfig": "flue_nb.runtime.agent.settings",
     "CompactionEnd": "flue_nb.runtime.events",

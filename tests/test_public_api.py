@@ -10,6 +10,7 @@ import flue_nb
 EXPECTED = [
     "AgentDef",
     "AgentEnd",
+    "AgentError",
     "AgentStart",
     "CompactionConfig",
     "CompactionEnd",

@@ -14,15 +14,21 @@ What counts as a secret, looked up at each call (so a key set later in the noteb
 - names matching a pattern in `FLUE_REDACT_DENY` (comma-separated `fnmatch` patterns, e.g.
   `DATABASE_URL,*_DSN`), when the value is at least 4 characters;
 
-minus names matching a pattern in `FLUE_REDACT_ALLOW` (e.g. `PUBLIC_KEY_PATH`). Only exact
-occurrences of a value are replaced: an encoded or split copy (base64, one character per line)
-is not recognised.
+minus names matching a pattern in `FLUE_REDACT_ALLOW` (e.g. `PUBLIC_KEY_PATH`). A value is
+caught as it is and as the escaping of Python's `repr` and of JSON shows it (backslashes doubled,
+quotes escaped, JSON's `\\u` escapes); an encoded or split copy (base64, one character per line) is not
+recognised. Callers that clip text redact before they clip, so no cut leaves a secret's prefix.
+
+Besides tool results, every `FlueError`'s message and details pass through `redact` when the
+error is made (what is stored with a submission, shown in a cell and in `%flue history`), and
+so do an MCP server's stderr, a provider's error body and a compaction summary.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import os
 import re
 import threading
@@ -35,6 +41,7 @@ __all__ = [
     "redact",
     "redact_value",
     "register_env",
+    "register_headers",
     "register_secret",
     "secret_values",
 ]
@@ -69,6 +76,27 @@ def register_env(env: Mapping[str, str]) -> None:
     """Variables an author gave a sandbox's shell: judged by the same rules as `os.environ`."""
     with _lock:
         _opted_in.extend((k, v) for k, v in env.items() if (k, v) not in _opted_in)
+
+
+_AUTH_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def register_headers(headers: Mapping[str, str]) -> None:
+    """HTTP headers an author gave a server: credentials in them are redacted from now on.
+
+    Headers named like a secret (`X-Api-Key`) are judged by the name rule; `Authorization`
+    counts too, both whole and its credential alone (`Bearer <token>` -> `<token>`).
+    """
+    env: dict[str, str] = {}
+    for name, value in headers.items():
+        if name.lower() in _AUTH_HEADERS:
+            env[f"{name.upper()}_HEADER_SECRET"] = value
+            _scheme, _, credential = value.partition(" ")
+            if credential:
+                env[f"{name.upper()}_HEADER_TOKEN"] = credential.strip()
+        else:
+            env[name.upper().replace("-", "_")] = value
+    register_env(env)
 
 
 def _patterns(env: Mapping[str, str], var: str) -> tuple[str, ...]:
@@ -116,7 +144,28 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]
             found[value] = name
     with _lock:
         found.update(_registered)  # the provider key in use, whatever the allow-list says
+    for value, name in list(found.items()):
+        for copy in _escaped(value):
+            found.setdefault(copy, name)
     return sorted(found.items(), key=lambda item: -len(item[0]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _escaped(value: str) -> tuple[str, ...]:
+    """The other spellings of `value` inside a Python or JSON string literal."""
+    backslashed = value.replace("\\", "\\\\")
+    copies = {
+        repr(value)[1:-1],  # Python's own choice of quotes
+        backslashed.replace("'", "\\'"),  # inside '...' when repr chose "..."
+        backslashed.replace('"', '\\"'),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        value.encode("unicode_escape").decode("ascii"),
+    }
+    # One level deeper: a repr inside JSON (a tool printing a dict, stored as JSON), and back.
+    copies |= {c for first in list(copies) for c in (json.dumps(first)[1:-1], repr(first)[1:-1])}
+    copies.discard(value)
+    return tuple(copies)
 
 
 def redact(text: str, pairs: list[tuple[str, str]] | None = None) -> str:

@@ -3,6 +3,7 @@
     FlueError
     ├── ConfigError                      developer misuse, raised before or outside a run
     │   ├── HookError                    a hook called wrongly (outside a render, twice, ...)
+    │   ├── AgentError                   agent_error (the agent function itself raised)
     │   ├── ToolNameConflictError        tool_name_conflict
     │   ├── NoSandboxError               no_sandbox
     │   ├── ModelNotConfiguredError      model_not_configured
@@ -35,7 +36,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+from flue_nb.runtime._redact import redact, redact_value, secret_values
+
 __all__ = [
+    "AgentError",
     "CassetteDriftError",
     "ConfigError",
     "ContextOverflowError",
@@ -63,6 +67,7 @@ __all__ = [
     "ToolRetry",
     "TurnLimitExceededError",
     "error_from_dict",
+    "raised_at",
 ]
 
 
@@ -76,10 +81,14 @@ class FlueError(Exception):
     type: ClassVar[str] = "flue_error"
 
     def __init__(self, message: str, **details: Any) -> None:
+        # The one place every error's words pass (issue 20.2): what a tool, an agent function, a
+        # server's stderr or a provider's body quoted is stored, shown and logged redacted.
+        pairs = secret_values()
+        message = redact(message, pairs)
         super().__init__(message)
         self.message = message
         #: Structured, JSON-safe facts about the error (never a stack trace).
-        self.details: dict[str, Any] = details
+        self.details: dict[str, Any] = redact_value(details, pairs)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form stored with a settlement: type, message (capped) and details."""
@@ -99,6 +108,28 @@ class HookError(ConfigError):
     """A hook was called outside a render, twice, or where it is not allowed."""
 
     type = "hook_error"
+
+
+class AgentError(ConfigError):
+    """The agent function (or a hook's callback) raised: the author's code, named with its line.
+
+    A `ConfigError`: the function raises again at every render, so the submission fails at
+    once instead of retrying.
+    """
+
+    type = "agent_error"
+
+
+def raised_at(exc: BaseException) -> str:
+    """` at FILE, line N, in FUNC: CODE` for the frame that raised `exc` ("" with no traceback)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    code = f": {last.line.strip()}" if last.line else ""
+    return f" at {last.filename}, line {last.lineno}, in {last.name}{code}"
 
 
 class ToolNameConflictError(ConfigError):
@@ -282,6 +313,7 @@ ERROR_TYPES: dict[str, type[FlueError]] = {
         FlueError,
         ConfigError,
         HookError,
+        AgentError,
         ToolNameConflictError,
         NoSandboxError,
         ModelNotConfiguredError,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flue_nb.runtime.agent import AgentDef, SubagentDef
-from flue_nb.runtime.errors import ConfigError, HookError, ToolNameConflictError
+from flue_nb.runtime.errors import AgentError, ConfigError, FlueError, HookError, ToolNameConflictError, raised_at
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = [
@@ -97,6 +97,13 @@ def render(
     token = _frame.set(frame)
     try:
         result = agent.fn()
+    except FlueError:
+        raise  # a hook refused its call (HookError, ConfigError): already in our words
+    except Exception as exc:
+        raise AgentError(
+            f"the agent function `{agent.name}` raised {type(exc).__name__}: {exc}{raised_at(exc)}",
+            agent=agent.name,
+        ) from exc
     finally:
         _frame.reset(token)
     if frame.model_calls == 0 and not is_subagent:

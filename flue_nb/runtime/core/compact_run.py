@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime import events as ev
+from flue_nb.runtime._redact import redact
 from flue_nb.runtime.core.compaction import (
     CompactionConfig,
     compacted_context,
@@ -108,7 +109,9 @@ async def compact_window(job: CompactionJob, reason: CompactionReason) -> bool:
             error=str(exc),
         )
         raise
-    summary = format_summary(response.text, read, modified)
+    # The summariser may repeat a secret the folded messages held (a user typed it, a tool
+    # decoded one): the summary is stored and shown, and every later request carries it.
+    summary = redact(format_summary(response.text, read, modified))
     new_messages = compacted_context(summary, kept)
     system = await job.recompose()
     after = int(job.counter.used_tokens(new_messages, system=system))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
 
-from flue_nb.runtime._redact import register_secret
+from flue_nb.runtime._redact import redact, register_secret
 from flue_nb.runtime.errors import (
     ContextOverflowError,
     ModelNotConfiguredError,
@@ -559,7 +559,9 @@ def status_error(failure: StatusFailure, model_id: str) -> ProviderError:
     error = failure.body.get("error") if isinstance(failure.body, dict) else None
     error = error if isinstance(error, dict) else {}
     error_type = _cap(str(error.get("type") or ""), 100)
-    text = _cap(str(error.get("message") or failure.message), MAX_ERROR_TEXT)
+    # Redacted before the cut: a body echoing the key sent (a 401 "invalid x-api-key: sk-...")
+    # must not leave the key, or its prefix, in the error.
+    text = _cap(redact(str(error.get("message") or failure.message)), MAX_ERROR_TEXT)
     status = failure.status
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
     if request_id := failure.headers.get("request-id"):

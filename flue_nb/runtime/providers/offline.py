@@ -21,6 +21,7 @@ from flue_nb.runtime.errors import (
     ProviderError,
     ProviderErrorKind,
     ProviderHTTPError,
+    raised_at,
 )
 from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart, ToolCall, Usage
 from flue_nb.runtime.providers.model import (
@@ -195,17 +196,9 @@ class ScriptedModel:
 
 
 def _function_error(fn: Any, exc: Exception) -> ProviderError:
-    import traceback
-
     name = getattr(fn, "__name__", "fn")
-    where = ""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
-        code = f": {last.line.strip()}" if last.line else ""
-        where = f" at {last.filename}, line {last.lineno}, in {last.name}{code}"
     return ProviderError(
-        f"FunctionModel's function `{name}` raised {type(exc).__name__}: {exc}{where}",
+        f"FunctionModel's function `{name}` raised {type(exc).__name__}: {exc}{raised_at(exc)}",
         kind="other",
     )
 

@@ -19,6 +19,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from flue_nb.runtime._redact import redact, register_env, register_headers
 from flue_nb.runtime.errors import McpConnectionError
 
 if TYPE_CHECKING:
@@ -105,7 +106,10 @@ class Connection:
             text = f.read()
         except (OSError, ValueError):
             return ""
-        return str(text[-STDERR_TAIL:]).strip()
+        # Redacted before the cut, which could leave a secret's prefix: what a server writes to
+        # stderr reaches errors, the stored roster and the model's `resources` signal.
+        # A margin beyond the tail so a secret across the cut is whole when it is redacted.
+        return redact(str(text)[-(STDERR_TAIL + 4096) :])[-STDERR_TAIL:].strip()
 
     def _stderr_size(self) -> int:
         f = self._stderr
@@ -167,6 +171,10 @@ class Connection:
 
     def _transport(self) -> Any:
         server = self.server
+        # What the author gives the server is a secret by the same rules as the kernel's own
+        # environment: a server echoing its `*_API_KEY` must not hand it to the model (20.2).
+        register_env(dict(server.env or ()))
+        register_headers(dict(server.headers or ()))
         if server.command is not None:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 

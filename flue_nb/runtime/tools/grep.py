@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from flue_nb.runtime._redact import redact, secret_values
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import decode
 from flue_nb.runtime.tools.read import PathArg, locate, no_nul
@@ -168,7 +169,9 @@ def grep_tool(sandbox: Sandbox) -> Tool:
             return ToolOutput("No matches found.")
         if args.path in (".", "./"):
             lines = [ln.removeprefix("./") for ln in lines]
-        shown = [_clip(ln) for ln in lines[:MAX_MATCHES]]
+        # Redacted before the 500-character clip, which could otherwise keep a secret's prefix.
+        pairs = secret_values()
+        shown = [_clip(redact(ln, pairs)) for ln in lines[:MAX_MATCHES]]
         out = "\n".join(shown)
         if len(lines) > MAX_MATCHES:
             out += (

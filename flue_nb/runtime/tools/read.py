@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from flue_nb.runtime._redact import redact
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import unescape_name
@@ -96,6 +97,20 @@ class _Window:
     binary: bool = False
 
 
+# A giant line's head is read a little past 50 KB so a secret across the cut is redacted whole
+# before the cut (issue 20.2): cut first, its prefix would reach the model.
+_HEAD_CAP = MAX_BYTES + 4096
+
+
+def _redacted_prefix(data: bytes) -> bytes:
+    """The first 50 KB of a giant line's head, with secrets redacted before the cut."""
+    text = data.decode("utf-8", "surrogateescape")
+    clean_text = redact(text)
+    if clean_text != text:
+        data = clean_text.encode("utf-8", "surrogateescape")
+    return utf8_prefix(data, MAX_BYTES)
+
+
 async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> _Window:
     """Collect lines `start`.. within the limits; stop reading as soon as the answer is known."""
     win = _Window()
@@ -112,7 +127,7 @@ async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> 
         extra = length + (1 if win.lines else 0)
         if len(win.lines) >= MAX_LINES or win.size + extra > MAX_BYTES:
             if not win.lines:  # a single line over 50 KB (2.4)
-                win.lines.append(utf8_prefix(bytes(head), MAX_BYTES))
+                win.lines.append(_redacted_prefix(bytes(head)))
                 win.long_line = line_no
                 return False  # read on: is there a line after it?
             win.next_line = line_no
@@ -146,8 +161,8 @@ async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> 
         while pos < n:
             nl = chunk.find(b"\n", pos)
             end = n if nl < 0 else nl
-            if len(head) <= MAX_BYTES:
-                head += chunk[pos : min(end, pos + MAX_BYTES + 1 - len(head))]
+            if len(head) <= _HEAD_CAP:
+                head += chunk[pos : min(end, pos + _HEAD_CAP + 1 - len(head))]
             length += end - pos
             if nl < 0:
                 break
