@@ -26,6 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-browser"
 STAMP = VENV / ".installed"
 PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8"]
+# The live-document tests' server: the same plus real-time collaboration, in a venv of its own so
+# the other browser tests keep a Lab without it.
+LIVE_VENV = ROOT / ".venv-live"
+LIVE_PACKAGES = [*PACKAGES, "jupyter-collaboration>=4"]
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -49,21 +53,22 @@ def chromium() -> str:
     return CHROMIUM
 
 
-def browser_venv() -> Path:
-    """`.venv-browser`'s python, created (and the packages installed) when missing."""
-    python = VENV / "bin" / "python"
-    if STAMP.exists() and STAMP.read_text() == "\n".join(PACKAGES):
+def browser_venv(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
+    """`venv`'s python (`.venv-browser` by default), created (and `packages` installed) when missing."""
+    python = venv / "bin" / "python"
+    stamp = venv / STAMP.name
+    if stamp.exists() and stamp.read_text() == "\n".join(packages):
         return python
     if not python.exists():
-        done = subprocess.run([sys.executable, "-m", "venv", str(VENV)],
+        done = subprocess.run([sys.executable, "-m", "venv", str(venv)],
                               check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
         if done.returncode != 0:
-            raise Unavailable(f"could not create {VENV}: {done.stderr.strip()[-500:]}")
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES],
+            raise Unavailable(f"could not create {venv}: {done.stderr.strip()[-500:]}")
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages],
                           check=False, capture_output=True, text=True, timeout=1800)  # fmt: skip
     if done.returncode != 0:
-        raise Unavailable(f"pip could not install {PACKAGES} into {VENV}: {done.stderr.strip()[-800:]}")
-    STAMP.write_text("\n".join(PACKAGES))
+        raise Unavailable(f"pip could not install {packages} into {venv}: {done.stderr.strip()[-800:]}")
+    stamp.write_text("\n".join(packages))
     return python
 
 

@@ -1,0 +1,175 @@
+"""Finding, from inside a kernel, the Jupyter server that started it and the notebook it runs.
+
+The servers announce themselves in `jpserver-<pid>.json` files in the Jupyter runtime dir (`url`,
+`token`, `root_dir`, `pid`); under JupyterHub the single-user server's token is the kernel's
+`JUPYTERHUB_API_TOKEN`. The kernel id is the stem of the kernel's connection file, and the
+server's `GET /api/sessions` maps it to the notebook's path. Every request has a bounded timeout.
+Standard library only: nothing here needs the `live` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Found", "Server", "Unavailable", "find", "kernel_id", "own_connection_file", "request", "servers"]
+
+
+class Unavailable(Exception):
+    """No live document for this kernel; the message says why, for the model and the person."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running Jupyter server this process can talk to."""
+
+    url: str
+    """Its base URL, ending in `/` (the base_url/JupyterHub prefix included)."""
+    token: str
+
+
+@dataclass(frozen=True)
+class Found:
+    """The server and the notebook path (relative to its root) this kernel runs."""
+
+    server: Server
+    path: str
+
+
+def own_connection_file() -> str | None:
+    """This kernel's connection file, or None outside a kernel (terminal IPython, plain Python)."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        return str(get_connection_file())
+    except Exception:  # noqa: BLE001 - no kernel app: no connection file
+        return None
+
+
+def kernel_id(connection_file: str | None) -> str | None:
+    """A kernel's id: the stem of its connection file (`kernel-<id>.json`)."""
+    if not connection_file:
+        return None
+    return Path(connection_file).stem.removeprefix("kernel-") or None
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return True  # no pid to check: let the request decide
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def _runtime_dirs(env: Mapping[str, str], connection_file: str | None) -> list[Path]:
+    dirs: list[Path] = []
+    if env.get("JUPYTER_RUNTIME_DIR"):
+        dirs.append(Path(env["JUPYTER_RUNTIME_DIR"]))
+    else:
+        try:
+            from jupyter_core.paths import jupyter_runtime_dir
+
+            dirs.append(Path(jupyter_runtime_dir()))
+        except Exception:  # noqa: BLE001 - jupyter_core missing or misconfigured: the connection file's dir still counts
+            pass
+    # The server writes its kernels' connection files into its own runtime dir.
+    if connection_file:
+        dirs.append(Path(connection_file).parent)
+    return list(dict.fromkeys(d.resolve() for d in dirs))
+
+
+def servers(environ: Mapping[str, str] | None = None, *, connection_file: str | None = None) -> list[Server]:
+    """The running servers announced in the runtime dirs (dead pids skipped), newest first."""
+    env = os.environ if environ is None else environ
+    hub_token = env.get("JUPYTERHUB_API_TOKEN", "")
+    found: dict[str, tuple[float, Server]] = {}
+    for folder in _runtime_dirs(env, connection_file):
+        for file in folder.glob("jpserver-*.json"):
+            try:
+                info = json.loads(file.read_text())
+                mtime = file.stat().st_mtime
+            except (OSError, ValueError):
+                continue  # a server writing or removing its file right now
+            url = info.get("url") if isinstance(info, dict) else None
+            if not isinstance(url, str) or not _alive(info.get("pid")):
+                continue
+            token = str(info.get("token") or "") or hub_token
+            found.setdefault(url, (mtime, Server(url.rstrip("/") + "/", token)))
+    hub_url = env.get("JUPYTERHUB_SERVICE_URL", "")
+    if hub_url and hub_token and not found:
+        # A single-user server whose runtime dir this kernel cannot see.
+        found[hub_url] = (0.0, Server(hub_url.rstrip("/") + "/", hub_token))
+    return [s for _, s in sorted(found.values(), key=lambda p: -p[0])]
+
+
+def request(server: Server, method: str, path: str, *, body: Any = None, timeout: float) -> Any:
+    """One JSON request to the server, bounded by `timeout`; raises `OSError` subclasses on failure."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(urllib.parse.urljoin(server.url, path), data=data, method=method)
+    req.add_header("Accept", "application/json")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if server.token:
+        req.add_header("Authorization", f"token {server.token}")
+    with urllib.request.urlopen(req, timeout=max(timeout, 0.05)) as response:  # noqa: S310 - the server's own URL
+        return json.loads(response.read() or b"null")
+
+
+def _sessions(server: Server, timeout: float) -> list[dict[str, Any]]:
+    data = request(server, "GET", "api/sessions", timeout=timeout)
+    return [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []
+
+
+def _path_of(session: Mapping[str, Any]) -> str | None:
+    notebook = session.get("notebook")
+    path = session.get("path") or (notebook.get("path") if isinstance(notebook, dict) else None)
+    return path if isinstance(path, str) and path.endswith(".ipynb") else None
+
+
+def find(*, timeout: float, environ: Mapping[str, str] | None = None, connection_file: str | None = None) -> Found:
+    """The server running a notebook session with this kernel, and the notebook's path there.
+
+    Raises `Unavailable` saying why when there is none, within `timeout` seconds overall.
+    """
+    deadline = time.monotonic() + timeout
+    connection_file = connection_file or own_connection_file()
+    kid = kernel_id(connection_file)
+    if kid is None:
+        raise Unavailable("this Python is not a Jupyter kernel (no connection file), so it has no notebook document")
+    candidates = servers(environ, connection_file=connection_file)
+    if not candidates:
+        raise Unavailable("no running Jupyter server was found for this kernel (no jpserver-*.json in its runtime dir)")
+    notes: list[str] = []
+    for server in candidates:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            notes.append(f"{server.url}: not asked, the {timeout:g} s budget ran out")
+            break
+        try:
+            sessions = _sessions(server, left)
+        except urllib.error.HTTPError as exc:
+            notes.append(f"{server.url}: /api/sessions answered HTTP {exc.code}")
+            continue
+        except (OSError, ValueError) as exc:
+            notes.append(f"{server.url}: /api/sessions failed ({type(exc).__name__}: {exc})")
+            continue
+        for session in sessions:
+            kernel = session.get("kernel")
+            if isinstance(kernel, dict) and kernel.get("id") == kid:
+                path = _path_of(session)
+                if path is not None:
+                    return Found(server, path)
+    why = "; ".join(notes) or "no server has a notebook session with this kernel (a console or a script?)"
+    raise Unavailable(f"no notebook session for kernel {kid}: {why}")

@@ -1,0 +1,221 @@
+"""The live document against a real Jupyter server with jupyter-collaboration (issue 21.4, 21.7).
+
+The server (`live_server.py`) runs on loopback with a token and temporary dirs; the notebook is
+opened the way a front end opens it, so its kernel finds the server by itself (runtime-dir file,
+connection file, sessions API). What the kernel writes is read back by a SEPARATE client —
+`jupyter-nbmodel-client`, another implementation of the same protocol — and a raw Y awareness
+peer, as a second browser tab would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_server import LiveServer, live_python
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = LiveServer(live_python(), tmp_path_factory.mktemp("live"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def opened(server, request):
+    """A saved notebook opened with a kernel of the server; yields (path, kernel)."""
+    path = server.notebook(f"{request.node.name[:40]}.ipynb", ["x = 41", "print(x)"])
+    session = server.session(path)
+    kernel = server.attach(session["kernel"]["id"])
+    yield path, kernel
+    kernel.shutdown()
+    server.api("DELETE", f"api/sessions/{session['id']}")
+
+
+def _peer_cells(server: LiveServer, path: str) -> list[dict[str, Any]]:
+    """The document's cells as another client of the room reads them."""
+    from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url
+
+    async def read() -> list[dict[str, Any]]:
+        url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
+        async with NbModelClient(url, timeout=10) as nb:
+            await asyncio.wait_for(nb.wait_until_synced(), 10)
+            return [dict(nb[i]) for i in range(len(nb))]
+
+    return asyncio.run(read())
+
+
+def _peer_awareness(server: LiveServer, path: str, wait: float = 5.0) -> list[dict[str, Any]]:
+    """The awareness states a newly joined peer receives within `wait` seconds."""
+    from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
+    from pycrdt import Awareness, Doc, YMessageType, create_awareness_message, create_sync_message, read_message
+    from websockets.asyncio.client import connect
+
+    async def listen() -> list[dict[str, Any]]:
+        url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
+        doc: Doc[Any] = Doc()
+        awareness = Awareness(doc)
+        awareness.set_local_state_field("user", {"name": "second tab"})
+        async with connect(url) as ws:
+            await ws.send(create_sync_message(doc))
+            await ws.send(create_awareness_message(awareness.encode_awareness_update([awareness.client_id])))
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    msg = await asyncio.wait_for(ws.recv(), deadline - time.monotonic())
+                except asyncio.TimeoutError:
+                    break
+                if isinstance(msg, bytes) and msg[0] == YMessageType.AWARENESS:
+                    awareness.apply_awareness_update(read_message(msg[1:]), "remote")
+                    others = [s for c, s in awareness.states.items() if c != awareness.client_id and s]
+                    if others:
+                        return others
+        return []
+
+    return asyncio.run(listen())
+
+
+CONNECT = """
+import asyncio, time
+from flue_nb.notebook import live
+from flue_nb.notebook.cells.document import DocumentError
+t0 = time.monotonic()
+doc = live.connect(timeout={timeout})
+print("connect", doc is not None, round(time.monotonic() - t0, 2), live.reason())
+"""
+
+
+def test_edits_from_the_kernel_are_seen_by_a_separate_client(server, opened):
+    path, kernel = opened
+    run = kernel.ok(CONNECT.format(timeout=10))
+    assert "connect True" in run.stdout, run.all_text()
+    assert float(run.stdout.split()[2]) < 10
+    run = kernel.ok(
+        """
+flue = {"conversation": "conv-1", "submission": "sub-1", "tool_call_id": "call-7"}
+cells = await doc.cells()
+print([c.source for c in cells])
+first, second = cells[0].id, cells[1].id
+new = await doc.insert_cell("y = x + 1\\ny", after=first, metadata={"flue": flue})
+note = await doc.insert_cell("## The end", kind="markdown", metadata={"flue": flue})
+old = await doc.edit_cell(second, "print(x + 1)", metadata={"flue": {**flue, "tool_call_id": "call-8"}})
+await doc.write_outputs(new, [
+    {"output_type": "stream", "name": "stdout", "text": "computing\\n"},
+    {"output_type": "execute_result", "execution_count": 3, "data": {"text/plain": "42"}, "metadata": {}},
+], 3)
+print("old", repr(old), "ids", new, note, doc.path, doc.live)
+"""
+    )
+    assert "['x = 41', 'print(x)']" in run.stdout, run.all_text()
+    assert "old 'print(x)'" in run.stdout
+    assert f"{path} True" in run.stdout
+    new_id, note_id = run.stdout.split("ids ")[1].split()[:2]
+
+    cells = _peer_cells(server, path)
+    assert [c["source"] for c in cells] == ["x = 41", "y = x + 1\ny", "print(x + 1)", "## The end"]
+    assert [c["id"] for c in cells][1] == new_id and cells[3]["id"] == note_id
+    assert [c["cell_type"] for c in cells] == ["code", "code", "code", "markdown"]
+    run_cell = cells[1]
+    assert run_cell["execution_count"] == 3
+    assert [o["output_type"] for o in run_cell["outputs"]] == ["stream", "execute_result"]
+    assert run_cell["outputs"][0]["text"] == "computing\n"
+    assert run_cell["outputs"][1]["data"] == {"text/plain": "42"}
+    assert run_cell["metadata"]["flue"] == {"conversation": "conv-1", "submission": "sub-1", "tool_call_id": "call-7"}
+    assert cells[2]["metadata"]["flue"]["tool_call_id"] == "call-8"
+    assert cells[3]["metadata"]["flue"]["submission"] == "sub-1"
+    assert "flue" not in cells[0]["metadata"]  # untouched cells keep their metadata
+
+    # The agent shows as a collaborator to a view that joins now.
+    users = [s.get("user", {}) for s in _peer_awareness(server, path)]
+    assert any(u.get("name") == "flue agent" for u in users), users
+
+    # And the server saves what every view shows (its save delay is ~1 s).
+    saved: dict[str, Any] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        saved = json.loads((server.nb / path).read_text())
+        if len(saved["cells"]) == 4:
+            break
+        time.sleep(0.3)
+    assert "".join(saved["cells"][1]["source"]) == "y = x + 1\ny"
+
+
+def test_a_missing_cell_is_a_document_error_the_model_can_act_on(server, opened):
+    _, kernel = opened
+    kernel.ok(CONNECT.format(timeout=10))
+    run = kernel.ok(
+        """
+for call in (doc.edit_cell("nope", "1"), doc.insert_cell("1", after="nope"), doc.write_outputs("nope", [], 1)):
+    try:
+        await call
+    except DocumentError as exc:
+        print("error:", exc)
+md = await doc.insert_cell("text", kind="markdown")
+try:
+    await doc.write_outputs(md, [], 1)
+except DocumentError as exc:
+    print("error:", exc)
+"""
+    )
+    errors = [line for line in run.stdout.splitlines() if line.startswith("error:")]
+    assert len(errors) == 4, run.all_text()
+    assert all("call `cells`" in e for e in errors[:3])
+    assert "markdown cell" in errors[3]
+
+
+def test_a_lost_connection_is_reopened_once(server, opened):
+    path, kernel = opened
+    kernel.ok(CONNECT.format(timeout=10))
+    # Drop the socket under the document, as a network blip or a proxy timeout would.
+    kernel.ok(
+        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), live.document._live_loop()))"
+    )
+    run = kernel.ok('first = (await doc.cells())[0].id\nprint(await doc.edit_cell(first, "x = 1"))')
+    assert "x = 41" in run.stdout, run.all_text()
+    assert _peer_cells(server, path)[0]["source"] == "x = 1"
+
+
+def test_a_server_that_stops_answering_gives_a_bounded_document_error(server, opened):
+    path, kernel = opened
+    kernel.ok(CONNECT.format(timeout=1))
+    kernel.ok("first = (await doc.cells())[0].id")
+    server.pause()
+    try:
+        run = kernel.ok(
+            """
+t0 = time.monotonic()
+try:
+    await doc.edit_cell(first, "x = 2")
+    print("no error")
+except DocumentError as exc:
+    print("error:", exc)
+print("took", round(time.monotonic() - t0, 2))
+""",
+            timeout=60,
+        )
+    finally:
+        server.resume()
+    assert "error:" in run.stdout, run.all_text()
+    assert "did not confirm the edit" in run.stdout
+    assert "check with `cells`" in run.stdout  # it may land later: the model is told so
+    assert float(run.stdout.split("took ")[1]) < 6  # 1 s answer, 1 s reopen, never the 4 s budget cap
+    # Once the server answers again the document works again.
+    run = kernel.ok("print(len(await doc.cells()))")
+    assert run.stdout.strip() in ("2",), run.all_text()
+
+
+def test_connect_returns_the_open_document_again(server, opened):
+    _, kernel = opened
+    kernel.ok(CONNECT.format(timeout=10))
+    run = kernel.ok("print(live.connect(timeout=10) is doc)\nawait doc.close()\nprint(live.connect(timeout=10) is doc)")
+    assert run.stdout.split() == ["True", "False"], run.all_text()
