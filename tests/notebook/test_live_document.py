@@ -187,8 +187,8 @@ def test_a_lost_connection_is_reopened_once(server, opened):
 
 def test_a_server_that_stops_answering_gives_a_bounded_document_error(server, opened):
     path, kernel = opened
-    kernel.ok(CONNECT.format(timeout=1))
-    kernel.ok("first = (await doc.cells())[0].id")
+    kernel.ok(CONNECT.format(timeout=10))
+    kernel.ok("doc.timeout = 1.0\nfirst = (await doc.cells())[0].id")
     server.pause()
     try:
         run = kernel.ok(
@@ -219,3 +219,21 @@ def test_connect_returns_the_open_document_again(server, opened):
     kernel.ok(CONNECT.format(timeout=10))
     run = kernel.ok("print(live.connect(timeout=10) is doc)\nawait doc.close()\nprint(live.connect(timeout=10) is doc)")
     assert run.stdout.split() == ["True", "False"], run.all_text()
+
+
+def test_without_collaboration_connect_is_none_and_says_why(tmp_path):
+    # Lab or Notebook 7 without jupyter-collaboration: the kernel finds the server and the notebook,
+    # the server has no room for it, and connect() says so instead of raising.
+    srv = LiveServer(live_python(), tmp_path, extra=("--ServerApp.jpserver_extensions=jupyter_server_ydoc=False",))
+    try:
+        session = srv.session(srv.notebook("plain.ipynb", ["1"]))
+        kernel = srv.attach(session["kernel"]["id"])
+        try:
+            run = kernel.ok(CONNECT.format(timeout=5))
+        finally:
+            kernel.shutdown()
+    finally:
+        srv.stop()
+    assert "connect False" in run.stdout, run.all_text()
+    assert float(run.stdout.split()[2]) < 5
+    assert "no real-time collaboration for 'plain.ipynb'" in run.stdout

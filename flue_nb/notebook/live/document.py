@@ -28,6 +28,9 @@ __all__ = ["LiveDocument"]
 
 T = TypeVar("T")
 
+STEP_TIMEOUT = 5.0
+"""How long one network step of an open document may take, whatever `connect()` was given."""
+
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -135,11 +138,12 @@ class LiveDocument:
 
     live = True
 
-    def __init__(self, found: Found, room: Room, *, timeout: float) -> None:
+    def __init__(self, found: Found, room: Room, *, timeout: float = STEP_TIMEOUT) -> None:
         self.path: str | None = found.path
+        self.timeout = timeout
+        """Seconds one network step (the server's answer to an edit, a reconnection) may take."""
         self._found = found
         self._room: Room | None = room
-        self._timeout = timeout
         self._closed = False
 
     def __repr__(self) -> str:
@@ -154,7 +158,7 @@ class LiveDocument:
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise RoomLost(f"joining the collaboration room took longer than {timeout:g} s") from exc
-        return cls(found, room, timeout=timeout)
+        return cls(found, room)
 
     @property
     def closed(self) -> bool:
@@ -249,7 +253,7 @@ class LiveDocument:
     # -- plumbing -------------------------------------------------------------------------------
 
     async def _change(self, edit: Callable[[YNotebook], None], what: str) -> None:
-        await self._call(lambda room: room.change(edit, timeout=self._timeout), what)
+        await self._call(lambda room: room.change(edit, timeout=self.timeout), what)
 
     async def _call(self, op: Callable[[Room], Awaitable[T]], what: str) -> T:
         """Run `op` on the live loop, reopening a lost room once; bounded, whatever the server does."""
@@ -257,7 +261,7 @@ class LiveDocument:
             raise DocumentError(f"the live document {self.path!r} was closed")
         future = _submit(self._attempts(op, what))
         # Two tries, each of which can take an open and an answer: never longer than that.
-        budget = 4 * self._timeout + 2.0
+        budget = 4 * self.timeout + 2.0
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), budget)
         except asyncio.TimeoutError as exc:
@@ -274,7 +278,7 @@ class LiveDocument:
                     if self._room is not None:
                         await self._room.close()
                     self._room = None
-                    self._room = await open_room(self._found, timeout=self._timeout)
+                    self._room = await open_room(self._found, timeout=self.timeout)
                 return await op(self._room)
             except (RoomLost, Unavailable) as exc:
                 if attempt == 0 and first is None:
