@@ -48,15 +48,18 @@ def connect(*, timeout: float = 5.0) -> LiveDocument | None:
     global _reason
     deadline = time.monotonic() + timeout
     try:
-        from flue_nb.notebook.live._room import RoomLost
-        from flue_nb.notebook.live.document import LiveDocument
-    except ImportError as exc:
-        _fail(f"the `flue_nb[live]` extra is not installed ({exc}); `pip install 'flue_nb[live]'` adds it")
-        return None
-    try:
         found = find(timeout=timeout)
     except Unavailable as exc:
         _fail(str(exc))
+        return None
+    try:  # only now: a kernel with no server to talk to never loads the extra
+        from flue_nb.notebook.live._room import RoomLost
+        from flue_nb.notebook.live.document import LiveDocument
+    except ImportError as exc:
+        _fail(
+            f"{found.server.url} runs this kernel's notebook {found.path!r}, but the `flue_nb[live]` extra "
+            f"is not installed ({exc}); `pip install 'flue_nb[live]'` adds live edits"
+        )
         return None
     with _lock:
         doc = _open.get(found)
