@@ -360,7 +360,7 @@ def test_context_12_2_the_frozen_prompt_survives_a_reopened_session(tmp_path):
 
 
 def test_skills_8_2_activate_skill_returns_instructions_and_unknown_lists_the_available(tmp_path):
-    skill = write_skill(tmp_path / "sk", "tidy", "Tidies data", body="Step 1: tidy.\nStep 2: check.")
+    skill = write_skill(tmp_path / "tidy", "tidy", "Tidies data", body="Step 1: tidy.\nStep 2: check.")
     model = ScriptedModel(
         [reply("", tool_call("activate_skill", name="tidy"), tool_call("activate_skill", name="nope")), reply("ok")]
     )
@@ -381,7 +381,7 @@ def test_skills_8_2_workspace_skills_are_discovered_with_a_sandbox(tmp_path):
 
 def test_skills_8_3_read_skill_resource_reads_with_reads_paging(tmp_path):
     lines = "\n".join(f"line {i}" for i in range(1, 3001))
-    skill = write_skill(tmp_path / "sk", "big", "Has a big file", resources=[("ref/data.txt", lines)])
+    skill = write_skill(tmp_path / "big", "big", "Has a big file", resources=[("ref/data.txt", lines)])
     model = ScriptedModel(
         [
             reply(

@@ -1,4 +1,4 @@
-"""Skills: a folder with a SKILL.md (front matter `name`, `description`; body = instructions).
+"""Skills: a folder with a SKILL.md (YAML front matter `name`, `description`; body = instructions).
 
 Imported skills come from `use_skill(path)` on the host; workspace skills are discovered under
 `<cwd>/.agents/skills/*/SKILL.md` through the sandbox when one is attached (contract 8, 9.2).
@@ -7,9 +7,10 @@ Imported skills come from `use_skill(path)` on the host; workspace skills are di
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from flue_nb.runtime.errors import ConfigError
 
@@ -32,27 +33,67 @@ class Skill:
     """Files packaged beside SKILL.md, relative to `path` (imported skills only)."""
 
 
-def parse_skill_md(text: str, *, where: str) -> tuple[dict[str, str], str]:
-    """Split SKILL.md into its front matter (simple `key: value` lines) and its body."""
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_NAME = 64
+"""Longest skill `name` the Agent Skills standard allows."""
+MAX_DESCRIPTION = 1024
+"""Longest skill `description` the standard allows."""
+
+
+def _front_matter(text: str, where: str) -> tuple[str, str]:
+    """The YAML between the opening and the closing `---`, and the body after it."""
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         raise ConfigError(f"{where}: SKILL.md must start with a `---` front matter block holding name and description")
-    meta: dict[str, str] = {}
     for i, line in enumerate(lines[1:], start=1):
-        if line.strip() == "---":
-            body = "\n".join(lines[i + 1 :]).strip()
-            break
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            raise ConfigError(f"{where}: front matter line {i + 1} is not `key: value`: {line!r}")
-        meta[key.strip()] = value.strip().strip("\"'")
-    else:
-        raise ConfigError(f"{where}: SKILL.md front matter is not closed with `---`")
-    for key in ("name", "description"):
-        if not meta.get(key):
-            raise ConfigError(f"{where}: SKILL.md front matter needs a `{key}`")
+        if line.rstrip() == "---":
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]).strip()
+    raise ConfigError(f"{where}: SKILL.md front matter is not closed with `---`")
+
+
+def _strings(value: object) -> object:
+    # BaseLoader already gives str, list and dict only; an empty value (`license:`) is "".
+    if isinstance(value, dict):
+        return {str(k): _strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings(v) for v in value]
+    return "" if value is None else str(value)
+
+
+def parse_skill_md(text: str, *, where: str, folder_name: str | None = None) -> tuple[dict[str, Any], str]:
+    """Split SKILL.md into its YAML front matter and its body, and check `name` and `description`.
+
+    Every scalar stays a string (`version: 1.0` is `"1.0"`, `yes` is `"yes"`), as the Agent
+    Skills reference validator reads it; keys other than `name` and `description` are kept but
+    not checked. `name` must be 1-64 lowercase letters, digits and single hyphens and, when
+    `folder_name` is given, equal to it; `description` 1-1024 characters.
+    """
+    import yaml  # only when a skill is loaded
+
+    raw, body = _front_matter(text, where)
+    try:
+        # BaseLoader resolves no tags: every scalar is a string, nothing is constructed.
+        meta = _strings(yaml.load(raw, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader)))  # noqa: S506
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: SKILL.md front matter is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{where}: SKILL.md front matter must be a mapping of `key: value` lines")
+    name, description = meta.get("name"), meta.get("description")
+    for key, value in (("name", name), ("description", description)):
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{where}: SKILL.md front matter needs a `{key}` (a non-empty string)")
+    assert isinstance(name, str) and isinstance(description, str)
+    if len(name) > MAX_NAME or not _NAME.fullmatch(name):
+        raise ConfigError(
+            f"{where}: skill name {name!r} must be 1-{MAX_NAME} lowercase letters, digits and hyphens "
+            "(no leading, trailing or doubled hyphen), e.g. `csv-report`"
+        )
+    if folder_name is not None and name != folder_name:
+        raise ConfigError(f"{where}: skill name {name!r} must equal its folder's name {folder_name!r}; rename one")
+    if len(description) > MAX_DESCRIPTION:
+        raise ConfigError(
+            f"{where}: skill description is {len(description):,} characters; at most {MAX_DESCRIPTION:,} are allowed"
+        )
     return meta, body
 
 
@@ -62,7 +103,7 @@ def load_skill(path: Path | str, *, source: Literal["imported", "workspace"] = "
     skill_md = folder / "SKILL.md"
     if not skill_md.is_file():
         raise ConfigError(f"no SKILL.md in {str(folder)!r}: a skill is a folder holding SKILL.md")
-    meta, body = parse_skill_md(skill_md.read_text(encoding="utf-8"), where=str(skill_md))
+    meta, body = parse_skill_md(skill_md.read_text(encoding="utf-8"), where=str(skill_md), folder_name=folder.name)
     resources = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -87,7 +128,7 @@ async def discover_workspace_skills(sandbox: object) -> list[Skill]:
         folder = os.path.join(base, entry.name)
         try:
             raw = await sandbox.read_file(os.path.join(folder, "SKILL.md"))  # type: ignore[attr-defined]
-            meta, body = parse_skill_md(raw.decode("utf-8", "replace"), where=folder)
+            meta, body = parse_skill_md(raw.decode("utf-8", "replace"), where=folder, folder_name=entry.name)
         except (OSError, ConfigError):
             # A half-written skill in the workspace must not stop the agent; it is just not offered.
             continue
