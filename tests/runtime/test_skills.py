@@ -74,7 +74,9 @@ def test_a_value_that_yaml_would_read_as_a_number_or_bool_stays_a_string(tmp_pat
         ("- just\n- a list", "pdf-tools", "must be a mapping"),
     ],
 )
-def test_invalid_front_matter_is_a_clear_error_naming_the_file(tmp_path: Path, front: str, folder: str, says: str) -> None:
+def test_invalid_front_matter_is_a_clear_error_naming_the_file(
+    tmp_path: Path, front: str, folder: str, says: str
+) -> None:
     d = skill(tmp_path, front, folder=folder)
     with pytest.raises(ConfigError) as info:
         load_skill(d)
