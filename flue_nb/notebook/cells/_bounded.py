@@ -23,7 +23,8 @@ _HALF_BYTES = (MAX_BYTES - 256) // 2
 
 
 class BoundedText:
-    """Text written in pieces; at most `2 * STORE_CHARS` characters of it are ever held."""
+    """Text written in pieces; at most `5 * STORE_CHARS` characters of it are ever held (the head,
+    and a tail that may keep one written chunk of up to four times the bound uncopied)."""
 
     __slots__ = ("_head", "_head_room", "_tail", "_tail_chars", "chars", "dropped")
 
@@ -53,8 +54,10 @@ class BoundedText:
         if n >= STORE_CHARS:
             self.dropped = self.dropped or self._tail_chars > 0 or n > STORE_CHARS
             self._tail.clear()
-            self._tail.append(text[-STORE_CHARS:])
-            self._tail_chars = STORE_CHARS
+            # A chunk up to a few times the bound is kept as it is (no copy on the hot path); a
+            # larger one is sliced, so a 100 MB write is never held past the call that made it.
+            self._tail.append(text if n <= 4 * STORE_CHARS else text[-STORE_CHARS:])
+            self._tail_chars = n if n <= 4 * STORE_CHARS else STORE_CHARS
             return
         self._tail.append(text)
         self._tail_chars += n
@@ -67,6 +70,11 @@ class BoundedText:
                 self._tail_chars -= over
             else:
                 self._tail_chars -= len(first)
+
+    @property
+    def held(self) -> int:
+        """Characters held now."""
+        return STORE_CHARS - self._head_room + self._tail_chars
 
     def value(self) -> str:
         """The text cut to the contract's limits, with a marker where the middle was left out."""

@@ -10,33 +10,38 @@ instances, which works the same in ipykernel and terminal IPython. A cell the ag
 from __future__ import annotations
 
 import sys
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from flue_nb.notebook.cells.log import CellLog
+    from flue_nb.notebook.cells.log import CellLog, CellRecord
 
 __all__ = ["Capture"]
 
 
 class _Tee:
-    """A stream that records into the running cell and passes everything on."""
+    """A stream that records into the running cell's buffer and passes everything on.
 
-    def __init__(self, inner: Any, name: str, log: CellLog) -> None:
+    It stays in place between cells (retargeted, not re-created, at each cell: the cheap path);
+    only writes from the thread running the cell are recorded.
+    """
+
+    # No __slots__: IPython 9's `run_cell` patches `sys.stdout.write` on the instance for a cell.
+
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self._name = name
-        self._log = log
+        self.target: Any = None
+        """The running cell's `BoundedText` for this stream, or None between cells."""
+        self.thread = 0
+        self.forward = True
 
     def write(self, text: str) -> int:
-        log = self._log
-        record = log.recording()
-        if record is None:
-            written: int = self.inner.write(text)
-            return written
-        if isinstance(text, str):
-            log.write(self._name, text)
-        if record.kind == "agent":
-            return len(text)
-        written = self.inner.write(text)
+        target = self.target
+        if target is not None and get_ident() == self.thread and isinstance(text, str):
+            target.write(text)
+            if not self.forward:
+                return len(text)
+        written: int = self.inner.write(text)
         return written
 
     def flush(self) -> None:
@@ -55,6 +60,7 @@ class Capture:
         self._infos: list[int] = []
         self._publish: Any = None
         self._write_format: Any = None
+        self._tees: dict[str, _Tee] = {}
 
     def install(self) -> None:
         """Register the events and wrap the display paths."""
@@ -82,23 +88,19 @@ class Capture:
         if self._write_format is not None:
             del self.shell.displayhook.write_format_data
             self._write_format = None
+        self._untee()
 
     # --- events --------------------------------------------------------------------------------
 
     def pre(self, info: Any) -> None:
-        """`pre_run_cell`: start a record and tee the streams."""
+        """`pre_run_cell`: start a record and point the streams at it."""
         count = self.shell.execution_count if getattr(info, "store_history", False) else None
         record = self.log.start(info.raw_cell or "", cell_id=_cell_id(info), execution_count=count)
         self._infos.append(id(info))
-        if record.kind == "flue":
-            return
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name)
-            if not isinstance(stream, _Tee):
-                setattr(sys, name, _Tee(stream, name, self.log))
+        self._target(record)
 
     def post(self, result: Any) -> None:
-        """`post_run_cell`: finish the record and put the streams back."""
+        """`post_run_cell`: finish the record and point the streams back at the outer cell, if any."""
         info = getattr(result, "info", None)
         if not self._infos or self._infos[-1] != id(info):
             return  # a cell whose `pre_run_cell` never came (it failed before running)
@@ -106,13 +108,31 @@ class Capture:
         error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
         count = getattr(result, "execution_count", None)
         self.log.finish(count if getattr(info, "store_history", False) else None, error)
-        outer = self.log.running()
-        if outer is not None and outer.kind != "flue":
-            return  # an inner cell ended (`%%capture` runs one): the outer cell is still teed
+        self._target(self.log.running())
+
+    def _target(self, record: CellRecord | None) -> None:
+        streams = record._streams if record is not None else None
         for name in ("stdout", "stderr"):
-            stream = getattr(sys, name)
-            if isinstance(stream, _Tee) and stream._log is self.log:
-                setattr(sys, name, stream.inner)
+            tee = self._tees.get(name)
+            if streams is not None and (tee is None or getattr(sys, name) is not tee):
+                # First cell, or someone replaced the stream since: wrap what is there now.
+                tee = self._tees[name] = _Tee(getattr(sys, name))
+                setattr(sys, name, tee)
+            if tee is None:
+                continue
+            if streams is None or record is None:
+                tee.target = None
+                continue
+            tee.target = streams[name]
+            tee.thread = record.thread
+            tee.forward = record.kind != "agent"
+
+    def _untee(self) -> None:
+        for name, tee in self._tees.items():
+            tee.target = None
+            if getattr(sys, name) is tee:
+                setattr(sys, name, tee.inner)
+        self._tees.clear()
 
     # --- display paths -------------------------------------------------------------------------
 

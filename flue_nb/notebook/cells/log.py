@@ -80,8 +80,6 @@ class CellRecord:
     """Seconds; None while it runs."""
     outcome: Literal["running", "ok", "error"] = "running"
     error: CellError | None = None
-    stdout: str = ""
-    stderr: str = ""
     outputs: list[dict[str, Any]] = field(default_factory=list)
     """nbformat-like `execute_result`/`display_data` dicts; images as `{"digest": ...}`."""
     outputs_dropped: int = 0
@@ -90,13 +88,31 @@ class CellRecord:
     provenance: dict[str, Any] | None = None
     """For `agent` cells: the tool call that ran it."""
     _streams: dict[str, BoundedText] | None = field(default=None, repr=False)
+    _text: dict[str, str] = field(default_factory=dict, repr=False)
 
     def stream(self, name: str) -> str:
-        """The recorded `stdout` or `stderr` so far (while running, as much as is held)."""
-        if self._streams is not None and name in self._streams:
-            return self._streams[name].value()
-        text: str = getattr(self, name)
+        """The recorded `stdout` or `stderr`, cut to the limits (while running: so far).
+
+        The cut is made when first read, not when the cell ends: a cell's end stays cheap.
+        """
+        text = self._text.get(name)
+        if text is not None:
+            return text
+        buffer = self._streams.get(name) if self._streams is not None else None
+        text = buffer.value() if buffer is not None else ""
+        if self.outcome != "running":
+            self._text[name] = text
         return text
+
+    @property
+    def stdout(self) -> str:
+        """What the cell printed to stdout (see `stream`)."""
+        return self.stream("stdout")
+
+    @property
+    def stderr(self) -> str:
+        """What the cell printed to stderr (see `stream`)."""
+        return self.stream("stderr")
 
 
 class CellLog:
@@ -159,13 +175,8 @@ class CellLog:
             record.error = _describe_error(error)
         else:
             record.outcome = "ok"
-        if record._streams is not None:
-            record.stdout = record._streams["stdout"].value()
-            record.stderr = record._streams["stderr"].value()
-            record._streams = None
         with self._lock:
-            self._text_chars += len(record.stdout) + len(record.stderr)
-            self._text_chars += sum(_output_chars(o) for o in record.outputs)
+            self._text_chars += _record_chars(record)
             self._trim()
         return record
 
@@ -178,15 +189,9 @@ class CellLog:
         if not self._stack:
             return None
         top = self._stack[-1]
-        if top._streams is None or top.thread != threading.get_ident():
+        if top._streams is None or top.outcome != "running" or top.thread != threading.get_ident():
             return None
         return top
-
-    def write(self, name: str, text: str) -> None:
-        """Tee a piece of stdout/stderr into the running cell (called by the stream wrapper)."""
-        top = self._stack[-1] if self._stack else None
-        if top is not None and top._streams is not None and top.thread == threading.get_ident():
-            top._streams[name].write(text)
 
     def add_output(self, output_type: str, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
         """Record a `display_data`/`execute_result` bundle into the running cell."""
@@ -235,10 +240,11 @@ class CellLog:
         for old in self._records:
             if self._text_chars <= MAX_TEXT_CHARS:
                 return
-            if old.text_dropped or old._streams is not None:
+            if old.text_dropped or old.outcome == "running":
                 continue
             self._text_chars -= _record_chars(old)
-            old.stdout = old.stderr = ""
+            old._streams = None
+            old._text = {"stdout": "", "stderr": ""}
             old.outputs = []
             old.text_dropped = True
 
@@ -297,7 +303,11 @@ def _output_chars(output: dict[str, Any]) -> int:
 def _record_chars(record: CellRecord) -> int:
     if record.text_dropped:
         return 0
-    return len(record.stdout) + len(record.stderr) + sum(_output_chars(o) for o in record.outputs)
+    if record._text:
+        held = sum(len(t) for t in record._text.values())
+    else:  # not read yet: what its buffers hold (each at most a head and a tail)
+        held = sum(b.held for b in (record._streams or {}).values())
+    return held + sum(_output_chars(o) for o in record.outputs)
 
 
 _logs: dict[int, CellLog] = {}

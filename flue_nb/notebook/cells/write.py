@@ -258,8 +258,8 @@ def nbformat_outputs(record: CellRecord, log: CellLog) -> list[dict[str, Any]]:
     """The run's outputs as nbformat v4 dicts (streams, results, displays, the error)."""
     out: list[dict[str, Any]] = []
     for name in ("stdout", "stderr"):
-        if record.stdout if name == "stdout" else record.stderr:
-            out.append({"output_type": "stream", "name": name, "text": getattr(record, name)})
+        if record.stream(name):
+            out.append({"output_type": "stream", "name": name, "text": record.stream(name)})
     for output in record.outputs:
         data: dict[str, Any] = {}
         for mime, value in output.get("data", {}).items():

@@ -1,7 +1,7 @@
 """The chat widget: `%flue chat`, `flue_nb.chat()`, and the view a `%%flue` cell shows.
 
-Importing this package needs the `widget` extra (anywidget, ipywidgets); `available()` says
-whether it is installed without importing it.
+anywidget and ipywidgets are ordinary dependencies of flue_nb; `available()` says whether they
+can be found (a broken environment may lack them) without importing them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["available", "chat"]
 
 
 def available() -> bool:
-    """Whether the `widget` extra (anywidget) is installed."""
+    """Whether anywidget is installed (it is a dependency; a damaged environment may lack it)."""
     return importlib.util.find_spec("anywidget") is not None
 
 
@@ -34,10 +34,13 @@ def chat(
         model: For the notebook assistant: a model spec (default `$FLUE_MODEL`).
 
     Raises:
-        ImportError: the `widget` extra is not installed (`pip install 'flue_nb[widget]'`).
+        ImportError: anywidget is missing from this environment (reinstall it).
     """
     if not available():
-        raise ImportError("the chat widget needs the `widget` extra: pip install 'flue_nb[widget]'")
+        raise ImportError(
+            "anywidget cannot be imported in this environment, though flue_nb depends on it: "
+            "reinstall it with `pip install --force-reinstall anywidget ipywidgets`"
+        )
     from flue_nb.notebook.chat.widget import ChatWidget
     from flue_nb.notebook.magics._line import default_conversation_id
     from flue_nb.runtime.session import init

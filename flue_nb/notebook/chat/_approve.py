@@ -50,7 +50,7 @@ async def notebook_approver(request: ApprovalRequest) -> Any:
     """Ask the widget showing the call, else stdin, else say no one could be asked."""
     try:
         from flue_nb.notebook.chat.widget import open_widgets
-    except ImportError:  # no `widget` extra: no widget can be showing the call
+    except ImportError:  # anywidget missing (a damaged environment): no widget can show the call
         widgets = []
     else:
         widgets = open_widgets()

@@ -54,7 +54,10 @@ AGENT_CHOICE = "flue_nb.magics:agent"
 """Persistent-state name under which a conversation keeps the agent its cells talk to (None: the
 default assistant); the colon keeps it apart from names an agent's `use_persistent_state` picks."""
 
-NO_WIDGET_EXTRA = "the chat widget needs the `widget` extra: pip install 'flue_nb[widget]'"
+NO_WIDGET_EXTRA = (
+    "anywidget cannot be imported in this environment, though flue_nb depends on it: "
+    "reinstall it with `pip install --force-reinstall anywidget ipywidgets`"
+)
 
 
 @magics_class
@@ -592,7 +595,7 @@ def _retitle(conversation_id: str) -> None:
     """Redraw the title of the chats open on a conversation (its agent changed)."""
     try:
         from flue_nb.notebook.chat.widget import open_widgets
-    except ImportError:  # no `widget` extra: no chat to tell
+    except ImportError:  # anywidget missing (a damaged environment): no chat to tell
         return
     for widget in open_widgets():
         if widget.session.conversation_id == conversation_id:
