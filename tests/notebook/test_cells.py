@@ -146,3 +146,38 @@ def test_the_widget_is_an_ordinary_dependency():
     from flue_nb.notebook.magics.flue import NO_WIDGET_EXTRA
 
     assert "extra" not in NO_WIDGET_EXTRA
+
+
+def test_the_transcript_shows_notebook_tools_as_code_and_plain_lines():
+    from flue_nb.notebook.view.transcript import CellView
+    from flue_nb.runtime import events as ev
+
+    view = CellView("fix it", "c1", submission_id="s1")
+    s1 = {"submission_id": "s1"}
+    listing = "12 cells in execution order; entries 1-12:\n<notebook-data ...>\n#1 ...\n#2 ..."
+    run_details = {"run": 3, "execution_count": 5, "cell_id": None, "outcome": "ok", "source": "x = 1\nx + 1",
+                   "written": False, "summary": "Out: 2"}  # fmt: skip
+    for event in [
+        ev.ToolStart(call_id="a", name="cells", input={}, **s1),
+        ev.ToolEnd(call_id="a", name="cells", is_error=False, content=listing, **s1),
+        ev.ToolStart(call_id="b", name="cell", input={"last_error": True}, **s1),
+        ev.ToolEnd(call_id="b", name="cell", is_error=False, content="Cell #2 ...", **s1),
+        ev.ToolStart(call_id="c", name="run_cell", input={"source": "x = 1\nx + 1"}, **s1),
+        ev.ToolEnd(call_id="c", name="run_cell", is_error=False, content="Ran", details=run_details, **s1),
+        ev.ToolStart(call_id="d", name="insert_cell", input={"source": "plot(df)"}, **s1),
+        ev.ToolEnd(
+            call_id="d",
+            name="insert_cell",
+            is_error=False,
+            content="...",
+            details={"live": True, "cell_id": "c-9", "source": "plot(df)"},
+            **s1,
+        ),  # fmt: skip
+    ]:
+        view.apply(event)
+    text = view.text_plain()
+    assert "· cells: execution order ✓\n" in text and "#1" not in text  # no wall of text
+    assert "· cell: the last error ✓" in text
+    assert "    | x = 1\n    | x + 1\n    ran as [5] in the kernel only: ok\n    → Out: 2" in text
+    assert "    | plot(df)\n    inserted into the notebook as cell c-9" in text
+    assert "```python\nx = 1\nx + 1\n```" in view.markdown()

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flue_nb.notebook.cells.view import Shown, call_summary, result_lines
 from flue_nb.runtime.events import (
     CompactionEnd,
     CompactionStart,
@@ -58,6 +59,9 @@ def _one_line(text: str, limit: int = _ARG_CHARS) -> str:
 def summarize_call(name: str, input: dict[str, Any] | None) -> str:
     """A short, stable one-line summary of a tool call's input."""
     input = input or {}
+    notebook = call_summary(name, input)
+    if notebook is not None:
+        return notebook
     key = _KEY_ARG.get(name)
     value = input.get(key) if key else None
     if value is None:
@@ -76,6 +80,9 @@ class _Tool:
     preview: str = ""
     """The first line of the result, so a log shows what the agent saw."""
     duration_ms: float | None = None
+    shown: Shown | None = None
+    """What a notebook tool shows under its line (the cell's source, what reached the notebook)."""
+    input: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -213,7 +220,7 @@ class CellView:
                     self.lines.append(_Line("text", chunks=[delta]))
                 return True
             case ToolStart(call_id=call_id, name=name, input=args, task_id=None):
-                tool = _Tool(call_id, name, summarize_call(name, dict(args)))
+                tool = _Tool(call_id, name, summarize_call(name, dict(args)), input=dict(args))
                 self._tools[call_id] = tool
                 self.lines.append(_Line("tool", tool=tool))
                 return True
@@ -226,6 +233,9 @@ class CellView:
                 tool.error = "" if tool.ok else _one_line(content, 80)
                 tool.preview = _one_line(content) if tool.ok else ""
                 tool.duration_ms = ms
+                tool.shown = result_lines(tool.name, tool.input, event.details, tool.ok)
+                if tool.shown is not None or tool.name == "cells":
+                    tool.preview = ""  # the lines below (or, for `cells`, the line alone) say it
                 return True
             case Signal(signal_type=kind, changes=changes):
                 what = "; ".join(c.replace("`", "") for c in changes)
@@ -301,7 +311,11 @@ class CellView:
         assert t is not None
         mark = "…" if t.ok is None else ("✓" if t.ok else f"✗ {t.error}")
         preview = f" → {t.preview}" if t.preview else ""
-        return f"· {t.name}: {t.summary} {mark}{preview}".replace(":  ", ": ")
+        line = f"· {t.name}: {t.summary} {mark}{preview}".replace(":  ", ": ")
+        if t.shown is None:
+            return line
+        body = [f"    | {c}" for c in t.shown.code.splitlines()] + [f"    {x}" for x in t.shown.lines]
+        return "\n".join([line, *body])
 
     def _footer(self) -> str:
         if self.status in ("queued", "running"):
@@ -326,6 +340,10 @@ class CellView:
                     summary = f" `{t.summary.replace('`', 'ˋ')}`" if t.summary else ""
                     preview = f" → `{t.preview.replace('`', 'ˋ')}`" if t.preview else ""
                     parts.append(f"> ▸ **{t.name}**{summary} {mark}{preview}")
+                    if t.shown is not None:
+                        if t.shown.code:
+                            parts.append("```python\n" + t.shown.code.replace("```", "ˋˋˋ") + "\n```")
+                        parts.extend(f"> {_md_escape(x)}" for x in t.shown.lines)
             parts.append(f"*{self._footer()}*")
         return "\n\n".join(p for p in parts if p)
 
