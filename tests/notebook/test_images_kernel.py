@@ -58,3 +58,28 @@ def test_attach_of_an_unknown_name_is_a_usage_error(kernel):
     run = kernel.run("%%flue -c attach --no-widget -m looks --attach nothing_here\nlook")
     assert "UsageError" in run.stderr and "neither a variable nor an image file" in run.stderr
     assert not run.displays  # nothing was sent
+
+
+SVG_SETUP = r"""
+SVG_CODE = (
+    "from IPython.display import SVG, display\n"
+    "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"40000\" height=\"20000\">"
+    "<rect width=\"40000\" height=\"20000\" fill=\"teal\"/></svg>'))"
+)
+
+def svg_looker(req):
+    if req.images:
+        img = req.images[-1]
+        return reply(f"saw {img.label} {img.width}x{img.height} {img.media_type}")
+    return reply("", tool_call("python", code=SVG_CODE))
+
+svg_looks = FunctionModel(svg_looker)
+"""
+
+
+def test_display_of_an_svg_in_the_python_tool_reaches_the_model_scaled_before_drawing(kernel):
+    pytest.importorskip("cairosvg")
+    kernel.ok(SVG_SETUP)
+    run = kernel.ok("%flue -c svg --no-widget -m svg_looks draw it")
+    # Declared 40000x20000: drawn at 1568 px on the long edge, never at its full size.
+    assert "saw display 1 1568x784 image/png" in run.text(), run.all_text()

@@ -2,7 +2,7 @@
 
 Code run by the `python` tool may draw in three ways, and each becomes an image of its result:
 - a matplotlib figure, shown with `plt.show()` or just left open (as a notebook cell shows it);
-- `display(...)` of anything with an image form (`IPython.display.Image`, a figure);
+- `display(...)` of anything with an image form (`IPython.display.Image`, `SVG`, a figure);
 - a final expression whose value has an image form (`_repr_png_`, `_repr_mimebundle_`, ...).
 
 In a kernel the person's cell shows the same images: `display(...)` output passes through, and
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.images import figure_png, image_from_bytes, rich_image
+from flue_nb.runtime.images import figure_png, image_from_bytes, rich_image, svg_png
 from flue_nb.runtime.messages import ImagePart
 
 __all__ = ["Drawn", "capture"]
@@ -146,12 +146,22 @@ def _take_figures(drawn: Drawn, before: set[int]) -> None:
 def _passing(publish: Any, drawn: Drawn) -> Any:
     def publish_and_keep(data: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(data, dict):
+            label = f"display {len(drawn.images) + 1}"
             for mime in _DISPLAY_MIMES:
                 raw = data.get(mime)
                 if raw:
                     blob = base64.b64decode(raw) if isinstance(raw, str) else bytes(raw)
-                    drawn.add(blob, f"display {len(drawn.images) + 1}", shown=True)
+                    drawn.add(blob, label, shown=True)
                     break
+            else:
+                svg = data.get("image/svg+xml")
+                if isinstance(svg, (str, bytes)) and svg:
+                    # `display(SVG(...))`: rasterised like an SVG value (scaled before drawing).
+                    png, why_not = svg_png(svg)
+                    if png is not None:
+                        drawn.add(png, label, shown=True)
+                    else:
+                        drawn.notes.append(f"{label} is {why_not}")
         return publish(data, *args, **kwargs)
 
     return publish_and_keep

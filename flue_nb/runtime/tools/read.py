@@ -254,6 +254,36 @@ def read_tool(sandbox: Sandbox) -> Tool:
     return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path")  # type: ignore[arg-type]
 
 
+# What marks the start of the pixel data: a file without it is only a header.
+_IMAGE_DATA = {"image/png": b"IDAT", "image/jpeg": b"\xff\xda", "image/gif": b"\x2c", "image/webp": b"VP8"}
+
+
+def _damaged(path: str, data: bytes, head: tuple[str, int, int], problem: str) -> str:
+    """Why an image file that sniffs as one cannot be shown, in words the model can act on."""
+    media_type, width, height = head
+    fmt = media_type.rsplit("/", 1)[-1].upper()
+    try:
+        from PIL import Image
+
+        limit = 2 * int(Image.MAX_IMAGE_PIXELS or 0)
+    except ImportError:  # undecodable() found a problem, so Pillow is there; typed for mypy
+        limit = 0
+    if limit and width * height > limit:
+        cause = (
+            f"its header declares {width:,}×{height:,} = {width * height:,} pixels, more than the "
+            f"{limit:,} Pillow decodes (a decompression bomb, or an image far too large to send)"
+        )
+    elif _IMAGE_DATA[media_type] not in data[12:]:
+        cause = f"it holds only its header ({len(data):,} bytes, no image data)"
+    else:
+        cause = f"it is truncated or damaged (Pillow: {problem})"
+    return (
+        f"`{path}` is a {fmt} file ({width:,}×{height:,} by its header, {len(data):,} bytes) that "
+        f"cannot be decoded: {cause}. It cannot be shown as an image; inspect or repair it with "
+        "`bash` (e.g. `file`, `xxd | head`) or `python`."
+    )
+
+
 async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutput | None:
     """The file as an image result when it is a PNG, JPEG, GIF or WebP; None when it is not one."""
     from flue_nb.runtime.images import image_from_bytes, sniff, undecodable
@@ -266,8 +296,11 @@ async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutp
         )
     data = await sandbox.read_file(path)
     head = sniff(data)
-    if head is None or undecodable(data):
-        return None  # not an image, or a damaged one: `read` treats it as any other file
+    if head is None:
+        return None  # not an image: `read` treats it as any other file
+    problem = undecodable(data)
+    if problem:
+        return ToolOutput(_damaged(path, data, head, problem), is_error=True)
     try:
         image = image_from_bytes(data, label=path)
     except ConfigError as exc:  # too large to send and no Pillow to scale it: the model can't fix that

@@ -56,7 +56,11 @@ def test_bad_input_1_6_a_fifo_is_refused_not_waited_on(tmp_path: Path, tools, ca
 
 def test_bad_input_1_6_read_of_a_binary_file(tmp_path: Path, tools, call) -> None:
     (tmp_path / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    (tmp_path / "blob.dat").write_bytes(bytes(range(256)))
     out = call(tools["read"], {"path": "img.png"})
+    # A PNG header over garbage: the error names why it is no image (issue 20.5), not "binary".
+    assert out.is_error and "is a PNG file" in out.content and "cannot be decoded" in out.content
+    out = call(tools["read"], {"path": "blob.dat"})
     assert out.is_error and "binary" in out.content
 
 
