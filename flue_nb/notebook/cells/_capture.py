@@ -9,6 +9,7 @@ instances, which works the same in ipykernel and terminal IPython. A cell the ag
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
@@ -34,10 +35,12 @@ class _Tee:
         """The running cell's `BoundedText` for this stream, or None between cells."""
         self.thread = 0
         self.forward = True
+        self.paused = False
+        """True while IPython prints its own `Out[N]:` prompt or a traceback."""
 
     def write(self, text: str) -> int:
         target = self.target
-        if target is not None and get_ident() == self.thread and isinstance(text, str):
+        if target is not None and get_ident() == self.thread and isinstance(text, str) and not self.paused:
             target.write(text)
             if not self.forward:
                 return len(text)
@@ -61,6 +64,7 @@ class Capture:
         self._publish: Any = None
         self._write_format: Any = None
         self._tees: dict[str, _Tee] = {}
+        self._paused: list[tuple[Any, str]] = []
 
     def install(self) -> None:
         """Register the events and wrap the display paths."""
@@ -74,6 +78,14 @@ class Capture:
         if hook is not None and self._write_format is None and hasattr(hook, "write_format_data"):
             self._write_format = hook.write_format_data
             hook.write_format_data = self._formatted
+        # What IPython itself prints around a result or an error (`Out[3]: `, the traceback in a
+        # terminal) is not the cell's output: the result and the error are recorded as such.
+        for owner, name in ((hook, "start_displayhook"), (hook, "finish_displayhook"), (self.shell, "showtraceback")):
+            original = getattr(owner, name, None) if owner is not None else None
+            if original is not None:
+                self._paused.append((owner, name))
+                setattr(owner, name, self._pausing(original, resume=name != "start_displayhook",
+                                                    pause=name != "finish_displayhook"))  # fmt: skip
 
     def uninstall(self) -> None:
         """Undo `install`."""
@@ -88,6 +100,10 @@ class Capture:
         if self._write_format is not None:
             del self.shell.displayhook.write_format_data
             self._write_format = None
+        for owner, name in self._paused:
+            with contextlib.suppress(AttributeError):
+                delattr(owner, name)
+        self._paused.clear()
         self._untee()
 
     # --- events --------------------------------------------------------------------------------
@@ -120,12 +136,29 @@ class Capture:
                 setattr(sys, name, tee)
             if tee is None:
                 continue
+            tee.paused = False  # a prompt that raised half-way must not keep recording paused
             if streams is None or record is None:
                 tee.target = None
                 continue
             tee.target = streams[name]
             tee.thread = record.thread
             tee.forward = record.kind != "agent"
+
+    def _pausing(self, fn: Any, *, pause: bool, resume: bool) -> Any:
+        """`fn` with the streams' recording paused before it (`pause`) and resumed after (`resume`)."""
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if pause:
+                for tee in self._tees.values():
+                    tee.paused = True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if resume:
+                    for tee in self._tees.values():
+                        tee.paused = False
+
+        return wrapped
 
     def _untee(self) -> None:
         for name, tee in self._tees.items():

@@ -75,6 +75,12 @@ def summarize_call(tool_name: str, data: dict[str, Any]) -> str:
         text = data["command"]
     elif tool_name == "python" and isinstance(data.get("code"), str):
         text = data["code"]
+    elif tool_name in ("insert_cell", "edit_cell", "run_cell") and isinstance(data.get("source"), str):
+        # The notebook tools: the cell's source is what the person decides on.
+        where = f"cell {data['id']}: " if isinstance(data.get("id"), str) else ""
+        text = where + data["source"]
+    elif tool_name == "run_cell" and isinstance(data.get("id"), str):
+        text = f"cell {data['id']} (its current source)"
     else:
         text = json.dumps(data, ensure_ascii=False, default=str, separators=(", ", ": "))
     lines = text.strip().splitlines() or [""]
