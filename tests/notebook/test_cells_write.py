@@ -20,8 +20,14 @@ from flue_nb.notebook.cells import notebook_tools, tools
 from flue_nb.notebook.cells.document import Document, DocumentError, NotebookCell
 from flue_nb.notebook.cells.log import install, uninstall
 from flue_nb.runtime.core.loop import RunSettings
-from flue_nb.runtime.messages import AssistantMessage, TextPart, ToolCall, ToolResultMessage, UserMessage
-from flue_nb.runtime.messages import message_to_dict
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    TextPart,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    message_to_dict,
+)
 from flue_nb.runtime.store import SubmissionState
 from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.tools.tool import ToolContext, execute_tool
