@@ -129,6 +129,9 @@ class CellView:
     tokens: dict[str, int] = field(default_factory=dict)
     spend: Spend = field(default_factory=Spend)
     """What this cell's responses (its subagents' included) cost at list prices."""
+    response_models: list[str] = field(default_factory=list)
+    """Who answered, in order of first response: `claude-...` (Anthropic), `openai/<id>`,
+    `azure/<id>`, `bedrock/<id>`, `vertex/<id>`, `<host>/<id>` (a compatible server)."""
     notes: dict[str, Any] = field(default_factory=dict)
     reply: str | None = None
     """The final answer of a completed submission (`_.reply` after a blocking cell)."""
@@ -276,6 +279,8 @@ class CellView:
                                        ("cache_write", usage.cache_write_tokens)):  # fmt: skip
                         self.tokens[key] = self.tokens.get(key, 0) + value
                 self.spend.add(model, usage)
+                if model and model not in self.response_models:
+                    self.response_models.append(model)
                 return False
             case Log(kind="retry", message=message):
                 self.lines.append(_Line("note", f"· {message}"))
@@ -367,6 +372,7 @@ class CellView:
                 "tokens": dict(self.tokens),
                 "cost_usd": round(self.spend.usd, 6) if self.spend.usd is not None else None,
                 "cost": cost_text(self.spend.usd, self.spend.unpriced),
+                "response_models": list(self.response_models),
                 "tools": trace,
                 **self.notes,
             }

@@ -298,3 +298,19 @@ def test_the_response_names_its_provider(wire: Wire, tmp_path) -> None:
     # Anthropic's responses keep their bare Claude id; others carry who answered (here the
     # loopback host: only `openai/...`, OpenAI's own API, is priced at OpenAI's list prices).
     assert turn.model == ("claude-test" if wire.name == "anthropic" else "127.0.0.1/gpt-test")
+
+
+def test_a_cells_provenance_names_who_answered(wire: Wire, tmp_path) -> None:
+    from flue_nb.notebook.view.transcript import CellView
+
+    wire.enqueue(wire.say("ok"))
+    s = session_on(agent_on(wire.model(), tmp_path))
+    events: list[Any] = []
+    s.observe(events.append)
+    receipt = s.dispatch("hi")
+    s.read(receipt)
+    view = CellView("hi", s.conversation_id, submission_id=receipt.submission_id)
+    for event in events:
+        view.apply(event)
+    expected = "claude-test" if wire.name == "anthropic" else "127.0.0.1/gpt-test"
+    assert view.metadata()["response_models"] == [expected]
