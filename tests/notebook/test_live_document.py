@@ -237,3 +237,50 @@ def test_without_collaboration_connect_is_none_and_says_why(tmp_path):
     assert "connect False" in run.stdout, run.all_text()
     assert float(run.stdout.split()[2]) < 5
     assert "no real-time collaboration for 'plain.ipynb'" in run.stdout
+
+
+AGENT = r"""
+import re
+import flue_nb as flue
+from flue_nb.models import FunctionModel, reply, tool_call
+
+def brain(req):
+    results = [m for m in req.messages if m.kind == "tool_result"]
+    if not results:
+        return reply("Reading the notebook.", tool_call("cells", order="document"))
+    last = results[-1]
+    if last.name == "cells":
+        first, second = re.findall(r"\d+\. id=(\S+)", last.content)[:2]
+        return reply("", tool_call("insert_cell", source="z = x * 2\nz", after=first),
+                     tool_call("edit_cell", id=second, source="print(x + 1)"))
+    if last.name == "edit_cell":
+        new = re.search(r"Inserted code cell (\S+)", results[-2].content).group(1)
+        return reply("", tool_call("run_cell", id=new))
+    return reply("Done.")
+
+@flue.agent
+def writer():
+    flue.use_model(FunctionModel(brain))
+    flue.use_sandbox(flue.kernel(approval="allow"))
+    return "Work in the notebook."
+"""
+
+
+def test_the_notebook_tools_write_through_the_live_document(server, opened):
+    # The tools themselves (insert_cell, edit_cell, run_cell) in a %%flue cell: what they did is
+    # what a separate client of the room reads, provenance included.
+    path, kernel = opened
+    kernel.ok("%load_ext flue_nb")
+    kernel.ok("x = 41")
+    kernel.ok(AGENT)
+    run = kernel.ok("%%flue --agent writer -c livetools\nput a cell in and run it", timeout=120)
+    cells = _peer_cells(server, path)
+    assert [c["source"] for c in cells] == ["x = 41", "z = x * 2\nz", "print(x + 1)"], run.all_text()
+    inserted, edited = cells[1], cells[2]
+    assert inserted["execution_count"] is not None
+    assert any(o.get("data", {}).get("text/plain") == "82" for o in inserted["outputs"]), inserted["outputs"]
+    for cell in (inserted, edited):
+        flue_meta = cell["metadata"]["flue"]
+        assert flue_meta["conversation"] == "livetools"
+        assert flue_meta["submission"] and flue_meta["tool_call_id"]
+    assert inserted["metadata"]["flue"]["tool_call_id"] != edited["metadata"]["flue"]["tool_call_id"]
