@@ -258,17 +258,23 @@ class ChatWidget(anywidget.AnyWidget):
     # --- the browser's requests (kernel main thread) ------------------------------------------
 
     def _on_browser_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        # What the browser sends is checked, never coerced: bool("false") is True, and a
+        # message a frontend bug or another client got wrong is dropped, not a traceback.
         if not isinstance(content, dict):
             return
         kind = content.get("type")
         if kind == "send":
-            text = str(content.get("text") or "").strip()
-            if text:
-                self.send_message(text)
+            text = content.get("text")
+            if not isinstance(text, str):
+                self.error = "not sent: the message text must be a string"
+            elif text.strip():
+                self.send_message(text.strip())
         elif kind == "stop":
             self.stop()
         elif kind == "approve":
-            self.answer(str(content.get("call_id")), bool(content.get("approved")))
+            call_id, approved = content.get("call_id"), content.get("approved")
+            if isinstance(call_id, str) and isinstance(approved, bool):
+                self.answer(call_id, approved)
 
     def send_message(self, text: str) -> Any:
         """Admit `text` as a new submission (it joins a live response or waits its turn)."""
