@@ -66,6 +66,7 @@ TOURS = [
     "tour_compaction",
     "tour_subagents_skills",
     "tour_record_replay",
+    "tour_notebook",
 ]
 
 

@@ -110,7 +110,8 @@ class Capture:
 
     def pre(self, info: Any) -> None:
         """`pre_run_cell`: start a record and point the streams at it."""
-        count = self.shell.execution_count if getattr(info, "store_history", False) else None
+        # IPython has already counted this cell when it announces it.
+        count = self.shell.execution_count - 1 if getattr(info, "store_history", False) else None
         record = self.log.start(info.raw_cell or "", cell_id=_cell_id(info), execution_count=count)
         self._infos.append(id(info))
         self._target(record)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from flue_nb.notebook.cells.document import NotebookCell
 from flue_nb.notebook.cells.log import CellRecord
 
-__all__ = ["Entry", "cell_text", "document_entries", "execution_entries", "record_line"]
+__all__ = ["Entry", "cell_header", "cell_text", "document_entries", "execution_entries", "record_line"]
 
 _SOURCE_CHARS = 100
 _SUMMARY_CHARS = 100
@@ -80,6 +80,9 @@ def record_line(record: CellRecord, marks: Sequence[str] = ()) -> str:
     )
     outcome = "ok" if record.outcome == "ok" else ("error" if record.outcome == "error" else "running")
     source = _first_line(record.source, _SOURCE_CHARS)
+    if record.kind == "flue":  # the message, not the magic's name
+        magic, _, message = record.source.strip().partition("\n")
+        source = _first_line(f"{magic}: {message}" if message.strip() else magic, _SOURCE_CHARS)
     mark = f" {' '.join(MARKS[m].split(' ', 1)[0] for m in marks)}" if marks else ""
     line = f"#{record.number} {count}{ident}{kind} {outcome}{mark} · {source}"
     if record.kind != "flue":
@@ -154,6 +157,16 @@ def document_entries(records: Sequence[CellRecord], cells: Sequence[NotebookCell
             line += f" → {output_summary(record)}"
         out.append(Entry(line, tuple(marks)))
     return out
+
+
+def cell_header(record: CellRecord | None, cell: NotebookCell | None) -> str:
+    """One stable line naming the cell and how its last run ended (outside the envelope)."""
+    if record is None:
+        return f"Cell id={cell.id if cell else '?'}: not run in this kernel."
+    count = record.execution_count if record.execution_count is not None else " "
+    if record.error is not None:
+        return f"Cell #{record.number} [{count}]: error ({record.error.type})."
+    return f"Cell #{record.number} [{count}]: {record.outcome}."
 
 
 def cell_text(record: CellRecord | None, cell: NotebookCell | None) -> str:

@@ -146,7 +146,7 @@ def read_tools(nb: NotebookContext) -> list[Tool]:
             return ToolOutput(found + (f" {note}" if note else ""), is_error=True)
         record, doc_cell = found
         text = _listing.cell_text(record, doc_cell)
-        return _cell_output(text, args.offset, _images(log, record))
+        return _cell_output(_listing.cell_header(record, doc_cell), text, args.offset, _images(log, record))
 
     async def variables(args: VariablesInput, ctx: ToolContext) -> ToolOutput:
         def describe() -> str:
@@ -163,7 +163,8 @@ def read_tools(nb: NotebookContext) -> list[Tool]:
         if text.startswith("\0"):
             return ToolOutput(text[1:], is_error=True)
         cut = truncate_head(text)
-        body = fence(cut.text)
+        what = f"Variable `{args.name}`:" if args.name else "The user's variables:"
+        body = f"{what}\n{fence(cut.text)}"
         if cut.truncated:
             body += f"\n[Showing {cut.shown_lines} of {cut.total_lines} lines; give `name` for one variable.]"
         return ToolOutput(body)
@@ -225,13 +226,13 @@ def _find(
     return record, doc_cell
 
 
-def _cell_output(text: str, offset: int | None, images: list[ImagePart]) -> ToolOutput:
+def _cell_output(header: str, text: str, offset: int | None, images: list[ImagePart]) -> ToolOutput:
     lines = text.split("\n")
     start = (offset or 1) - 1
     if start >= len(lines):
         return ToolOutput(f"offset {offset} is past the end: the cell's text has {len(lines)} lines.", is_error=True)
     cut = truncate_head("\n".join(lines[start:]), max_bytes=MAX_BYTES - 1024)
-    body = fence(cut.text)
+    body = f"{header}\n{fence(cut.text)}"
     if cut.truncated:
         last = start + cut.shown_lines
         body += f"\n[Showing lines {start + 1}-{last} of {len(lines)}. Use offset={last + 1} to continue.]"
