@@ -171,6 +171,7 @@ EVENTS = [
     "ToolCallInfo",
     "ToolEnd",
     "ToolStart",
+    "ToolUpdate",
     "TurnEnd",
     "TurnStart",
 ]

@@ -28,6 +28,7 @@ message_end            MessageEnd           role, text, tool_calls, usage, abort
 text_delta             TextDelta            delta
 thinking_delta         ThinkingDelta        delta
 tool_start             ToolStart            call_id, name, input
+tool_update            ToolUpdate           call_id, name, progress, total, message
 tool                   ToolEnd              call_id, name, is_error, content, duration_ms, details, ended
 task_start             TaskStart            agent, description, depth
 task                   TaskEnd              agent, is_error, text, error
@@ -40,7 +41,8 @@ log                    Log                  kind, message, error
 =====================  ===================  ============================================
 
 Events are a live view; the stored records are the truth (15.3): `Session.events()` rebuilds
-this list from the store (streamed deltas come back whole, one per message).
+this list from the store (streamed deltas come back whole, one per message; a tool's progress
+updates are live only, its end is stored).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ __all__ = [
     "ToolCallInfo",
     "ToolEnd",
     "ToolStart",
+    "ToolUpdate",
     "TurnEnd",
     "TurnStart",
 ]
@@ -97,6 +100,7 @@ EventType = Literal[
     "text_delta",
     "thinking_delta",
     "tool_start",
+    "tool_update",
     "tool",
     "task_start",
     "task",
@@ -285,6 +289,22 @@ class ToolStart(_Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolUpdate(_Envelope):
+    """A running tool reported progress (an MCP server's progress notification), between its
+    `tool_start` and its `tool` event; live only (not rebuilt from the store)."""
+
+    type: Literal["tool_update"] = "tool_update"
+    call_id: str
+    name: str
+    progress: float | None = None
+    """How far it got, in the tool's own units (it only ever grows)."""
+    total: float | None = None
+    """What `progress` will reach when done, when the tool knows."""
+    message: str | None = None
+    """What it is doing now, in the tool's words."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolEnd(_Envelope):
     """A tool call ended; `content` is what the model sees.
 
@@ -401,6 +421,7 @@ Event = Union[
     TextDelta,
     ThinkingDelta,
     ToolStart,
+    ToolUpdate,
     ToolEnd,
     TaskStart,
     TaskEnd,

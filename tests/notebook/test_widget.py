@@ -26,6 +26,7 @@ from flue_nb.runtime.events import (
     TaskStart,
     ToolEnd,
     ToolStart,
+    ToolUpdate,
 )
 
 
@@ -102,6 +103,17 @@ def test_long_results_are_clipped_with_their_full_size(tmp_path: Path) -> None:
     [tool] = _all_parts(fold.live())
     assert tool["result"]["clipped"] and len(tool["result"]["text"]) == RESULT_CHARS
     assert tool["result"]["lines"] == 5000 and tool["result"]["bytes"] == len(big.encode())
+
+
+def test_a_running_tool_card_shows_the_progress_it_reports() -> None:
+    fold = ChatFold()
+    fold.apply(ToolStart(submission_id="s", call_id="c", name="mcp__x__build", input={}))
+    fold.apply(ToolUpdate(submission_id="s", call_id="c", name="mcp__x__build", progress=2, total=5, message="linking"))
+    [tool] = _all_parts(fold.live())
+    assert (tool["status"], tool["progress"]) == ("running", "2/5 · linking")
+    fold.apply(ToolUpdate(submission_id="s", call_id="c", name="mcp__x__build", progress=7))
+    [tool] = _all_parts(fold.live())
+    assert tool["progress"] == "7"
 
 
 def test_signals_compaction_tasks_joined_and_recovered_runs_are_drawn() -> None:

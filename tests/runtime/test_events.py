@@ -77,6 +77,27 @@ def test_events_15_2_a_tool_run_emits_the_documented_sequence():
     assert set(types) <= set(get_args(EventType))
 
 
+def test_events_a_tool_that_reports_progress_emits_tool_update_events_between_start_and_end():
+    from pydantic import BaseModel
+
+    class Nothing(BaseModel):
+        pass
+
+    async def run(args, ctx):
+        ctx.report(1, 2, "half way")
+        ctx.report(2, 2, None)
+        return "done"
+
+    long_job = flue.define_tool("long_job", "Takes a while.", input=Nothing, run=run)
+    _, events = run_with_events(ScriptedModel([reply("", tool_call("long_job")), reply("ok")]), tools=(long_job,))
+    tool_events = [e for e in events if e.type in ("tool_start", "tool_update", "tool")]
+    assert [e.type for e in tool_events] == ["tool_start", "tool_update", "tool_update", "tool"]
+    first, second = tool_events[1:3]
+    assert isinstance(first, ev.ToolUpdate) and first.call_id == tool_events[0].call_id
+    assert (first.name, first.progress, first.total, first.message) == ("long_job", 1, 2, "half way")
+    assert (second.progress, second.total, second.message) == (2, 2, None)
+
+
 def test_events_15_3_the_history_is_rebuilt_from_the_store(tmp_path):
     db = str(tmp_path / "h.sqlite")
     model = ScriptedModel([reply("", tool_call("glob", pattern="*.txt")), reply("none found"), reply("second")])

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from agents import make_agent, session
+from mcp_client import CALC, SERVER, calc_agent, free_port, http_server, names, results, signals
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
-from flue_nb.runtime.messages import SignalMessage, ToolResultMessage
 from flue_nb.runtime.tools.mcp import McpServer, close_mcp_servers, mcp_servers, mount_mcp
 
-SERVER = Path(__file__).with_name("mcp_server.py")
-CALC = [sys.executable, str(SERVER)]
+LISTED = ("add", "pid", "dot", "fail", "slow", "crash", "grow", "exit_soon", "steps", "iccp", "remember", "recall")
+"""What the test server lists and flue_nb mounts (`background` requires tasks: not mounted)."""
 
 
 @pytest.fixture(autouse=True)
@@ -27,29 +24,13 @@ def _close_servers():
     close_mcp_servers()
 
 
-def names(request):
-    return [t.name for t in request.tools]
-
-
-def results(request):
-    return [m for m in request.messages if isinstance(m, ToolResultMessage)]
-
-
-def signals(request):
-    return [m for m in request.messages if isinstance(m, SignalMessage)]
-
-
-def calc_agent(model, **kw):
-    return make_agent(model, extra=lambda: flue.use_mcp("calc", command=CALC, **kw))
-
-
 def test_stdio_server_tools_mount_as_mcp_names_with_the_servers_own_schema():
     model = ScriptedModel(["hi"])
     session(calc_agent(model)).prompt("hello")
     request = model.requests[0]
     assert names(request) == [
         "task",
-        *(f"mcp__calc__{n}" for n in ("add", "pid", "dot", "fail", "slow", "crash", "grow")),
+        *(f"mcp__calc__{n}" for n in LISTED),
     ]
     add = next(t for t in request.tools if t.name == "mcp__calc__add")
     assert add.description == "Add two integers."
@@ -238,20 +219,9 @@ def test_mounting_a_server_mid_conversation_is_a_resources_signal_not_a_prompt_r
 
 
 def test_streamable_http_server_on_loopback_and_its_death_mid_conversation():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    proc = subprocess.Popen([*CALC, "--http", str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-                time.sleep(0.1)
+    with http_server(port) as proc:
         seen = []
 
         def model_fn(request):
@@ -272,9 +242,6 @@ def test_streamable_http_server_on_loopback_and_its_death_mid_conversation():
         assert gone.is_error and "went away during this call" in gone.content
         assert "mcp__web__add" not in names(seen[2])
         assert any("MCP server `web` is unavailable" in sig.text for sig in signals(seen[2]))
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_an_image_result_comes_back_as_an_image_block_next_to_a_line_of_text():

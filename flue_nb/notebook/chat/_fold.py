@@ -33,6 +33,7 @@ from flue_nb.runtime.events import (
     ThinkingDelta,
     ToolEnd,
     ToolStart,
+    ToolUpdate,
     TurnEnd,
 )
 
@@ -259,6 +260,10 @@ class ChatFold:
                 }  # fmt: skip
                 self._parts(event).append(tool)
                 self._tools[call_id] = tool
+            case ToolUpdate(call_id=call_id, progress=done, total=total, message=message) if call_id in self._tools:
+                shown = f"{done:g}/{total:g}" if done is not None and total else f"{done:g}" if done is not None else ""
+                self._tools[call_id]["progress"] = " · ".join(p for p in (shown, message or "") if p)[:_SUMMARY_CHARS]
+                self.dirty.add(sid or "")
             case ToolEnd(
                 call_id=call_id,
                 name=name,

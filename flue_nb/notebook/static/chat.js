@@ -131,7 +131,7 @@ function toolCard(t, opened, interactive) {
   const key = "tool:" + t.call_id;
   const st = t.status || "running";
   const head = `<span class="flue-glyph flue-st-${st}">${GLYPH[st] || "·"}</span> <span class="flue-tname">${esc(t.name)}</span> <span class="flue-targ">${esc(t.summary)}</span>` +
-    `<span class="flue-tmeta">${st === "running" ? "running…" : st === "awaiting_approval" ? "waiting for approval" : esc(st === "ok" ? "" : st)} ${fmtMs(t.duration_ms)}</span>`;
+    `<span class="flue-tmeta">${st === "running" ? (t.progress ? `running… ${esc(t.progress)}` : "running…") : st === "awaiting_approval" ? "waiting for approval" : esc(st === "ok" ? "" : st)} ${fmtMs(t.duration_ms)}</span>`;
   let body = clipped(key + ":in", "arguments", t.input, opened);
   if (st === "awaiting_approval") {
     body += `<div class="flue-ask"><div>${esc(t.ask || "")}</div>` +

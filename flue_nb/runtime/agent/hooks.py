@@ -201,6 +201,7 @@ def use_mcp(
     cwd: str | None = None,
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    call_timeout: float | None = 300.0,
 ) -> None:
     """Mount an MCP server's tools as `mcp__<name>__<tool>`.
 
@@ -218,7 +219,14 @@ def use_mcp(
         env: Extra environment variables for a stdio server.
         cwd: Working directory of a stdio server.
         headers: HTTP headers sent to an HTTP server (e.g. authorization).
-        timeout: Seconds allowed to start the server, initialise and list its tools.
+        timeout: Seconds allowed to start the server, initialise and list its tools. A server
+            that timed out is not tried again for a minute (each try would cost the timeout).
+        call_timeout: Seconds one tool call may take (default 300); then it is cancelled and
+            the model gets an error result. None: no limit (abort still stops a call).
+
+    A stdio server's calls that the server does not mark read-only (`readOnlyHint`) run one at
+    a time, in the order the model made them; tools that require task-augmented execution are
+    not mounted; progress the server reports reaches observers as `ToolUpdate` events.
     """
     frame = _current("use_mcp")
     from flue_nb.runtime.tools.mcp import McpServer
@@ -239,6 +247,12 @@ def use_mcp(
         raise ConfigError(f"`use_mcp({name!r})`: `tools` must be a list of tool names, got {tools!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"`use_mcp({name!r})`: `timeout` must be a positive number of seconds, got {timeout!r}")
+    if call_timeout is not None and (
+        isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)) or not call_timeout > 0
+    ):
+        raise ConfigError(
+            f"`use_mcp({name!r})`: `call_timeout` must be a positive number of seconds or None, got {call_timeout!r}"
+        )
     if any(s.name == name for s in frame.rendered.mcp):
         raise HookError(f"two MCP servers are named {name!r}; names must be unique")
     frame.rendered.mcp.append(
@@ -252,6 +266,7 @@ def use_mcp(
             cwd=str(cwd) if cwd is not None else None,
             headers=tuple(sorted(headers.items())) if headers else None,
             timeout=float(timeout),
+            call_timeout=float(call_timeout) if call_timeout is not None else None,
         )
     )
 

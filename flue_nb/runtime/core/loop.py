@@ -486,7 +486,13 @@ class AgentRun:
             step = None
             if tool.durable:
                 step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
-            ctx = ToolContext(call.id, self.sandbox, step, self.conversation_id, self.submission_id)
+
+            def report(progress: float | None, total: float | None, message: str | None) -> None:
+                self.emit(
+                    ev.ToolUpdate(call_id=call.id, name=call.name, progress=progress, total=total, message=message)
+                )
+
+            ctx = ToolContext(call.id, self.sandbox, step, self.conversation_id, self.submission_id, report=report)
             try:
                 out = await execute_tool(tool, call.input, ctx)
             except BaseException as exc:

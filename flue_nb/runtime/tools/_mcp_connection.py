@@ -4,8 +4,9 @@ The SDK's transports and `ClientSession` are anyio context managers whose task g
 entered and left by one task. So each connection has an *owner task* on the runtime's loop that
 opens the transport and the session, lists the tools, reports ready and then waits to be told to
 close; tool calls from other tasks of the same loop share its session. A connection that dies
-(the server exits, the HTTP endpoint goes away) is marked closed at the first call that notices,
-and the next `ensure()` opens a fresh one.
+(the server exits, the HTTP endpoint goes away, an HTTP server restarts and forgets our session)
+is noticed before the next call where it can be — a stdio server's stdout at its end, an HTTP
+answer of 404 or 400 to our session id — or by the call itself, and `ensure()` opens a fresh one.
 
 The SDK is imported here only, inside functions: `import flue_nb` never loads it.
 """
@@ -14,18 +15,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from flue_nb.runtime._redact import redact, register_env, register_headers
 from flue_nb.runtime.errors import McpConnectionError
+from flue_nb.runtime.tools._mcp_sdk import (
+    describe,
+    import_sdk,
+    is_connection_closed,
+    leaf,
+    list_tools,
+    noise_line,
+    owned_http,
+    quiet_stdout_noise,
+)
 
 if TYPE_CHECKING:
     from flue_nb.runtime.tools.mcp import McpServer
 
-__all__ = ["Connection", "ConnectionGone", "State"]
+__all__ = ["CallTimedOut", "Connection", "ConnectionGone", "SessionLost", "State"]
+
+log = logging.getLogger("flue_nb")
 
 State = Literal["connecting", "connected", "closed", "failed"]
 
@@ -37,35 +52,13 @@ class ConnectionGone(Exception):
     """The server went away during a call or before it (the call's outcome is unknown)."""
 
 
-def _import_sdk() -> Any:
-    try:
-        import mcp
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise McpConnectionError("`use_mcp()` needs the `mcp` package: pip install 'flue_nb[mcp]'") from exc
-    return mcp
+class SessionLost(ConnectionGone):
+    """The HTTP server refused our session id (it restarted): the call never ran, so a new
+    session may retry it."""
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside (possibly nested) exception groups from anyio task groups."""
-    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return exc
-
-
-def _is_connection_closed(exc: BaseException) -> bool:
-    from mcp.shared.exceptions import MCPError
-    from mcp_types.jsonrpc import CONNECTION_CLOSED
-
-    leaf = _leaf(exc)
-    if isinstance(leaf, MCPError):
-        return leaf.code == CONNECTION_CLOSED
-    return isinstance(leaf, (ConnectionError, EOFError, OSError)) or type(leaf).__name__ in {
-        "ClosedResourceError",
-        "BrokenResourceError",
-        "EndOfStream",
-        "ConnectError",
-        "RemoteProtocolError",
-    }
+class CallTimedOut(Exception):
+    """The server did not answer a call within its `call_timeout` (it was asked to cancel)."""
 
 
 class Connection:
@@ -85,15 +78,35 @@ class Connection:
         self.session: Any = None
         self.stale = False
         """The server said its tool list changed; re-list before the next mount."""
+        self.timed_out = False
+        """The last connect failed by running out of time (so retrying it costs that time again)."""
+        self.noise = 0
+        """Lines the server wrote to stdout that are not JSON-RPC (ignored)."""
+        self.call_lock = asyncio.Lock()
+        """Held by calls that must not run beside another call of this server (a stdio server's
+        tools that are not read-only: one process, often one state file)."""
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task[None] | None = None
+        self._unwinding: set[asyncio.Task[None]] = set()
+        """Owners of connects that timed out, still stopping their server in the background."""
         self._stderr: Any = None
+        self._read: Any = None
+        self._session_refused = False
 
     @property
     def alive(self) -> bool:
-        """True while the session is open and no call has seen it die."""
-        return self.state == "connected" and self.session is not None
+        """True while the session is open and nothing has shown it dead."""
+        return self.state == "connected" and self.session is not None and self._gone() is None
+
+    def _gone(self) -> str | None:
+        """Why a connection that looks open is not (None: no sign of it)."""
+        if self._session_refused:
+            return "the server no longer knows our session (it restarted)"
+        stats = getattr(self._read, "statistics", None)
+        if stats is not None and stats().open_send_streams == 0:
+            return "the server exited since its last call"
+        return None
 
     def stderr_tail(self, since: int = 0) -> str:
         """The end of what a stdio server wrote to stderr from offset `since` ("" for HTTP)."""
@@ -135,6 +148,9 @@ class Connection:
                 if self.stale:
                     await self._relist()
                 return
+            if self.state == "connected" and (why := self._gone()) is not None:
+                self._died(why)
+                log.info("flue_nb: MCP server `%s`: %s; starting it again", self.server.name, why)
             await self._shutdown()
             await self._open()
 
@@ -144,12 +160,18 @@ class Connection:
         self._stop = asyncio.Event()
         self.state = "connecting"
         self.error = None
+        self.timed_out = False
+        self._session_refused = False
         self._owner = loop.create_task(self._own(ready, self._stop), name=f"flue-mcp-{self.server.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.server.timeout)
         except asyncio.TimeoutError:
-            await self._shutdown(cancel=True)
-            raise self._failure(f"it did not finish starting within {self.server.timeout:g} s") from None
+            # Not awaited: stopping a server that hangs takes the SDK seconds more (it waits for
+            # the process to exit, then escalates), and the timeout is what was asked for.
+            self._shutdown_in_background()
+            err = self._failure(f"it did not finish starting within {self.server.timeout:g} s")
+            self.timed_out = True
+            raise err from None
         except McpConnectionError:
             await self._shutdown()
             raise
@@ -169,6 +191,21 @@ class Connection:
             server=self.server.name,
         )
 
+    def _shutdown_in_background(self) -> None:
+        owner, self._owner = self._owner, None
+        if owner is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        owner.cancel()
+        self._unwinding.add(owner)
+        owner.add_done_callback(self._unwound)
+
+    def _unwound(self, owner: asyncio.Task[None]) -> None:
+        self._unwinding.discard(owner)
+        if not owner.cancelled():
+            owner.exception()  # reported through `ready` already
+
     def _transport(self) -> Any:
         server = self.server
         # What the author gives the server is a secret by the same rules as the kernel's own
@@ -187,25 +224,28 @@ class Connection:
                 env=dict(server.env) if server.env is not None else None,
                 cwd=server.cwd,
             )
+            quiet_stdout_noise()
             return stdio_client(params, errlog=self._stderr)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         client = create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
+        client.event_hooks["response"].append(self._watch_response)
         assert server.url is not None  # use_mcp checked that a server has a command or a url
-        return _owned_http(streamable_http_client(server.url, http_client=client), client)
+        return owned_http(streamable_http_client(server.url, http_client=client), client)
 
     async def _own(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
         """The owner task: open, report ready, wait for `stop`, close — all in this one task."""
-        mcp = _import_sdk()
+        mcp = import_sdk()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
+                self._read = read
                 session = await stack.enter_async_context(
                     mcp.ClientSession(read, write, message_handler=self._on_message)
                 )
                 await session.initialize()
-                self.listing = await _list_tools(session)
+                self.listing = await list_tools(session)
                 self.session = session
                 self.state = "connected"
                 self.failed_at = None
@@ -219,22 +259,39 @@ class Connection:
             raise
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the connect
             if not ready.done():
-                leaf = _leaf(exc)
-                err = self._failure(_describe(leaf))
-                err.__cause__ = leaf
+                inner = leaf(exc)
+                err = self._failure(describe(inner))
+                err.__cause__ = inner
                 ready.set_exception(err)
             elif self.state == "connected":
-                self._died(_describe(_leaf(exc)))
+                self._died(describe(leaf(exc)))
         finally:
             self.session = None
+            self._read = None
             if self.state in ("connected", "connecting"):
                 self.state = "closed"
 
+    async def _watch_response(self, response: Any) -> None:
+        """An httpx response hook: notice an HTTP server refusing our session id.
+
+        A server that restarted answers a request carrying the old `mcp-session-id` with 404 (the
+        spec; the Python SDK) or 400 "No valid session ID" (the TypeScript SDK). Either way the
+        request was refused before any tool ran, so a new session may send it again.
+        """
+        if response.request.method == "DELETE" or "mcp-session-id" not in response.request.headers:
+            return
+        if response.status_code == 404:
+            self._session_refused = True
+        elif response.status_code == 400:
+            await response.aread()
+            if b"session" in response.content.lower():
+                self._session_refused = True
+
     async def _relist(self) -> None:
         try:
-            self.listing = await _list_tools(self.session)
+            self.listing = await list_tools(self.session)
         except Exception as exc:  # noqa: BLE001 - a dead session is reopened by the next ensure()
-            if _is_connection_closed(exc):
+            if is_connection_closed(exc):
                 self._died("the connection closed")
                 await self._shutdown()
                 await self._open()
@@ -248,21 +305,56 @@ class Connection:
 
         if isinstance(message, types.ToolListChangedNotification):
             self.stale = True
+        elif isinstance(message, Exception) and self.server.command is not None:
+            self.noise += 1
+            if self.noise == 1:
+                log.warning(
+                    "flue_nb: MCP server `%s` wrote a line that is not JSON-RPC to its stdout, which "
+                    "is the protocol's channel; such lines are ignored (only this first one is logged): %s",
+                    self.server.name,
+                    noise_line(message),
+                )
 
     # --- calling ------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call a tool on the live session; `ConnectionGone` when the server went away."""
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        progress: Callable[[float, float | None, str | None], None] | None = None,
+    ) -> Any:
+        """Call a tool on the live session.
+
+        Raises:
+            SessionLost: the HTTP server refused our session (the call did not run).
+            ConnectionGone: the server went away (the call's outcome is unknown).
+            CallTimedOut: no answer within `timeout` seconds.
+        """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.jsonrpc import REQUEST_TIMEOUT
+
         session = self.session
         if session is None or not self.alive:
             raise ConnectionGone(self.error or "the connection is closed")
         since = self._stderr_size()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            if progress is not None:
+                progress(value, total, message)
+
         try:
-            return await session.call_tool(tool, arguments)
+            return await session.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=on_progress)
         except Exception as exc:
-            if _is_connection_closed(exc):
+            if self._session_refused:
+                self._died("the server no longer knows our session (it restarted)")
+                raise SessionLost(self.error) from exc
+            if is_connection_closed(exc):
                 self._died("the connection closed during the call (the server exited or crashed)", since)
                 raise ConnectionGone(self.error) from exc
+            if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+                raise CallTimedOut(str(timeout)) from exc
             raise
 
     def _died(self, reason: str, since: int | None = None) -> None:
@@ -291,39 +383,8 @@ class Connection:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self._shutdown()
+            if self._unwinding:
+                await asyncio.wait(set(self._unwinding))
             self.state = "closed"
             if self._stderr is not None:
                 self._stderr.close()
-
-
-@contextlib.asynccontextmanager
-async def _owned_http(transport: Any, client: Any) -> Any:
-    async with client, transport as streams:
-        yield streams
-
-
-async def _list_tools(session: Any) -> list[Any]:
-    from mcp import types
-
-    tools: list[Any] = []
-    cursor = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        result = await session.list_tools(params=params)
-        tools.extend(result.tools)
-        cursor = result.next_cursor
-        if not cursor:
-            return tools
-
-
-def _describe(exc: BaseException) -> str:
-    from mcp.shared.exceptions import MCPError
-
-    if isinstance(exc, FileNotFoundError):
-        return f"the command was not found ({exc.filename or exc})"
-    if isinstance(exc, MCPError):
-        if _is_connection_closed(exc):
-            return "the server closed the connection before it was ready (did it exit?)"
-        return f"the server answered with an error: {exc.message}"
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

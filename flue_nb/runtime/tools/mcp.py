@@ -10,10 +10,6 @@ that dies is reopened by the next render or call. The `mcp` SDK is imported lazi
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import json
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -23,29 +19,34 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flue_nb.runtime.errors import McpConnectionError
-from flue_nb.runtime.messages import ImagePart, SignalMessage
+from flue_nb.runtime.messages import SignalMessage
 from flue_nb.runtime.providers.model import ToolSpec
-from flue_nb.runtime.tools._mcp_connection import Connection, ConnectionGone
+from flue_nb.runtime.tools._mcp_connection import CallTimedOut, Connection, ConnectionGone, SessionLost
+from flue_nb.runtime.tools._mcp_content import to_output, validate
+from flue_nb.runtime.tools._mcp_listing import NAME_LIMIT, needs_task, select, tool_name
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = [
     "McpServer",
     "McpServerStatus",
+    "NAME_LIMIT",
     "McpTool",
     "close_mcp_servers",
     "mcp_servers",
     "mount_mcp",
+    "to_output",
+    "tool_name",
     "unavailable_signals",
 ]
 
-NAME_LIMIT = 64
-"""Longest tool name every provider accepts."""
 RETRY_AFTER = 60.0
 """Seconds a server that failed to connect is left alone between the turns of one run (a hanging
-URL would otherwise cost its full timeout at every turn). A submission's start always retries,
-and a server that dies after connecting is restarted at once."""
-
-_NAME_OK = re.compile(r"^[A-Za-z0-9_-]+$")
+URL would otherwise cost its full timeout at every turn). A submission's start retries a server
+that failed fast (a wrong command), but not one that timed out less than this long ago: that
+would cost the whole timeout again at every prompt. A server that dies after connecting is
+restarted at once."""
+CALL_TIMEOUT = 300.0
+"""Default seconds one MCP tool call may take (`use_mcp(call_timeout=...)`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,8 @@ class McpServer:
     headers: tuple[tuple[str, str], ...] | None = None
     timeout: float = 30.0
     """Seconds to start, initialise and list the tools."""
+    call_timeout: float | None = CALL_TIMEOUT
+    """Seconds one tool call may take before it is cancelled (None: no limit but abort)."""
 
     @property
     def target(self) -> str:
@@ -105,6 +108,10 @@ class McpTool(Tool):
     remote_name: str = ""
     """The tool's name on the server."""
     schema: dict[str, Any] = field(default_factory=dict)
+    concurrent: bool = True
+    """Whether a call may run beside other calls of the same server: False for a stdio server's
+    tools the server does not mark read-only (`readOnlyHint`), whose calls run one at a time
+    (a stdio server is one process, often with one state file it rewrites at every call)."""
 
     def spec(self) -> ToolSpec:
         """The server's name, description and schema, as the model sees them."""
@@ -113,20 +120,12 @@ class McpTool(Tool):
         return self._spec
 
 
-def tool_name(server: str, remote: str) -> str:
-    """`mcp__<server>__<tool>`, with characters providers refuse replaced and long names shortened."""
-    name = f"mcp__{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', remote)}"
-    if len(name) > NAME_LIMIT:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-        name = f"{name[: NAME_LIMIT - 9]}_{digest}"
-    return name
-
-
 # --- the process-wide registry ------------------------------------------------------------------
 
 _connections: dict[tuple[Any, ...], Connection] = {}
-_tools: dict[tuple[Any, ...], tuple[int, list[McpTool]]] = {}
-"""Per connection: the generation its tools were built for, and the tools (schemas are costly)."""
+_tools: dict[tuple[Any, ...], tuple[int, list[McpTool] | McpConnectionError]] = {}
+"""Per connection: the generation its tools were built for, and the tools (schemas are costly),
+or why they cannot be mounted (names that collide)."""
 
 
 async def _on_runtime_loop(coro_fn: Any) -> Any:
@@ -147,28 +146,33 @@ def _connection(server: McpServer) -> Connection:
 
 
 def _server_tools(conn: Connection) -> list[McpTool]:
+    """The server's tools as flue_nb tools; `McpConnectionError` if two names collide."""
     cached = _tools.get(conn.server.key)
-    if cached is not None and cached[0] == conn.generation:
-        return cached[1]
-    built = [_build_tool(conn, t) for t in conn.listing]
-    _tools[conn.server.key] = (conn.generation, built)
-    return built
+    if cached is None or cached[0] != conn.generation:
+        cached = (conn.generation, _build_tools(conn))
+        _tools[conn.server.key] = cached
+    if isinstance(cached[1], McpConnectionError):
+        raise cached[1]
+    return cached[1]
 
 
-def _select(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
-    if server.tools is None:
-        return tools
-    by_remote = {t.remote_name: t for t in tools}
-    missing = [n for n in server.tools if n not in by_remote]
-    if missing:
-        listed = ", ".join(f"`{t.remote_name}`" for t in tools) or "none"
-        raise McpConnectionError(
-            f"MCP server `{server.name}` has no tool "
-            + ", ".join(f"`{n}`" for n in missing)
-            + f" (it lists: {listed}); fix `tools=` in use_mcp()",
-            server=server.name,
-        )
-    return [by_remote[n] for n in server.tools]
+def _build_tools(conn: Connection) -> list[McpTool] | McpConnectionError:
+    built: dict[str, McpTool] = {}
+    for listed in conn.listing:
+        if needs_task(listed):
+            continue
+        tool = _build_tool(conn, listed)
+        other = built.get(tool.name)
+        if other is not None:
+            return McpConnectionError(
+                f"MCP server `{conn.server.name}` lists tools `{other.remote_name}` and `{tool.remote_name}`, "
+                f"which both become `{tool.name}` (characters other than letters, digits, `_` and `-` "
+                "become `_`); none of its tools are mounted. Rename one on the server, or mount the "
+                "other alone with `tools=[...]` in use_mcp() once the server lists unique names.",
+                server=conn.server.name,
+            )
+        built[tool.name] = tool
+    return list(built.values())
 
 
 async def mount_mcp(servers: Sequence[McpServer], *, first: bool) -> tuple[list[Tool], dict[str, str]]:
@@ -197,9 +201,9 @@ async def _mount(servers: Sequence[McpServer], first: bool) -> tuple[list[Tool],
     conns = [_connection(s) for s in servers]
 
     async def ensure(conn: Connection) -> BaseException | None:
-        recent = conn.failed_at is not None and time.monotonic() - conn.failed_at < RETRY_AFTER
-        if not conn.alive and not first and recent:
-            return McpConnectionError(conn.error or "unavailable")
+        ago = time.monotonic() - conn.failed_at if conn.failed_at is not None else None
+        if not conn.alive and ago is not None and ago < RETRY_AFTER and (not first or conn.timed_out):
+            return _not_retried(conn, ago)
         try:
             await conn.ensure()
         except McpConnectionError as exc:
@@ -211,20 +215,40 @@ async def _mount(servers: Sequence[McpServer], first: bool) -> tuple[list[Tool],
     unavailable: dict[str, str] = {}
     for server, conn, failure in zip(servers, conns, outcomes):
         if failure is None:
-            tools.extend(_select(server, _server_tools(conn)))
-        elif first and not server.optional:
+            try:
+                tools.extend(select(server, _server_tools(conn), conn.listing))
+                continue
+            except McpConnectionError as exc:
+                if server.tools is not None:
+                    raise  # `tools=` is wrong: the agent's own mistake, whatever `optional` says
+                failure = exc
+        if first and not server.optional:
             raise failure
-        else:
-            unavailable[server.name] = conn.error or str(failure)
+        unavailable[server.name] = str(failure) if conn.alive else conn.error or str(failure)
     return tools, unavailable
+
+
+def _not_retried(conn: Connection, ago: float) -> McpConnectionError:
+    """The error for a server left alone after a recent failure, saying so."""
+    server = conn.server
+    return McpConnectionError(
+        f"could not connect to MCP server `{server.name}` ({server.target}) {ago:.0f} s ago: {conn.error}\n"
+        f"It is not tried again until {RETRY_AFTER:g} s after that failure (each try costs its "
+        f"{server.timeout:g} s timeout); to try at once, call "
+        "`flue_nb.runtime.tools.mcp.close_mcp_servers()` or restart the kernel. Pass optional=True "
+        "to use_mcp() to run without it.",
+        server=server.name,
+    )
 
 
 def mcp_servers() -> list[McpServerStatus]:
     """What this process is connected to (or failed to connect to), in the order first used."""
     out = []
     for conn in list(_connections.values()):
-        names = tuple(tool_name(conn.server.name, t.name) for t in conn.listing) if conn.alive else ()
-        out.append(McpServerStatus(conn.server.name, conn.server.target, conn.state, names, conn.error))
+        alive = conn.alive
+        names = tuple(tool_name(conn.server.name, t.name) for t in conn.listing if not needs_task(t)) if alive else ()
+        state = conn.state if alive or conn.state != "connected" else "closed"
+        out.append(McpServerStatus(conn.server.name, conn.server.target, state, names, conn.error))
     return out
 
 
@@ -256,13 +280,15 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
     schema.pop("title", None)
     description = listed.description or getattr(listed, "title", None) or listed.name
     remote = listed.name
+    read_only = bool(getattr(getattr(listed, "annotations", None), "read_only_hint", False))
+    concurrent = server.command is None or read_only
 
     async def run(args: BaseModel, ctx: ToolContext) -> ToolOutput:
         arguments = dict(args.model_extra or {})
-        invalid = _validate(schema, arguments, tool_name(server.name, remote))
+        invalid = validate(schema, arguments, tool_name(server.name, remote))
         if invalid is not None:
             return ToolOutput(invalid, is_error=True)
-        out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments))
+        out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments, ctx, concurrent))
         return out
 
     return McpTool(
@@ -273,96 +299,54 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
         server=server.name,
         remote_name=remote,
         schema=schema,
+        concurrent=concurrent,
     )
 
 
-async def _call(server: McpServer, remote: str, arguments: dict[str, Any]) -> ToolOutput:
+async def _call(
+    server: McpServer, remote: str, arguments: dict[str, Any], ctx: ToolContext, concurrent: bool
+) -> ToolOutput:
     conn = _connection(server)
-    try:
-        await conn.ensure()  # reopens a server that died since the render
-    except McpConnectionError as exc:
-        return ToolOutput(
-            f"MCP server `{server.name}` is gone and could not be restarted: {exc.message}",
-            is_error=True,
-            details={"mcp": {"server": server.name, "tool": remote}},
-        )
-    try:
-        result = await conn.call(remote, arguments)
-    except ConnectionGone as exc:
-        return ToolOutput(
-            f"MCP server `{server.name}` went away during this call, so its outcome is unknown: {exc}\n"
-            "The server will be restarted at the next call of one of its tools.",
-            is_error=True,
-            details={"mcp": {"server": server.name, "tool": remote}},
-        )
-    return to_output(result, server.name, remote)
+    if concurrent:
+        return await _call_once(conn, remote, arguments, ctx)
+    async with conn.call_lock:  # FIFO: the calls of one batch run in the order the model made them
+        return await _call_once(conn, remote, arguments, ctx)
 
 
-def _validate(schema: dict[str, Any], arguments: dict[str, Any], name: str) -> str | None:
-    """Check the input against the server's schema (contract 1.6): None, or what is wrong."""
-    try:
-        from jsonschema.exceptions import SchemaError
-        from jsonschema.validators import validator_for
-    except ImportError:  # pragma: no cover - jsonschema comes with the mcp SDK
-        return None
-    try:
-        validator = validator_for(schema)(schema)
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
-    except SchemaError:
-        return None  # the server's schema is broken; let the server judge the input
-    if not errors:
-        return None
-    lines = [f"Invalid input for tool `{name}`:"]
-    for err in errors:
-        loc = ".".join(str(p) for p in err.path) or "(input)"
-        lines.append(f"- field `{loc}`: {err.message}")
-    lines.append("Fix the input and call the tool again.")
-    return "\n".join(lines)
-
-
-def to_output(result: Any, server: str, remote: str) -> ToolOutput:
-    """A `CallToolResult` as an ordinary tool result: text and images for the model.
-
-    Each image becomes an image block of the result (scaled to the model's limits, stored once by
-    digest), with a line in the text that names it; one the model cannot take (SVG, say) is
-    only named.
-    """
-    from flue_nb.runtime.errors import ConfigError
-    from flue_nb.runtime.images import image_from_bytes
-
-    texts: list[str] = []
-    images: list[ImagePart] = []
-    for block in result.content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(block.text)
-        elif kind == "image":
-            line = f"[image {len(images) + 1}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
-            try:
-                images.append(image_from_bytes(base64.b64decode(block.data), label=f"{server} image {len(images) + 1}"))
-            except (ConfigError, ValueError) as exc:
-                line = f"[image: {block.mime_type}, not shown: {exc}]"
-            texts.append(line)
-        elif kind == "audio":
-            texts.append(f"[audio: {block.mime_type}, not shown]")
-        elif kind == "resource":
-            res = block.resource
-            text = getattr(res, "text", None)
-            texts.append(
-                text
-                if text is not None
-                else f"[resource {res.uri}: {getattr(res, 'mime_type', None) or 'binary'}, not shown]"
+async def _call_once(conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    server = conn.server
+    where = {"mcp": {"server": server.name, "tool": remote}}
+    retried = False
+    while True:
+        try:
+            await conn.ensure()  # restarts a server that died since the last call
+        except McpConnectionError as exc:
+            return ToolOutput(
+                f"MCP server `{server.name}` is gone and could not be restarted: {exc.message}",
+                is_error=True,
+                details=where,
             )
-        elif kind == "resource_link":
-            texts.append(
-                f"[resource link: {block.uri}" + (f" — {block.description}" if block.description else "") + "]"
+        try:
+            result = await conn.call(remote, arguments, timeout=server.call_timeout, progress=ctx.report)
+        except ConnectionGone as exc:
+            if isinstance(exc, SessionLost) and not retried:
+                retried = True
+                continue  # refused before it ran: safe to send again on a new session
+            return ToolOutput(
+                f"MCP server `{server.name}` went away during this call, so its outcome is unknown: {exc}\n"
+                "The server will be restarted at the next call of one of its tools.",
+                is_error=True,
+                details=where,
             )
-        else:
-            texts.append(f"[{kind} content, not shown]")
-    if not texts and result.structured_content is not None:
-        texts.append(json.dumps(result.structured_content, default=str))
-    details: dict[str, Any] = {"mcp": {"server": server, "tool": remote}}
-    return ToolOutput("\n".join(texts), is_error=bool(result.is_error), details=details, images=images)
+        except CallTimedOut:
+            return ToolOutput(
+                f"MCP tool `{remote}` of server `{server.name}` did not answer within {server.call_timeout:g} s "
+                "(`call_timeout` in use_mcp()), so it was cancelled and its outcome is unknown. Check "
+                "its effects before calling it again.",
+                is_error=True,
+                details=where,
+            )
+        return to_output(result, server.name, remote)
 
 
 def unavailable_signals(old: dict[str, Any] | None, new: dict[str, Any]) -> list[SignalMessage]:

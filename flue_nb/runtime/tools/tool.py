@@ -88,6 +88,9 @@ class ToolContext:
     """The conversation the call belongs to (provenance for what the tool writes)."""
     submission_id: str | None = None
     """The submission whose run made the call."""
+    report: Callable[[float | None, float | None, str | None], None] | None = None
+    """`report(progress, total, message)` tells observers how a long call is going (a
+    `ToolUpdate` event); None where nobody listens."""
 
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""

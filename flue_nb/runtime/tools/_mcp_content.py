@@ -1,0 +1,125 @@
+"""What an MCP tool call sends and gets back: input checked against the server's schema, and a
+`CallToolResult` turned into an ordinary tool result (text, and images the model can see)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+from typing import Any
+
+from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.images import image_from_bytes
+from flue_nb.runtime.messages import ImagePart
+from flue_nb.runtime.tools.tool import ToolOutput
+
+__all__ = ["drop_bad_ancillary_chunks", "to_output", "validate"]
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def validate(schema: dict[str, Any], arguments: dict[str, Any], name: str) -> str | None:
+    """Check the input against the server's schema (contract 1.6): None, or what is wrong."""
+    try:
+        from jsonschema.exceptions import SchemaError
+        from jsonschema.validators import validator_for
+    except ImportError:  # pragma: no cover - jsonschema comes with the mcp SDK
+        return None
+    try:
+        validator = validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
+    except SchemaError:
+        return None  # the server's schema is broken; let the server judge the input
+    if not errors:
+        return None
+    lines = [f"Invalid input for tool `{name}`:"]
+    for err in errors:
+        loc = ".".join(str(p) for p in err.path) or "(input)"
+        lines.append(f"- field `{loc}`: {err.message}")
+    lines.append("Fix the input and call the tool again.")
+    return "\n".join(lines)
+
+
+def to_output(result: Any, server: str, remote: str) -> ToolOutput:
+    """A `CallToolResult` as an ordinary tool result: text and images for the model.
+
+    Each image becomes an image block of the result (scaled to the model's limits, stored once by
+    digest), with a line in the text that names it; one the model cannot take (SVG, say) is
+    only named.
+    """
+    texts: list[str] = []
+    images: list[ImagePart] = []
+    for block in result.content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "image":
+            line = f"[image {len(images) + 1}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+            try:
+                images.append(_image(base64.b64decode(block.data), f"{server} image {len(images) + 1}"))
+            except (ConfigError, ValueError) as exc:
+                line = f"[image: {block.mime_type}, not shown: {exc}]"
+            texts.append(line)
+        elif kind == "audio":
+            texts.append(f"[audio: {block.mime_type}, not shown]")
+        elif kind == "resource":
+            res = block.resource
+            text = getattr(res, "text", None)
+            texts.append(
+                text
+                if text is not None
+                else f"[resource {res.uri}: {getattr(res, 'mime_type', None) or 'binary'}, not shown]"
+            )
+        elif kind == "resource_link":
+            texts.append(
+                f"[resource link: {block.uri}" + (f" — {block.description}" if block.description else "") + "]"
+            )
+        else:
+            texts.append(f"[{kind} content, not shown]")
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, default=str))
+    details: dict[str, Any] = {"mcp": {"server": server, "tool": remote}}
+    return ToolOutput("\n".join(texts), is_error=bool(result.is_error), details=details, images=images)
+
+
+def _image(data: bytes, label: str) -> ImagePart:
+    try:
+        return image_from_bytes(data, label=label)
+    except ConfigError:
+        repaired = drop_bad_ancillary_chunks(data)
+        if repaired is None:
+            raise
+        # The same PNG without the chunks whose checksum is wrong (servers ship such files:
+        # the reference `server-everything`'s own tiny PNG has a bad iCCP checksum).
+        return image_from_bytes(repaired, label=label)
+
+
+def drop_bad_ancillary_chunks(data: bytes) -> bytes | None:
+    """`data` without its ancillary PNG chunks whose CRC is wrong; None if that changes nothing.
+
+    Ancillary chunks (a lower-case first letter: colour profiles, text, time) carry no pixels, so
+    a decoder may skip them; Pillow refuses the whole image instead. A critical chunk with a bad
+    CRC, or a file that is not a well-formed chunk list, is left alone (None).
+    """
+    if not data.startswith(_PNG_SIGNATURE):
+        return None
+    out = [_PNG_SIGNATURE]
+    pos, dropped = len(_PNG_SIGNATURE), False
+    while pos + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        end = pos + 12 + length
+        if end > len(data):
+            return None
+        kind, payload = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : end])
+        if zlib.crc32(kind + payload) != crc:
+            if not kind[:1].islower():
+                return None
+            dropped = True
+        else:
+            out.append(data[pos:end])
+        pos = end
+        if kind == b"IEND":
+            break
+    return b"".join(out) if dropped else None

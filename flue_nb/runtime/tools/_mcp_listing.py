@@ -1,0 +1,62 @@
+"""Which of an MCP server's listed tools mount, and under which names: `mcp__<server>__<tool>`
+sanitised for providers, tools only a task could run left out, `tools=` applied."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any
+
+from flue_nb.runtime.errors import McpConnectionError
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.tools.mcp import McpServer, McpTool
+
+__all__ = ["NAME_LIMIT", "needs_task", "select", "tool_name"]
+
+NAME_LIMIT = 64
+"""Longest tool name every provider accepts."""
+
+
+def tool_name(server: str, remote: str) -> str:
+    """`mcp__<server>__<tool>`, with characters providers refuse replaced and long names shortened."""
+    name = f"mcp__{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', remote)}"
+    if len(name) > NAME_LIMIT:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+        name = f"{name[: NAME_LIMIT - 9]}_{digest}"
+    return name
+
+
+def needs_task(listed: Any) -> bool:
+    """Whether a listed tool requires task-augmented execution (`execution.taskSupport`)."""
+    # The SDK cannot run a call as a task (tasks are types only in it), so such a tool would fail
+    # at every call: it is not mounted.
+    execution = getattr(listed, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
+
+
+def select(server: McpServer, tools: list[McpTool], listing: list[Any]) -> list[McpTool]:
+    """The tools `tools=` names, in its order (all when it is None); a clear error for a name the
+    server does not list or cannot have run."""
+    if server.tools is None:
+        return tools
+    by_remote = {t.remote_name: t for t in tools}
+    tasks = {t.name for t in listing if needs_task(t)}
+    if needing := [n for n in server.tools if n in tasks]:
+        raise McpConnectionError(
+            f"MCP server `{server.name}`'s tool "
+            + ", ".join(f"`{n}`" for n in needing)
+            + " requires task-augmented execution (`execution.taskSupport: required`), which "
+            "flue_nb's MCP client cannot run; remove it from `tools=` in use_mcp()",
+            server=server.name,
+        )
+    missing = [n for n in server.tools if n not in by_remote]
+    if missing:
+        listed = ", ".join(f"`{t.remote_name}`" for t in tools) or "none"
+        raise McpConnectionError(
+            f"MCP server `{server.name}` has no tool "
+            + ", ".join(f"`{n}`" for n in missing)
+            + f" (it lists: {listed}); fix `tools=` in use_mcp()",
+            server=server.name,
+        )
+    return [by_remote[n] for n in server.tools]

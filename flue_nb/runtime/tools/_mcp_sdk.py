@@ -1,0 +1,118 @@
+"""Small adapters around the official `mcp` SDK: its import, its errors, its tool listing, its
+HTTP client, and the logging it does for stdout lines that are not JSON-RPC."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from flue_nb.runtime.errors import McpConnectionError
+
+__all__ = [
+    "describe",
+    "import_sdk",
+    "is_connection_closed",
+    "leaf",
+    "list_tools",
+    "noise_line",
+    "owned_http",
+    "quiet_stdout_noise",
+]
+
+_SDK_PARSE_FAILURE = "Failed to parse JSONRPC message from server"
+
+
+class _QuietStdoutNoise(logging.Filter):
+    """Drops the SDK's traceback for each stdout line that is not JSON-RPC (a chatty server writes
+    hundreds); `Connection` logs one line per server instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _SDK_PARSE_FAILURE
+
+
+def quiet_stdout_noise() -> None:
+    """Install `_QuietStdoutNoise` on the SDK's stdio logger (once)."""
+    logger = logging.getLogger("mcp.client.stdio")
+    if not any(isinstance(f, _QuietStdoutNoise) for f in logger.filters):
+        logger.addFilter(_QuietStdoutNoise())
+
+
+def import_sdk() -> Any:
+    """The `mcp` package, or an error saying how to install it."""
+    try:
+        import mcp
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise McpConnectionError("`use_mcp()` needs the `mcp` package: pip install 'flue_nb[mcp]'") from exc
+    return mcp
+
+
+def leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups from anyio task groups."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def is_connection_closed(exc: BaseException) -> bool:
+    """Whether `exc` says the connection to the server closed."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+    inner = leaf(exc)
+    if isinstance(inner, MCPError):
+        return inner.code == CONNECTION_CLOSED
+    return isinstance(inner, (ConnectionError, EOFError, OSError)) or type(inner).__name__ in {
+        "ClosedResourceError",
+        "BrokenResourceError",
+        "EndOfStream",
+        "ConnectError",
+        "RemoteProtocolError",
+    }
+
+
+@contextlib.asynccontextmanager
+async def owned_http(transport: Any, client: Any) -> Any:
+    """The HTTP transport's streams, closing the client it runs on after it."""
+    async with client, transport as streams:
+        yield streams
+
+
+async def list_tools(session: Any) -> list[Any]:
+    """Every tool the server lists, page after page."""
+    from mcp import types
+
+    tools: list[Any] = []
+    cursor = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        result = await session.list_tools(params=params)
+        tools.extend(result.tools)
+        cursor = result.next_cursor
+        if not cursor:
+            return tools
+
+
+def noise_line(exc: Exception) -> str:
+    """The stdout line an SDK parse error is about, quoted and cut short."""
+    errors = getattr(exc, "errors", None)
+    line: Any = None
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            line = errors()[0].get("input")
+    text = repr(line if isinstance(line, str) else str(exc))
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def describe(exc: BaseException) -> str:
+    """Why a connect failed, in a few words."""
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, FileNotFoundError):
+        return f"the command was not found ({exc.filename or exc})"
+    if isinstance(exc, MCPError):
+        if is_connection_closed(exc):
+            return "the server closed the connection before it was ready (did it exit?)"
+        return f"the server answered with an error: {exc.message}"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
