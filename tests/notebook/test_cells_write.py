@@ -204,3 +204,34 @@ def test_the_writing_tools_go_through_the_approval_policy_like_python(tmp_path):
     assert by_name["variables"] is not None and "approval" not in (
         asyncio.run(execute_tool(by_name["variables"], {}, ToolContext("c"))).details or {}
     )
+
+
+def test_a_secret_a_cell_printed_is_redacted_before_the_model_sees_it(shell, monkeypatch):
+    monkeypatch.setenv("WAREHOUSE_TOKEN", "tok-1234567890-abcdef")
+    shell.run_cell("import os\nprint('connecting with', os.environ['WAREHOUSE_TOKEN'])", store_history=True)
+    result = _call(_tools(shell)["cell"], {"id": "#1"})
+    assert "tok-1234567890-abcdef" not in result.content
+    assert "connecting with [redacted:WAREHOUSE_TOKEN]" in result.content
+
+
+def test_a_custom_tool_cannot_take_a_notebook_tool_name(tmp_path):
+    from flue_nb.runtime.errors import ToolNameConflictError
+
+    @flue.tool
+    def cells() -> str:
+        """My own cells."""
+        return "mine"
+
+    model = ScriptedModel(["never asked"])
+
+    @flue.agent
+    def clash() -> str:
+        flue.use_model(model)
+        flue.use_sandbox(flue.kernel(tmp_path, namespace={}))
+        flue.use_tool(cells)
+        return "x"
+
+    s = flue.init(clash, db=str(tmp_path / "s.sqlite"), settings=RunSettings())
+    with pytest.raises(ToolNameConflictError, match="cells"):
+        s.prompt("hi")
+    assert model.requests == []

@@ -145,28 +145,28 @@ class CellLog:
         self._next = None
         if kind == "user" and "flue" in source and _FLUE_LINE.search(source):
             kind = "flue"
-        with self._lock:
-            self._numbers += 1
-            record = CellRecord(
-                self._numbers, kind, source, cell_id, execution_count, time.time(),
-                thread=threading.get_ident(), provenance=provenance,
-            )  # fmt: skip
-            if kind != "flue":
-                record._streams = {"stdout": BoundedText(), "stderr": BoundedText()}
-            if len(self._records) == self._records.maxlen:
-                self._forget(self._records[0])
-            self._records.append(record)
-            self._stack.append(record)
+        # No lock on this path (it runs before every cell): appends are atomic under the GIL,
+        # and cells start on one thread at a time.
+        self._numbers += 1
+        record = CellRecord(
+            self._numbers, kind, source, cell_id, execution_count, time.time(),
+            thread=threading.get_ident(), provenance=provenance,
+        )  # fmt: skip
+        if kind != "flue":
+            record._streams = {"stdout": BoundedText(), "stderr": BoundedText()}
+        if len(self._records) == self._records.maxlen:
+            self._forget(self._records[0])
+        self._records.append(record)
+        self._stack.append(record)
         if kind == "agent":
             self.last_agent = record
         return record
 
     def finish(self, execution_count: int | None, error: BaseException | None) -> CellRecord | None:
         """End the innermost running cell (from `post_run_cell`)."""
-        with self._lock:
-            if not self._stack:
-                return None
-            record = self._stack.pop()
+        if not self._stack:
+            return None
+        record = self._stack.pop()
         record.duration = time.time() - record.started
         if execution_count is not None:
             record.execution_count = execution_count
@@ -175,9 +175,10 @@ class CellLog:
             record.error = _describe_error(error)
         else:
             record.outcome = "ok"
-        with self._lock:
-            self._text_chars += _record_chars(record)
-            self._trim()
+        self._text_chars += _record_chars(record)
+        if self._text_chars > MAX_TEXT_CHARS:
+            with self._lock:
+                self._trim()
         return record
 
     def running(self) -> CellRecord | None:
@@ -303,11 +304,16 @@ def _output_chars(output: dict[str, Any]) -> int:
 def _record_chars(record: CellRecord) -> int:
     if record.text_dropped:
         return 0
+    held = 0
     if record._text:
-        held = sum(len(t) for t in record._text.values())
-    else:  # not read yet: what its buffers hold (each at most a head and a tail)
-        held = sum(b.held for b in (record._streams or {}).values())
-    return held + sum(_output_chars(o) for o in record.outputs)
+        for text in record._text.values():
+            held += len(text)
+    elif record._streams is not None:  # not read yet: what its buffers hold (a head and a tail each)
+        for buffer in record._streams.values():
+            held += buffer.held
+    for output in record.outputs:
+        held += _output_chars(output)
+    return held
 
 
 _logs: dict[int, CellLog] = {}
