@@ -154,6 +154,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def history(db: str | None, conversation: str | None) -> str:
     """What a store holds, as text: its conversations (or one conversation's submissions, each
     with its outcome, and then the conversation itself)."""
+    from flue_nb.runtime.errors import StoreError
     from flue_nb.runtime.store.url import db_from_env, is_postgres_url, mask_url, open_any
 
     db = db_from_env(db)
@@ -164,7 +165,10 @@ def history(db: str | None, conversation: str | None) -> str:
         if is_postgres_url(db):
             raise SystemExit("flue-nb history: name a CONVERSATION to read from a PostgreSQL store")
         return _conversations(label)
-    store = open_any(db, cwd=os.getcwd())
+    try:
+        store = open_any(db, cwd=os.getcwd())
+    except StoreError as exc:  # a directory, not SQLite, read-only: the store's own words
+        raise SystemExit(f"flue-nb history: {exc.message}") from None
     try:
         subs = store.submissions(conversation)
         if not subs:
@@ -196,6 +200,25 @@ def _when(t: float) -> str:
 def _conversations(path: str) -> str:
     # The Store protocol has no listing of conversations; the SQLite file is read directly,
     # read-only, with the schema's own tables.
+    from flue_nb.runtime.store.sqlite import read_only, read_only_message
+
+    if os.path.isdir(path):
+        raise SystemExit(
+            f"flue-nb history: `{path}` is a directory, not a store file; name the file in it, "
+            f"e.g. `--db {os.path.join(path, 'flue.sqlite')}`"
+        )
+    try:
+        return _listing(path)
+    except sqlite3.Error as exc:
+        if read_only(path):
+            raise SystemExit(f"flue-nb history: {read_only_message(path)}") from None
+        raise SystemExit(
+            f"flue-nb history: `{path}` is not a flue_nb store, or is damaged ({exc}); name the "
+            "store file with `--db PATH` (by default `.flue/flue.sqlite` under the notebook's directory)"
+        ) from None
+
+
+def _listing(path: str) -> str:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = conn.execute(

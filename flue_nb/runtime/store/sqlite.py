@@ -45,7 +45,7 @@ from flue_nb.runtime.store._sqlite_schema import (
     switch_to_wal,
 )
 
-__all__ = ["DEFAULT_DB", "SQLiteStore", "open_store"]
+__all__ = ["DEFAULT_DB", "SQLiteStore", "open_store", "read_only", "read_only_message"]
 
 DEFAULT_DB = os.path.join(".flue", "flue.sqlite")
 """Where `open_store(None, cwd=...)` keeps the store, relative to the working directory."""
@@ -53,6 +53,21 @@ DEFAULT_DB = os.path.join(".flue", "flue.sqlite")
 _MEMORY = ":memory:"
 
 _SETTLED = SubmissionState.SETTLED.value
+
+
+def read_only(path: str) -> bool:
+    """True when the store file, or the directory its -wal/-shm files go in, cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK))
+
+
+def read_only_message(path: str) -> str:
+    """The one paragraph that says a store cannot be used because it is read-only."""
+    return (
+        f"the store `{path}` is read-only (a read-only file, directory or mount): SQLite writes "
+        "beside it even to read it (its -wal and -shm files). Copy it somewhere writable and use "
+        "the copy (`db=` in flue.init, `--db PATH` in %flue and flue-nb)"
+    )
 
 
 class SQLiteStore:
@@ -162,6 +177,8 @@ class SQLiteStore:
                 f"the store `{self.path}` stayed locked by another process past the busy timeout",
                 path=self.path,
             )
+        if read_only(self.path):
+            return StoreError(read_only_message(self.path), path=self.path)
         return StoreError(f"the store `{self.path}` failed: {exc}", path=self.path)
 
     @property
