@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flue_nb.notebook.cells.view import call_summary
 from flue_nb.runtime.events import (
     CompactionEnd,
     CompactionStart,
@@ -62,6 +63,9 @@ def _clip(text: str, limit: int = RESULT_CHARS) -> dict[str, Any]:
 
 def _summary(name: str, data: Any) -> str:
     data = data if isinstance(data, dict) else {}
+    notebook = call_summary(name, data)  # the notebook tools say what they look at or write
+    if notebook is not None:
+        return notebook
     value = data.get(_KEY_ARG.get(name, ""))
     if not isinstance(value, str):
         value = next((v for v in data.values() if isinstance(v, str)), "")
