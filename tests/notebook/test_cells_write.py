@@ -82,6 +82,15 @@ def shell():
     InteractiveShell.clear_instance()
 
 
+def _use(monkeypatch: Any, doc: Any) -> None:
+    """Make `doc` (or no document) the one the tools find."""
+
+    async def found(ns: Any) -> Any:
+        return doc
+
+    monkeypatch.setattr(tools, "find_document", found)
+
+
 async def _inline(fn: Any) -> Any:
     return fn()
 
@@ -102,10 +111,7 @@ def test_the_fake_is_a_document():
 def test_live_insert_and_edit_carry_provenance_and_the_old_source(shell, monkeypatch):
     doc = FakeLive([NotebookCell("a", "code", "df = load()")])
 
-    async def found(ns: Any) -> Any:
-        return doc
-
-    monkeypatch.setattr(tools, "find_document", found)
+    _use(monkeypatch, doc)
     t = _tools(shell)
     inserted = _call(t["insert_cell"], {"source": "df.plot()", "after": "a"})
     assert not inserted.is_error and "Inserted code cell new1 after cell a" in inserted.content
@@ -119,10 +125,7 @@ def test_live_insert_and_edit_carry_provenance_and_the_old_source(shell, monkeyp
 def test_live_run_cell_writes_outputs_and_the_execution_count_back(shell, monkeypatch):
     doc = FakeLive([NotebookCell("a", "code", "print('hi')\n6 * 7")])
 
-    async def found(ns: Any) -> Any:
-        return doc
-
-    monkeypatch.setattr(tools, "find_document", found)
+    _use(monkeypatch, doc)
     result = _call(_tools(shell)["run_cell"], {"id": "a"})
     assert not result.is_error, result.content
     assert "written into cell a of the live notebook" in result.content
@@ -136,19 +139,13 @@ def test_live_run_cell_writes_outputs_and_the_execution_count_back(shell, monkey
 def test_a_failed_live_insert_says_it_did_not_happen(shell, monkeypatch):
     doc = FakeLive([], fail=True)
 
-    async def found(ns: Any) -> Any:
-        return doc
-
-    monkeypatch.setattr(tools, "find_document", found)
+    _use(monkeypatch, doc)
     result = _call(_tools(shell)["insert_cell"], {"source": "x = 1"})
     assert result.is_error and "was not inserted" in result.content and "timed out" in result.content
 
 
 def test_a_cell_that_raises_under_run_cell_is_an_error_result_with_its_traceback(shell, monkeypatch):
-    async def nothing(ns: Any) -> Any:
-        return None
-
-    monkeypatch.setattr(tools, "find_document", nothing)
+    _use(monkeypatch, None)
     result = _call(_tools(shell)["run_cell"], {"source": "{}['revenue']"})
     assert result.is_error and "KeyError" in result.content and "not in the notebook document" in result.content
 
