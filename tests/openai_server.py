@@ -84,6 +84,11 @@ class ChatReply:
     done: bool = True
     """Send `data: [DONE]` at the end."""
     delay: float = 0.0
+    raw_before: dict[int, bytes] = field(default_factory=dict)
+    """Raw bytes sent just before chunk n (malformed SSE: bad JSON, bytes that are not UTF-8)."""
+    stall_after: int | None = None
+    """Send this many chunks, then nothing for `stall_seconds` (a hung stream)."""
+    stall_seconds: float = 30.0
 
     def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
         """The chunk objects, in order."""
@@ -339,6 +344,12 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for n, chunk in enumerate(reply.chunks(include_usage)):
+                if n in reply.raw_before:
+                    self._write(reply.raw_before[n])
+                if reply.stall_after is not None and n == reply.stall_after:
+                    import time
+
+                    time.sleep(reply.stall_seconds)
                 if reply.error_after is not None and n == reply.error_after:
                     self._write(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
                     break

@@ -13,7 +13,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from flue_nb.runtime.errors import ModelNotConfiguredError
+from flue_nb.runtime.errors import ModelNotConfiguredError, ProviderHTTPError
 from flue_nb.runtime.providers._catalog import model_info
 from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, REQUEST_TIMEOUT, AnthropicModel, _tls_context
 from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, StreamEvent
@@ -72,7 +72,9 @@ class CloudClaudeModel(AnthropicModel):
         self.provider = provider
         self._info = model_info(family_id(model_id))
         self._info = type(self._info)(
-            id=model_id, context_window=self._info.context_window, max_output_tokens=self._info.max_output_tokens
+            id=f"{provider}/{model_id}",
+            context_window=self._info.context_window,
+            max_output_tokens=self._info.max_output_tokens,
         )  # no price: Bedrock's and Vertex's prices are their own (regional, provisioned)
         self._options = client_options
 
@@ -113,6 +115,18 @@ class CloudClaudeModel(AnthropicModel):
                 yield event
         except ImportError as exc:  # botocore or google-auth, needed only at the request
             raise ModelNotConfiguredError(f"{_SETUP[self.provider]}: {exc}", model=self.model_id) from exc
+        except ProviderHTTPError as exc:
+            if exc.kind != "auth":
+                raise
+            # The Anthropic wording names ANTHROPIC_API_KEY, which plays no part here.
+            cloud = "Bedrock" if self.provider == "bedrock" else "Vertex AI"
+            raise ProviderHTTPError(
+                f"{cloud} refused the request for `{self.model_id}` (HTTP {exc.status}). {_SETUP[self.provider]}; "
+                "check that they may invoke this model in this region.",
+                status=exc.status,
+                kind="auth",
+                **{k: v for k, v in exc.details.items() if k not in ("status", "kind")},
+            ) from exc
 
 
 def cloud_model(provider: str, model_id: str, **kwargs: Any) -> CloudClaudeModel:

@@ -157,7 +157,7 @@ class OpenAIModel:
         from flue_nb.runtime.providers import price_of
 
         return ModelInfo(
-            id=self.model_id,
+            id=self.response_model(self.model_id),  # as responses name it: status reads the same
             context_window=base.context_window,
             max_output_tokens=base.max_output_tokens,
             price=price_of(self.response_model(self.model_id)),
@@ -259,8 +259,13 @@ class OpenAIModel:
         key_hint = (
             "`AZURE_OPENAI_API_KEY`" if self.azure else "`OPENAI_API_KEY` (or the `api_key` given to `OpenAIModel`)"
         )
-        check_model_request(httpx2.URL(self.base_url).host, provider=label)
-        client = self._client or self._new_client()
+        client = self._client or self._new_client()  # a missing key is said before anything else
+        try:
+            check_model_request(httpx2.URL(self.base_url).host, provider=label)
+        except ConfigError:
+            if self._client is None:
+                await client.close()
+            raise
         assembler = ChunkAssembler(self.model_id)
         try:
             with translate_errors(self.model_id, provider=label, key_hint=key_hint):

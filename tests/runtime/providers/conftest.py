@@ -10,6 +10,7 @@ from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV
 from flue_nb.runtime.providers.anthropic import TRANSPORT_ENV
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
+from tests.provider_wires import Wire, running_wire
 
 
 @pytest.fixture
@@ -58,3 +59,10 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Run the test once through the SDK and once over plain httpx2 (a cold process's first call)."""
     monkeypatch.setenv(TRANSPORT_ENV, request.param)
     return str(request.param)
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+def wire(request: pytest.FixtureRequest) -> Iterator[Wire]:
+    """Each test once per provider, on that provider's real SDK and loopback server."""
+    with running_wire(str(request.param)) as w:
+        yield w

@@ -75,6 +75,7 @@ def test_bedrock_builds_its_request_with_the_sdks_bedrock_client(server: Anthrop
     )
     _, exc = run(model)
     assert isinstance(exc, ProviderHTTPError) and exc.kind == "auth" and not exc.transient
+    assert "Bedrock refused" in exc.message and "ANTHROPIC_API_KEY" not in exc.message
     (request,) = server.requests
     assert request.path in (
         f"/model/{model_id}/invoke-with-response-stream",

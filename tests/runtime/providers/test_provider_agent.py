@@ -1,4 +1,4 @@
-"""The same agent contract on every provider (issue 23, point 4): a real agent on the real SDK of
+"""The same agent contract on every provider (issue 23, point 4; contract 11.3, 13.5): a real agent on the real SDK of
 each provider (Anthropic's Messages API, OpenAI's chat completions), against its loopback server:
 tools, retries after a cut-off, overload and a malformed stream, overflow compaction with one
 retry, the turn limit, a subagent, images, record/replay, the key kept out of tool results."""
@@ -6,7 +6,6 @@ retry, the turn limit, a subagent, images, record/replay, the key kept out of to
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,142 +15,7 @@ from flue_nb import CompactionConfig
 from flue_nb.models import RecordingModel, ReplayModel
 from flue_nb.runtime.agent import define_subagent
 from flue_nb.runtime.core.loop import RunSettings
-from flue_nb.runtime.providers.anthropic import AnthropicModel
-from flue_nb.runtime.providers.openai import OpenAIModel
-from tests import anthropic_server as A
-from tests import openai_server as O
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
-class Wire:
-    """One provider's loopback server, spoken through the same few verbs."""
-
-    name: str
-
-    def model(self, key: str = "test-key") -> Any: ...
-    def say(self, text: str, **usage: int) -> Any: ...
-    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any: ...
-    def cut(self, text: str) -> Any: ...
-    def overloaded(self) -> Any: ...
-    def overflow(self) -> Any: ...
-    def malformed(self, text: str) -> Any: ...
-    def bodies(self) -> list[dict[str, Any]]: ...
-    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]: ...
-    def image_count(self, body: dict[str, Any]) -> int: ...
-    def system(self, body: dict[str, Any]) -> str: ...
-    def enqueue(self, *replies: Any) -> None: ...
-
-
-class AnthropicWire(Wire):
-    name = "anthropic"
-
-    def __init__(self, server: A.AnthropicServer) -> None:
-        self.server = server
-
-    def model(self, key: str = "test-key") -> Any:
-        return AnthropicModel("claude-sonnet-4-6", api_key=key, base_url=self.server.url)
-
-    def say(self, text: str, **usage: int) -> Any:
-        return A.stream(A.text(text), usage=A.usage(input=usage.get("prompt", 10), output=usage.get("completion", 5)))
-
-    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any:
-        blocks = [A.text(text)] if text else []
-        return A.stream(*blocks, A.tool_use(call_id, name, args), stop_reason="tool_use")
-
-    def cut(self, text: str) -> Any:
-        return A.stream(A.text(text), cut_after=4)
-
-    def overloaded(self) -> Any:
-        return A.error(529, "overloaded_error", "Overloaded")
-
-    def overflow(self) -> Any:
-        return A.error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
-
-    def malformed(self, text: str) -> Any:
-        return A.stream(A.text(text), raw_before={3: b"event: content_block_delta\ndata: {not json\n\n"})
-
-    def bodies(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.server.requests]
-
-    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]:
-        return [
-            (b["tool_use_id"], json.dumps(b["content"]))
-            for m in body["messages"]
-            for b in (m["content"] if isinstance(m["content"], list) else [])
-            if b.get("type") == "tool_result"
-        ]
-
-    def image_count(self, body: dict[str, Any]) -> int:
-        return json.dumps(body).count('"type": "image"')
-
-    def system(self, body: dict[str, Any]) -> str:
-        return str(body["system"][0]["text"])
-
-    def enqueue(self, *replies: Any) -> None:
-        self.server.enqueue(*replies)
-
-
-class OpenAIWire(Wire):
-    name = "openai"
-
-    def __init__(self, server: O.OpenAIServer) -> None:
-        self.server = server
-
-    def model(self, key: str = "test-key") -> Any:
-        # gpt-4o's limits and image support come from the table, as for api.openai.com.
-        return OpenAIModel("gpt-4o", api_key=key, base_url=self.server.base_url, context_window=128_000, vision=True)
-
-    def say(self, text: str, **usage: int) -> Any:
-        return O.chat(O.text(text), usage={"prompt": usage.get("prompt", 10), "completion": usage.get("completion", 5)})
-
-    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any:
-        parts = [O.text(text)] if text else []
-        return O.chat(*parts, O.tool_call(call_id, name, args))
-
-    def cut(self, text: str) -> Any:
-        return O.chat(O.text(text, chunks=4), cut_after=3)
-
-    def overloaded(self) -> Any:
-        return O.error(503, "The server is overloaded", type="server_error")
-
-    def overflow(self) -> Any:
-        return O.overflow("openai")
-
-    def malformed(self, text: str) -> Any:
-        return O.chat(O.text(text), error_after=2)
-
-    def bodies(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.server.chat_requests]
-
-    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]:
-        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
-
-    def image_count(self, body: dict[str, Any]) -> int:
-        return json.dumps(body).count('"type": "image_url"')
-
-    def system(self, body: dict[str, Any]) -> str:
-        return str(body["messages"][0]["content"])
-
-    def enqueue(self, *replies: Any) -> None:
-        self.server.enqueue(*replies)
-
-
-@pytest.fixture(params=["anthropic", "openai"])
-def wire(request: pytest.FixtureRequest) -> Iterator[Wire]:
-    """Each test once per provider, on that provider's real SDK and loopback server."""
-    if request.param == "anthropic":
-        with A.AnthropicServer() as server:
-            yield AnthropicWire(server)
-    else:
-        with O.OpenAIServer() as server:
-            yield OpenAIWire(server)
+from tests.provider_wires import Sleeps, Wire
 
 
 def agent_on(model: Any, tmp_path: Any, *, compaction: Any = True, extra: Any = None) -> Any:
@@ -178,6 +42,7 @@ def test_a_tool_call_runs_and_its_result_goes_back(wire: Wire, tmp_path) -> None
     first, second = wire.bodies()
     (result,) = wire.tool_results(second)
     assert result[0] == "call_1" and "alpha" in result[1]
+    assert wire.tool_names(second)[:6] == ["read", "write", "edit", "bash", "grep", "glob"]
     assert wire.system(first) == wire.system(second)  # frozen, byte-identical
 
 
@@ -218,7 +83,7 @@ def test_prompt_too_long_compacts_through_the_provider_and_retries_once(wire: Wi
     s.prompt("first question " * 20)
     assert s.prompt("second question") == "Answered after compaction."
     summarise, retried = wire.bodies()[2], wire.bodies()[3]
-    assert "You compact" in wire.system(summarise)
+    assert "You compact" in wire.system(summarise) and not wire.tool_names(summarise)
     assert "<summary>" in json.dumps(retried) and "First answer given." in json.dumps(retried)
     assert "first question" not in json.dumps(retried)
     assert [e.reason for e in events if e.type == "compaction_start"] == ["overflow"]
@@ -314,3 +179,18 @@ def test_a_cells_provenance_names_who_answered(wire: Wire, tmp_path) -> None:
         view.apply(event)
     expected = "claude-test" if wire.name == "anthropic" else "127.0.0.1/gpt-test"
     assert view.metadata()["response_models"] == [expected]
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable"), [("anthropic/claude-sonnet-4-6", "ANTHROPIC_API_KEY"), ("openai/gpt-4o", "OPENAI_API_KEY")]
+)
+def test_no_api_key_fails_the_prompt_with_model_not_configured(spec: str, variable: str) -> None:
+    @flue.agent
+    def keyless() -> None:
+        flue.use_model(spec)
+
+    s = session_on(keyless)
+    with pytest.raises(flue.ModelNotConfiguredError) as exc_info:
+        s.prompt("hi")
+    assert exc_info.value.type == "model_not_configured" and variable in exc_info.value.message
+    assert s.submissions()[0].error["type"] == "model_not_configured"

@@ -1,0 +1,192 @@
+"""One provider's loopback server behind the same few verbs, so a contract test runs on each.
+
+The `wire` fixture (conftest) runs a test once on Anthropic's Messages API
+and once on OpenAI's chat completions, each on its real SDK against its loopback server
+(`tests/anthropic_server.py`, `tests/openai_server.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from flue_nb.runtime.providers.anthropic import AnthropicModel
+from flue_nb.runtime.providers.openai import OpenAIModel
+from tests import anthropic_server as A
+from tests import openai_server as O
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+class Wire:
+    """One provider's loopback server, spoken through the same few verbs."""
+
+    name: str
+
+    def model(self, key: str = "test-key", **kwargs: Any) -> Any: ...
+    def say(self, text: str, **usage: int) -> Any: ...
+    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any: ...
+    def cut(self, text: str) -> Any: ...
+    def overloaded(self) -> Any: ...
+    def overflow(self) -> Any: ...
+    def malformed(self, text: str) -> Any: ...
+    def raw_call(self, call_id: str, name: str, raw: str) -> Any: ...
+    def stall(self, text: str) -> Any: ...
+    def bad_request(self, message: str) -> Any: ...
+    def surrogate(self, text: str) -> Any: ...
+    def bodies(self) -> list[dict[str, Any]]: ...
+    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]: ...
+    def image_count(self, body: dict[str, Any]) -> int: ...
+    def system(self, body: dict[str, Any]) -> str: ...
+    def tool_names(self, body: dict[str, Any]) -> list[str]: ...
+    def enqueue(self, *replies: Any) -> None: ...
+
+
+class AnthropicWire(Wire):
+    name = "anthropic"
+
+    def __init__(self, server: A.AnthropicServer) -> None:
+        self.server = server
+
+    def model(self, key: str = "test-key", **kwargs: Any) -> Any:
+        return AnthropicModel("claude-sonnet-4-6", api_key=key, base_url=self.server.url, **kwargs)
+
+    def say(self, text: str, **usage: int) -> Any:
+        return A.stream(A.text(text), usage=A.usage(input=usage.get("prompt", 10), output=usage.get("completion", 5)))
+
+    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any:
+        blocks = [A.text(text)] if text else []
+        return A.stream(*blocks, A.tool_use(call_id, name, args), stop_reason="tool_use")
+
+    def cut(self, text: str) -> Any:
+        return A.stream(A.text(text), cut_after=4)
+
+    def overloaded(self) -> Any:
+        return A.error(529, "overloaded_error", "Overloaded")
+
+    def overflow(self) -> Any:
+        return A.error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+
+    def malformed(self, text: str) -> Any:
+        return A.stream(A.text(text), raw_before={3: b"event: content_block_delta\ndata: {not json\n\n"})
+
+    def raw_call(self, call_id: str, name: str, raw: str) -> Any:
+        return A.stream(A.tool_use(call_id, name, {}, raw_json=raw), stop_reason="tool_use")
+
+    def stall(self, text: str) -> Any:
+        return A.stream(A.text(text), stall_after=4, stall_seconds=3.0)
+
+    def bad_request(self, message: str) -> Any:
+        return A.error(400, "invalid_request_error", message)
+
+    def surrogate(self, text: str) -> Any:
+        raw = (
+            b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+            b'"delta": {"type": "text_delta", "text": " odd \\ud800 text"}}\n\n'
+        )
+        return A.stream(A.text(text), raw_before={4: raw})
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.server.requests]
+
+    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]:
+        return [
+            (b["tool_use_id"], json.dumps(b["content"]))
+            for m in body["messages"]
+            for b in (m["content"] if isinstance(m["content"], list) else [])
+            if b.get("type") == "tool_result"
+        ]
+
+    def image_count(self, body: dict[str, Any]) -> int:
+        return json.dumps(body).count('"type": "image"')
+
+    def system(self, body: dict[str, Any]) -> str:
+        return str(body["system"][0]["text"])
+
+    def tool_names(self, body: dict[str, Any]) -> list[str]:
+        return [t["name"] for t in body.get("tools") or []]
+
+    def enqueue(self, *replies: Any) -> None:
+        self.server.enqueue(*replies)
+
+
+class OpenAIWire(Wire):
+    name = "openai"
+
+    def __init__(self, server: O.OpenAIServer) -> None:
+        self.server = server
+
+    def model(self, key: str = "test-key", **kwargs: Any) -> Any:
+        # gpt-4o's limits and image support, as the table gives them for api.openai.com.
+        return OpenAIModel(
+            "gpt-4o", api_key=key, base_url=self.server.base_url, context_window=128_000, vision=True, **kwargs
+        )
+
+    def say(self, text: str, **usage: int) -> Any:
+        return O.chat(O.text(text), usage={"prompt": usage.get("prompt", 10), "completion": usage.get("completion", 5)})
+
+    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any:
+        parts = [O.text(text)] if text else []
+        return O.chat(*parts, O.tool_call(call_id, name, args))
+
+    def cut(self, text: str) -> Any:
+        return O.chat(O.text(text, chunks=4), cut_after=3)
+
+    def overloaded(self) -> Any:
+        return O.error(503, "The server is overloaded", type="server_error")
+
+    def overflow(self) -> Any:
+        return O.overflow("openai")
+
+    def malformed(self, text: str) -> Any:
+        return O.chat(O.text(text), raw_before={2: b"data: {not json\n\n"})
+
+    def raw_call(self, call_id: str, name: str, raw: str) -> Any:
+        return O.chat(O.tool_call(call_id, name, raw=raw))
+
+    def stall(self, text: str) -> Any:
+        return O.chat(O.text(text, chunks=4), stall_after=3, stall_seconds=3.0)
+
+    def bad_request(self, message: str) -> Any:
+        return O.error(400, message, type="invalid_request_error")
+
+    def surrogate(self, text: str) -> Any:
+        raw = b'data: {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"content": " odd \\ud800 text"}, "finish_reason": null}]}\n\n'
+        return O.chat(O.text(text), raw_before={2: raw})
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.server.chat_requests]
+
+    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+    def image_count(self, body: dict[str, Any]) -> int:
+        return json.dumps(body).count('"type": "image_url"')
+
+    def system(self, body: dict[str, Any]) -> str:
+        return str(body["messages"][0]["content"])
+
+    def tool_names(self, body: dict[str, Any]) -> list[str]:
+        return [t["function"]["name"] for t in body.get("tools") or []]
+
+    def enqueue(self, *replies: Any) -> None:
+        self.server.enqueue(*replies)
+
+
+@contextlib.contextmanager
+def running_wire(name: str) -> Iterator[Wire]:
+    """The provider `name` (`anthropic` or `openai`) with its loopback server running."""
+    if name == "anthropic":
+        with A.AnthropicServer() as server:
+            yield AnthropicWire(server)
+    else:
+        with O.OpenAIServer() as server:
+            yield OpenAIWire(server)
