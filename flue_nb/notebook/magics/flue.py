@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Enum, Float, Unicode
+from traitlets import Enum, Float, Unicode, validate
 
 from flue_nb.notebook.magics._commands import (
     compact,
@@ -38,6 +38,7 @@ from flue_nb.notebook.magics._line import (
     protect_line_magic,
     split_line,
 )
+from flue_nb.notebook.magics._settings import check_setting
 from flue_nb.runtime.store.url import mask_url, store_key
 from flue_nb.runtime.text import clean
 
@@ -97,6 +98,11 @@ class FlueMagics(Magics):
         "person's frontend is connected (one with a widget manager: JupyterLab, Notebook 7), "
         "`always`, or `never` (only the final transcript, as in headless runs).",
     ).tag(config=True)
+
+    @validate("lease_ttl", "model", "db")
+    def _check_setting(self, proposal: Any) -> Any:
+        """Refuse a bad value when it is set (`%config` shows why in one line, keeps the old)."""
+        return check_setting(proposal["trait"].name, proposal["value"])
 
     @property
     def _ns(self) -> dict[str, Any]:
