@@ -119,3 +119,28 @@ def test_insert_cell_headless_writes_nothing_and_edit_cell_cannot_edit(kernel):
     inserted, edited = _results(kernel, "writer")
     assert "Nothing was inserted" in inserted and "headless" in inserted
     assert "Cannot edit" in edited and "Nothing was changed" in edited
+
+
+def test_the_system_prompt_describes_the_notebook_tools_and_the_envelope(kernel):
+    kernel.ok(_script("prompted", "tool_call('variables')"))
+    kernel.ok("%%flue -c prompt --no-widget -m prompted\nhello")
+    system = kernel.ok("print(prompted.requests[0].system)").stdout
+    assert "## The notebook" in system and "notebook-data" in system and "`run_cell`" in system
+
+
+def test_insert_cell_in_jupyter_without_collaboration_proposes_the_cell_below(tmp_path):
+    # A kernel a Jupyter server started (it names the notebook), with no live document.
+    k = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME="analysis.ipynb")
+    try:
+        k.ok(SETUP + _script("proposer", "tool_call('insert_cell', source='totals.get(\"east\", 0)')"))
+        msg_id = k.send("%%flue -c propose --no-widget -m proposer\nadd a safer cell")
+        k.collect(msg_id)
+        reply = k.kc.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = k.kc.get_shell_msg(timeout=30)
+        payloads = reply["content"].get("payload", [])
+        assert [p["text"] for p in payloads if p.get("source") == "set_next_input"] == ['totals.get("east", 0)']
+        (result,) = _results(k, "proposer")
+        assert "Proposed the cell below the %%flue cell" in result and "not in the notebook" in result
+    finally:
+        k.shutdown()
