@@ -232,3 +232,22 @@ def test_a_custom_tool_cannot_take_a_notebook_tool_name(tmp_path):
     with pytest.raises(ToolNameConflictError, match="cells"):
         s.prompt("hi")
     assert model.requests == []
+
+
+def test_an_edit_is_put_to_the_person_as_a_diff_against_the_cell_now(monkeypatch):
+    from flue_nb.notebook.cells import write
+
+    doc = FakeLive([NotebookCell("a", "code", "total = sum(df['revenue'])\nprint(total)")])
+
+    async def found(ns: Any) -> Any:
+        return doc
+
+    monkeypatch.setattr(write, "find_document", found)
+    args = {"id": "a", "source": "total = sum(df['units'])\nprint(total)"}
+    shown = asyncio.run(write.approval_summary("edit_cell", args, "edit_cell: cell a: …", {}))
+    assert shown.startswith("edit_cell: cell a\n--- now\n+++ proposed")
+    assert "-total = sum(df['revenue'])" in shown and "+total = sum(df['units'])" in shown
+    assert " print(total)" in shown
+    # Another tool, or a cell the document does not have, keeps the plain summary.
+    assert asyncio.run(write.approval_summary("run_cell", args, "plain", {})) == "plain"
+    assert asyncio.run(write.approval_summary("edit_cell", {"id": "zz", "source": "x"}, "plain", {})) == "plain"

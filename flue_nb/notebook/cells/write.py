@@ -12,8 +12,10 @@ cell is never run again on recovery (contract 11.2).
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,12 +24,14 @@ from flue_nb.notebook.cells import _listing
 from flue_nb.notebook.cells._envelope import fence
 from flue_nb.notebook.cells.document import DocumentError
 from flue_nb.notebook.cells.log import CellLog, CellRecord
-from flue_nb.notebook.cells.saved import reset_document
+from flue_nb.notebook.cells.saved import find_document, reset_document
 from flue_nb.notebook.cells.tools import NO_LOG, NotebookContext
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import truncate_head
 
-__all__ = ["write_tools"]
+__all__ = ["approval_summary", "write_tools"]
+
+_DIFF_LINES = 60
 
 
 class InsertInput(BaseModel):
@@ -163,6 +167,25 @@ def write_tools(nb: NotebookContext) -> list[Tool]:
         Tool("edit_cell", _EDIT_DESC, EditInput, edit_cell),  # type: ignore[arg-type]
         Tool("run_cell", _RUN_DESC, RunInput, run_cell),  # type: ignore[arg-type]
     ]
+
+
+async def approval_summary(tool_name: str, args: Mapping[str, Any], summary: str, namespace: dict[str, Any]) -> str:
+    """What a person deciding on `edit_cell` sees: the change as a diff against the cell as it is
+    now in the document (the plain summary for any other call, or when the cell is not found)."""
+    if tool_name != "edit_cell" or not isinstance(args.get("id"), str) or not isinstance(args.get("source"), str):
+        return summary
+    try:
+        doc = await find_document(namespace)
+        cells = await doc.cells() if doc is not None else []
+    except DocumentError:
+        return summary
+    old = next((c.source for c in cells if c.id == args["id"]), None)
+    if old is None:
+        return summary
+    diff = list(difflib.unified_diff(old.splitlines(), args["source"].splitlines(), "now", "proposed", lineterm=""))
+    if len(diff) > _DIFF_LINES:
+        diff = [*diff[:_DIFF_LINES], f"… ({len(diff) - _DIFF_LINES} more diff lines)"]
+    return f"edit_cell: cell {args['id']}\n" + ("\n".join(diff) if diff else "(the source would not change)")
 
 
 def _shell() -> Any:

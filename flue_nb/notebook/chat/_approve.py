@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -48,6 +49,11 @@ def _prompt(request: ApprovalRequest) -> bool:
 
 async def notebook_approver(request: ApprovalRequest) -> Any:
     """Ask the widget showing the call, else stdin, else say no one could be asked."""
+    if request.tool_name == "edit_cell":  # the person decides on the change: show it as a diff
+        from flue_nb.notebook.cells.write import approval_summary
+
+        summary = await approval_summary(request.tool_name, request.input, request.summary, _user_ns())
+        request = dataclasses.replace(request, summary=summary)
     try:
         from flue_nb.notebook.chat.widget import open_widgets
     except ImportError:  # anywidget missing (a damaged environment): no widget can show the call
@@ -69,6 +75,13 @@ async def notebook_approver(request: ApprovalRequest) -> Any:
     finally:
         if shown is not None:
             shown.asking(request.call_id, None)
+
+
+def _user_ns() -> dict[str, Any]:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else {}
 
 
 def default_approver() -> Any:
