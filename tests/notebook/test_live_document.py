@@ -55,7 +55,7 @@ def _peer_cells(server: LiveServer, path: str) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
-def _peer_awareness(server: LiveServer, path: str, wait: float = 5.0) -> list[dict[str, Any]]:
+def _peer_awareness(server: LiveServer, path: str, wait: float = 15.0) -> list[dict[str, Any]]:
     """The awareness states a newly joined peer receives within `wait` seconds."""
     from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
     from pycrdt import Awareness, Doc, YMessageType, create_awareness_message, create_sync_message, read_message
@@ -183,6 +183,13 @@ def test_a_lost_connection_is_reopened_once(server, opened):
     run = kernel.ok('first = (await doc.cells())[0].id\nprint(await doc.edit_cell(first, "x = 1"))')
     assert "x = 41" in run.stdout, run.all_text()
     assert _peer_cells(server, path)[0]["source"] == "x = 1"
+    # Parallel tool calls on a dropped socket: one reopening, each edit confirmed and made once.
+    kernel.ok(
+        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), live.document._live_loop()))"
+    )
+    kernel.ok('await asyncio.gather(*(doc.insert_cell(f"n = {i}") for i in range(4)), doc.edit_cell(first, "x = 3"))')
+    sources = [c["source"] for c in _peer_cells(server, path)]
+    assert sources[0] == "x = 3" and sorted(sources[2:]) == [f"n = {i}" for i in range(4)], sources
 
 
 def test_a_server_that_stops_answering_gives_a_bounded_document_error(server, opened):

@@ -71,7 +71,8 @@ class Room:
         self.awareness = Awareness(self.ydoc)
         self.notebook = YNotebook(ydoc=self.ydoc, awareness=self.awareness)
         self._user = user
-        self._answers = 0  # sync step 2 messages received from the server
+        self._asked = 0  # sync step 1 messages sent to the server
+        self._answers = 0  # its step 2 answers received: it answers one client in order
         self._answered = asyncio.Condition()
         self._lost: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -171,21 +172,23 @@ class Room:
 
     async def confirm(self, timeout: float, *, first: bool = False) -> None:
         """Send a sync step 1 and wait for the server's step 2: everything sent before it has landed."""
-        async with self._answered:
-            seen = self._answers
+        # Numbered before the send, with no await between: answers come back in this order, so
+        # a call made while another waits is confirmed by its own answer, not the earlier one.
+        self._asked += 1
+        mine = self._asked
         await self._send(create_sync_message(self.ydoc))
         what = "send the notebook" if first else "confirm the edit"
 
         async def answered() -> None:
             async with self._answered:
-                await self._answered.wait_for(lambda: self._answers > seen or self._lost is not None)
+                await self._answered.wait_for(lambda: self._answers >= mine or self._lost is not None)
 
         try:
             await asyncio.wait_for(answered(), timeout)
         except asyncio.TimeoutError as exc:
             self._lose(f"the server did not {what} within {timeout:g} s")
             raise RoomLost(self._lost or "timeout") from exc
-        if self._answers <= seen:
+        if self._answers < mine:
             raise RoomLost(self._lost or "lost")
 
     async def close(self) -> None:

@@ -144,6 +144,7 @@ class LiveDocument:
         """Seconds one network step (the server's answer to an edit, a reconnection) may take."""
         self._found = found
         self._room: Room | None = room
+        self._reopening: asyncio.Lock | None = None  # made on the live loop, where it is used
         self._closed = False
 
     def __repr__(self) -> str:
@@ -270,16 +271,23 @@ class LiveDocument:
                 f"could not {what} in {self.path!r}: the Jupyter server did not answer within {budget:g} s"
             ) from exc
 
+    async def _current_room(self) -> Room:
+        """The open room, reopened when lost; one reopening at a time (parallel tool calls)."""
+        if self._reopening is None:
+            self._reopening = asyncio.Lock()
+        async with self._reopening:
+            if self._room is None or self._room.lost is not None:
+                if self._room is not None:
+                    await self._room.close()
+                self._room = None
+                self._room = await open_room(self._found, timeout=self.timeout)
+            return self._room
+
     async def _attempts(self, op: Callable[[Room], Awaitable[T]], what: str) -> T:
         first: str | None = None
         for attempt in range(2):
             try:
-                if self._room is None or self._room.lost is not None:
-                    if self._room is not None:
-                        await self._room.close()
-                    self._room = None
-                    self._room = await open_room(self._found, timeout=self.timeout)
-                return await op(self._room)
+                return await op(await self._current_room())
             except (RoomLost, Unavailable) as exc:
                 if attempt == 0 and first is None:
                     first = str(exc)
