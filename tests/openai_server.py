@@ -9,7 +9,8 @@ tool-call arguments split at any position, usage in a last chunk with empty `cho
 chunk whatever was asked (`usage_mode="with_finish"`, llama.cpp), tool calls without ids,
 ids and names repeated in every fragment (llama.cpp), an error object mid-stream, a stream cut
 off. `GET /v1/models` lists `server.models` (vLLM adds `max_model_len`); `POST /api/show` and
-`GET /api/ps` answer from `server.ollama` like Ollama's native API. Requests are kept in
+`GET /api/ps` answer from `server.ollama` like Ollama's native API, `GET /api/v0/models/<id>`
+from `server.lmstudio` like LM Studio's, `GET /props` from `server.props` like llama.cpp's. Requests are kept in
 `server.requests`.
 """
 
@@ -227,6 +228,10 @@ class OpenAIServer:
         self.ollama: dict[str, dict[str, Any]] = {}
         """Model name -> `/api/show` body (`parameters`, `model_info`, `capabilities`; an extra
         `loaded_context` puts it in `/api/ps` with that `context_length`)."""
+        self.lmstudio: dict[str, dict[str, Any]] = {}
+        """Model id -> LM Studio's `GET /api/v0/models/<id>` body."""
+        self.props: dict[str, Any] | None = None
+        """llama.cpp's `GET /props` body (None: 404)."""
         self._replies: queue.Queue[ChatReply | ErrorReply] = queue.Queue()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -290,6 +295,10 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?")[0]
             if path.endswith("/models") and server.models is not None:
                 self._json(200, {"object": "list", "data": server.models})
+            elif path.startswith("/api/v0/models/") and path[len("/api/v0/models/") :] in server.lmstudio:
+                self._json(200, server.lmstudio[path[len("/api/v0/models/") :]])
+            elif path == "/props" and server.props is not None:
+                self._json(200, server.props)
             elif path == "/api/ps":
                 loaded = [
                     {"name": k, "model": k, "context_length": v["loaded_context"]}

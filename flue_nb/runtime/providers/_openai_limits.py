@@ -2,8 +2,8 @@
 
 The runtime budgets compaction, overflow recovery and the chat gauge from `ModelInfo`, so a
 compatible server's model must not be budgeted as a 200K Claude: known OpenAI ids come from the
-table below; any other server is asked where it says (vLLM's `GET /v1/models` `max_model_len`,
-Ollama's `POST /api/show`); otherwise a conservative default is used and a one-time warning says
+table below; any other server is asked where it says (vLLM's `GET /v1/models` `max_model_len`, LM Studio's
+`/api/v0/models/<id>`, llama.cpp's `/props`, Ollama's `POST /api/show`); otherwise a conservative default is used and a one-time warning says
 how to set the real numbers. Prices are OpenAI's list prices of `OPENAI_PRICES_AS_OF`, applied
 only to responses from OpenAI's own API (a local server's `gpt-oss` costs nothing).
 """
@@ -38,9 +38,10 @@ DEFAULT_CONTEXT_WINDOW = 8_192
 less than a server silently cutting the prompt, as Ollama does past its window)."""
 DEFAULT_MAX_OUTPUT_TOKENS = 2_048
 
-OLLAMA_DEFAULT_CONTEXT = 4_096
+SERVER_DEFAULT_CONTEXT = 4_096
 """What Ollama serves a model with when neither its Modelfile (`num_ctx`) nor the server
-(`OLLAMA_CONTEXT_LENGTH`) says otherwise (its documented default below 24 GiB of VRAM)."""
+(`OLLAMA_CONTEXT_LENGTH`) says otherwise (its documented default below 24 GiB of VRAM), and
+what LM Studio loads a model with unless its settings say more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +129,12 @@ async def ask_server(client: httpx2.AsyncClient, base_url: str, model_id: str) -
     Any failure (the server has neither endpoint, is down, answers oddly) gives None: the
     caller falls back to the table or the default, and the chat request reports a dead server.
     """
-    found = await _from_model_list(client, base_url, model_id)
-    if found is None:
-        found = await _from_ollama(client, base_url, model_id)
-    return found
+    root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))
+    for probe in (_from_model_list, _from_lmstudio, _from_llamacpp, _from_ollama):
+        found = await probe(client, base_url if probe is _from_model_list else root, model_id)
+        if found is not None:
+            return found
+    return None
 
 
 async def _get_json(client: httpx2.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
@@ -144,22 +147,54 @@ async def _get_json(client: httpx2.AsyncClient, method: str, url: str, **kwargs:
         return None
 
 
+# The window a model list states, by server: vLLM, OpenRouter, Groq. (llama.cpp's
+# `meta.n_ctx_train` is what the model was trained on, not what it serves: see `/props`.)
+_LIST_FIELDS = ("max_model_len", "context_length", "context_window")
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 async def _from_model_list(client: httpx2.AsyncClient, base_url: str, model_id: str) -> Limits | None:
-    # vLLM: {"data": [{"id": ..., "max_model_len": N}]}; LM Studio and llama.cpp list the model
-    # (llama.cpp's `meta.n_ctx_train` is what it was trained on, not the slot it serves: unused).
     body = await _get_json(client, "GET", f"{base_url.rstrip('/')}/models")
     rows = body.get("data") if isinstance(body, dict) else None
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and row.get("id") == model_id:
-            window = row.get("max_model_len")
-            if isinstance(window, int) and window > 0:
+            window = next((w for f in _LIST_FIELDS if (w := _positive(row.get(f)))), None)
+            if window is not None:
                 return Limits(window, _output_cap(window), None, "server")
     return None
 
 
-async def _from_ollama(client: httpx2.AsyncClient, base_url: str, model_id: str) -> Limits | None:
+async def _from_lmstudio(client: httpx2.AsyncClient, root: str, model_id: str) -> Limits | None:
+    # LM Studio's REST API: a loaded model's `loaded_context_length` is what it serves; one not
+    # loaded yet is loaded on first use with the context length set in LM Studio's settings.
+    body = await _get_json(client, "GET", f"{root}/api/v0/models/{model_id}")
+    if not isinstance(body, dict) or body.get("id") != model_id:
+        return None
+    vision = body.get("type") == "vlm" if body.get("type") else None
+    loaded = _positive(body.get("loaded_context_length"))
+    if loaded is not None:
+        return Limits(loaded, _output_cap(loaded), vision, "server")
+    window = min(SERVER_DEFAULT_CONTEXT, _positive(body.get("max_context_length")) or SERVER_DEFAULT_CONTEXT)
+    return Limits(window, _output_cap(window), vision, "lmstudio-default")
+
+
+async def _from_llamacpp(client: httpx2.AsyncClient, root: str, model_id: str) -> Limits | None:
+    # llama.cpp's server serves one model (any name is accepted) with `n_ctx` tokens per slot.
+    body = await _get_json(client, "GET", f"{root}/props")
+    settings = body.get("default_generation_settings") if isinstance(body, dict) else None
+    window = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    if window is None:
+        return None
+    modalities = body.get("modalities")
+    vision = bool(modalities.get("vision")) if isinstance(modalities, dict) else None
+    return Limits(window, _output_cap(window), vision, "server")
+
+
+async def _from_ollama(client: httpx2.AsyncClient, root: str, model_id: str) -> Limits | None:
     # Ollama's native API sits at the root its OpenAI-compatible `/v1` hangs from.
-    root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))
     body = await _get_json(client, "POST", f"{root}/api/show", json={"model": model_id})
     if not isinstance(body, dict) or not isinstance(body.get("model_info"), dict):
         return None
@@ -173,7 +208,7 @@ async def _from_ollama(client: httpx2.AsyncClient, base_url: str, model_id: str)
         # Without `num_ctx` the server picks the window when it loads the model (a loaded model
         # says which in `/api/ps`); before that Ollama's default stands, never the trained
         # maximum, which Ollama does not serve and past which it silently drops the prompt's start.
-        window, source = OLLAMA_DEFAULT_CONTEXT, "ollama-default"
+        window, source = SERVER_DEFAULT_CONTEXT, "ollama-default"
     trained = next((v for k, v in body["model_info"].items() if k.endswith(".context_length")), None)
     if isinstance(trained, int) and trained > 0:
         window = min(window, trained)
@@ -204,7 +239,12 @@ def warn_default(where: str, model_id: str, limits: Limits) -> None:
     if (where, model_id) in _WARNED:
         return
     _WARNED.add((where, model_id))
-    if limits.source == "ollama-default":
+    if limits.source == "lmstudio-default":
+        why = (
+            f"LM Studio at {where} has not loaded `{model_id}` yet; budgeting the {limits.context_window:,} "
+            "tokens it loads models with by default (set the context length in LM Studio)"
+        )
+    elif limits.source == "ollama-default":
         why = (
             f"Ollama at {where} serves `{model_id}` with its default context ({limits.context_window:,} "
             "tokens; more only with `num_ctx` in a Modelfile or `OLLAMA_CONTEXT_LENGTH` on the server)"

@@ -187,7 +187,7 @@ class OpenAIModel:
         if limits is None:
             limits = known(self.model_id) or Limits(DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, None, "default")
         _LEARNT[key] = limits
-        if limits.source in ("default", "ollama-default"):
+        if limits.source in ("default", "ollama-default", "lmstudio-default"):
             warn_default(self.base_url, self.model_id, limits)
         self._info = self._make_info(limits)
 

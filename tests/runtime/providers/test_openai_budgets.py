@@ -12,7 +12,7 @@ import pytest
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.providers import price_of, resolve_model, split_spec
 from flue_nb.runtime.providers._anthropic_cloud import CloudClaudeModel
-from flue_nb.runtime.providers._openai_limits import DEFAULT_CONTEXT_WINDOW, OLLAMA_DEFAULT_CONTEXT
+from flue_nb.runtime.providers._openai_limits import DEFAULT_CONTEXT_WINDOW, SERVER_DEFAULT_CONTEXT
 from flue_nb.runtime.providers.anthropic import AnthropicModel
 from flue_nb.runtime.providers.openai import OpenAIModel
 from tests.openai_server import OpenAIServer
@@ -60,7 +60,7 @@ def test_ollama_without_num_ctx_is_budgeted_at_what_it_serves_and_warns(openai_s
     openai_server.ollama["llama3.1:8b"] = {"parameters": "", "model_info": {"llama.context_length": 131_072}}
     with pytest.warns(UserWarning, match="OLLAMA_CONTEXT_LENGTH") as caught:
         model = prepared(OpenAIModel("llama3.1:8b", base_url=openai_server.base_url))
-    assert model.info.context_window == OLLAMA_DEFAULT_CONTEXT
+    assert model.info.context_window == SERVER_DEFAULT_CONTEXT
     assert "context_window=N" in str(caught[0].message)
 
 
@@ -74,6 +74,27 @@ def test_a_loaded_ollama_model_reports_the_window_it_was_loaded_with(openai_serv
         warnings.simplefilter("error")
         model = prepared(OpenAIModel("qwen3:8b", base_url=openai_server.base_url))
     assert model.info.context_window == 32_768
+
+
+def test_llama_cpp_reports_the_context_of_a_slot_in_props(openai_server: OpenAIServer) -> None:
+    openai_server.props = {"default_generation_settings": {"n_ctx": 32_768}, "modalities": {"vision": True}}
+    model = prepared(OpenAIModel("model", base_url=openai_server.base_url))
+    assert model.info.context_window == 32_768 and model.vision
+
+
+def test_lm_studio_reports_a_loaded_models_context(openai_server: OpenAIServer) -> None:
+    openai_server.lmstudio["qwen3-8b"] = {
+        "id": "qwen3-8b", "type": "llm", "state": "loaded", "max_context_length": 40_960, "loaded_context_length": 16_384,
+    }  # fmt: skip
+    model = prepared(OpenAIModel("qwen3-8b", base_url=openai_server.base_url))
+    assert model.info.context_window == 16_384 and not model.vision
+
+
+def test_lm_studio_before_loading_is_budgeted_at_its_default_and_warns(openai_server: OpenAIServer) -> None:
+    openai_server.lmstudio["gemma-3-12b"] = {"id": "gemma-3-12b", "type": "vlm", "max_context_length": 131_072}
+    with pytest.warns(UserWarning, match="LM Studio"):
+        model = prepared(OpenAIModel("gemma-3-12b", base_url=openai_server.base_url))
+    assert model.info.context_window == SERVER_DEFAULT_CONTEXT and model.vision
 
 
 def test_an_unknown_model_on_a_silent_server_gets_a_small_budget_and_one_warning(openai_server: OpenAIServer) -> None:
