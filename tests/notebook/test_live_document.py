@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_server import LiveServer, live_python
 
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1200)]  # the first run builds .venv-live
 
 
 @pytest.fixture(scope="module")
