@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "MessageEnd": "flue_nb.runtime.events",
     "MessageStart": "flue_nb.runtime.events",
     "ModelNotConfiguredError": "flue_nb.runtime.errors",
+    "ModelRefusedError": "flue_nb.runtime.errors",
     "NoSandboxError": "flue_nb.runtime.errors",
     "ProviderError": "flue_nb.runtime.errors",
     "ProviderHTTPError": "flue_nb.runtime.errors",

@@ -27,6 +27,7 @@ __all__ = [
     "RecordedRequest",
     "StreamReply",
     "error",
+    "raw_block",
     "stream",
     "text",
     "thinking",
@@ -53,6 +54,12 @@ def tool_use(
     return {"type": "tool_use", "id": call_id, "name": name, "raw": raw, "chunks": chunks}
 
 
+def raw_block(start: dict[str, Any], *deltas: dict[str, Any]) -> dict[str, Any]:
+    """Any content block, verbatim: its `content_block_start` body, then these deltas (for what
+    the other helpers do not build: redacted thinking, server tools, citations, MCP blocks)."""
+    return {"type": "raw", "start": start, "deltas": list(deltas), "chunks": 1}
+
+
 def usage(*, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> dict[str, int]:
     """Token counts; message_start reports them with output 1, message_delta the final output."""
     return {
@@ -73,6 +80,8 @@ class StreamReply:
     blocks: list[dict[str, Any]]
     usage: dict[str, int]
     stop_reason: str = "end_turn"
+    stop_details: dict[str, Any] | None = None
+    """Sent in `message_delta` next to the stop reason (the API's refusal category and explanation)."""
     model: str = "claude-test"
     error_after: int | None = None
     """Send `event: error` after this many events (then end the stream)."""
@@ -120,7 +129,11 @@ class StreamReply:
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
+                    "delta": {
+                        "stop_reason": self.stop_reason,
+                        "stop_sequence": None,
+                        **({"stop_details": self.stop_details} if self.stop_details is not None else {}),
+                    },
                     "usage": {"output_tokens": self.usage["output_tokens"]},
                 },
             )
@@ -156,8 +169,11 @@ def _split(s: str, n: int) -> list[str]:
 
 def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     kind, n = block["type"], block["chunks"]
-    if kind == "text":
-        start: dict[str, Any] = {"type": "text", "text": ""}
+    if kind == "raw":
+        start: dict[str, Any] = block["start"]
+        deltas = block["deltas"]
+    elif kind == "text":
+        start = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": c} for c in _split(block["text"], n)]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}

@@ -29,6 +29,7 @@ EXPECTED = [
     "MessageEnd",
     "MessageStart",
     "ModelNotConfiguredError",
+    "ModelRefusedError",
     "NoSandboxError",
     "ProviderError",
     "ProviderHTTPError",

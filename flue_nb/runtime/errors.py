@@ -16,6 +16,7 @@
         ├── ProviderError                provider_error (has a `kind`; `transient` says retry)
         │   ├── ProviderHTTPError        provider_http_error (has a `status`)
         │   └── ContextOverflowError     context_overflow
+        ├── ModelRefusedError            model_refused (the model declined; the API says why)
         ├── SandboxError                 sandbox_error
         │   └── SandboxTimeoutError      sandbox_timeout
         ├── LimitExceeded                limit_exceeded
@@ -50,6 +51,7 @@ __all__ = [
     "LimitExceeded",
     "McpConnectionError",
     "ModelNotConfiguredError",
+    "ModelRefusedError",
     "NoSandboxError",
     "ProviderError",
     "ProviderErrorKind",
@@ -241,6 +243,13 @@ class ContextOverflowError(ProviderError):
         super().__init__(message, kind="context_overflow", **details)
 
 
+class ModelRefusedError(RunError):
+    """The model declined to answer (stop reason `refusal`): `category` and `explanation` are
+    the API's, when it gave them. Final: asking again would be refused again."""
+
+    type = "model_refused"
+
+
 class SandboxError(RunError):
     """The sandbox failed to do what a tool asked."""
 
@@ -326,6 +335,7 @@ ERROR_TYPES: dict[str, type[FlueError]] = {
         ProviderError,
         ProviderHTTPError,
         ContextOverflowError,
+        ModelRefusedError,
         SandboxError,
         SandboxTimeoutError,
         LimitExceeded,

@@ -15,6 +15,7 @@ __all__ = [
     "AssistantPart",
     "ImagePart",
     "Message",
+    "ProviderPart",
     "SignalMessage",
     "SignalType",
     "SummaryMessage",
@@ -61,6 +62,9 @@ class TextPart:
 
     text: str
     kind: Literal["text"] = "text"
+    citations: list[dict[str, Any]] | None = None
+    """The provider's citations for this text (web search results, documents), verbatim: sent
+    back with it, as the provider requires."""
 
 
 @dataclass(slots=True)
@@ -82,7 +86,25 @@ class ToolCall:
     kind: Literal["tool_call"] = "tool_call"
 
 
-AssistantPart = Union[TextPart, ThinkingPart, ToolCall]
+@dataclass(slots=True)
+class ProviderPart:
+    """A content block of one provider's own that flue_nb does not model — redacted thinking,
+    server tool use and its results, MCP-connector blocks — kept verbatim and sent back to that
+    provider unchanged (other providers never see it)."""
+
+    provider: str
+    """Whose block it is (`anthropic`)."""
+    block: dict[str, Any]
+    """The block as the provider sent it (its wire form, `type` included)."""
+    kind: Literal["provider"] = "provider"
+
+    @property
+    def block_type(self) -> str:
+        """The block's own type (`redacted_thinking`, `server_tool_use`, ...)."""
+        return str(self.block.get("type"))
+
+
+AssistantPart = Union[TextPart, ThinkingPart, ToolCall, ProviderPart]
 
 
 @dataclass(slots=True)
@@ -135,6 +157,9 @@ class AssistantMessage:
     aborted: bool = False
     """True when the stream was cut off (abort, crash); the parts are what arrived."""
     kind: Literal["assistant"] = "assistant"
+    stop_details: dict[str, Any] | None = None
+    """What the provider said about why it stopped, verbatim (a refusal's category and
+    explanation); None when it said nothing more than `stop_reason`."""
 
     @property
     def text(self) -> str:
@@ -225,18 +250,24 @@ def message_images(m: Message) -> list[ImagePart]:
 
 def _part_to_dict(p: AssistantPart) -> dict[str, Any]:
     if isinstance(p, TextPart):
+        if p.citations is not None:
+            return {"kind": "text", "text": p.text, "citations": p.citations}
         return {"kind": "text", "text": p.text}
     if isinstance(p, ThinkingPart):
         return {"kind": "thinking", "thinking": p.thinking, "signature": p.signature}
+    if isinstance(p, ProviderPart):
+        return {"kind": "provider", "provider": p.provider, "block": p.block}
     return {"kind": "tool_call", "id": p.id, "name": p.name, "input": p.input}
 
 
 def _part_from_dict(d: dict[str, Any]) -> AssistantPart:
     k = d["kind"]
     if k == "text":
-        return TextPart(d["text"])
+        return TextPart(d["text"], citations=d.get("citations"))
     if k == "thinking":
         return ThinkingPart(d["thinking"], d.get("signature"))
+    if k == "provider":
+        return ProviderPart(d["provider"], d["block"])
     return ToolCall(d["id"], d["name"], d.get("input") or {})
 
 
@@ -244,7 +275,7 @@ def message_to_dict(m: Message) -> dict[str, Any]:
     """The JSON form the store keeps."""
     if isinstance(m, AssistantMessage):
         u = m.usage
-        return {
+        out: dict[str, Any] = {
             "kind": "assistant",
             "parts": [_part_to_dict(p) for p in m.parts],
             "usage": None
@@ -254,6 +285,9 @@ def message_to_dict(m: Message) -> dict[str, Any]:
             "model": m.model,
             "aborted": m.aborted,
         }
+        if m.stop_details is not None:
+            out["stop_details"] = m.stop_details
+        return out
     if isinstance(m, UserMessage):
         d: dict[str, Any] = {"kind": "user", "text": m.text, "submission_id": m.submission_id}
         if m.images:
@@ -284,6 +318,7 @@ def message_from_dict(d: dict[str, Any]) -> Message:
             stop_reason=d.get("stop_reason"),
             model=d.get("model"),
             aborted=d.get("aborted", False),
+            stop_details=d.get("stop_details"),
         )
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])

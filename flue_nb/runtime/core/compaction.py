@@ -18,6 +18,7 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
+    ProviderPart,
     SignalMessage,
     SummaryMessage,
     TextPart,
@@ -196,6 +197,9 @@ def _serialise(message: Message) -> str:
                 pieces.append(f"[Assistant]\n{part.text}")
             elif isinstance(part, ThinkingPart):
                 pieces.append(f"[Assistant thinking]\n{part.thinking}")
+            elif isinstance(part, ProviderPart):
+                block = _clip(json.dumps(part.block, ensure_ascii=False, default=str), _MAX_CALL_INPUT_CHARS)
+                pieces.append(f"[Assistant {part.block_type} block] {block}")
             else:
                 args = _clip(json.dumps(part.input, ensure_ascii=False, default=str), _MAX_CALL_INPUT_CHARS)
                 pieces.append(f"[Assistant tool call {part.id}] {part.name}({args})")

@@ -16,6 +16,7 @@ from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
     InternalError,
+    ModelRefusedError,
     ProviderError,
     RunError,
     SessionBusyError,
@@ -59,7 +60,7 @@ def decide(exc: BaseException, *, lease_lost: bool, abort_requested: Callable[[]
     if isinstance(exc, SubmissionAbortedError):
         # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
         return Decision("aborted", error=exc, record_abort=True)
-    if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError)):
+    if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError, ModelRefusedError)):
         return Decision("failed", error=exc)
     if isinstance(exc, ProviderError):
         # Auth, bad request, an overflow that compaction could not cure: retrying won't help.

@@ -33,6 +33,7 @@ from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 from flue_nb.runtime.errors import (
     ContextOverflowError,
     DelegationDepthExceededError,
+    ModelRefusedError,
     ProviderError,
     SubmissionAbortedError,
     TurnLimitExceededError,
@@ -246,18 +247,16 @@ class AgentRun:
                 await self.compact("overflow")
                 continue
             overflow_retried = False
+            if response.stop_reason == "refusal":
+                # Not kept: the API asks clients to drop a refused turn before continuing.
+                self._end_turn(response)
+                raise _refusal(response)
             self._add([response])
-            self.emit(
-                ev.TurnEnd(
-                    turn=self.turn,
-                    turn_id=f"t{self.turn}",
-                    stop_reason=response.stop_reason,
-                    usage=response.usage,
-                    model=response.model,
-                )
-            )
+            self._end_turn(response)
             calls = response.tool_calls
             if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # a long server-tool turn paused: sent back as it is, the API goes on
                 if self.pending_state:
                     self._add([], state=self._flush_state())
                 return response
@@ -266,6 +265,17 @@ class AgentRun:
             # The turn boundary: re-render (9.3), then let waiting messages join (10.3).
             await self.render()
             self._take_joins()
+
+    def _end_turn(self, response: AssistantMessage) -> None:
+        self.emit(
+            ev.TurnEnd(
+                turn=self.turn,
+                turn_id=f"t{self.turn}",
+                stop_reason=response.stop_reason,
+                usage=response.usage,
+                model=response.model,
+            )
+        )
 
     def _check_turn_limit(self) -> None:
         if self.turn >= self.max_turns:
@@ -580,6 +590,20 @@ class AgentRun:
             raise
         parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=answer.text))
         return answer.text or "(the subagent finished without a text answer)"
+
+
+def _refusal(response: AssistantMessage) -> ModelRefusedError:
+    """The error for a response the model refused, with the API's category and explanation."""
+    details = response.stop_details or {}
+    category, explanation = details.get("category"), details.get("explanation")
+    why = f" (category `{category}`)" if category else ""
+    said = f": {explanation}" if explanation else "; the API gave no explanation"
+    return ModelRefusedError(
+        f"{response.model or 'the model'} refused to answer{why}{said}. Rephrase the request "
+        "or start a new conversation (`--new`): the refused message stays in this one.",
+        category=category,
+        explanation=explanation,
+    )
 
 
 async def _collect(model: Model, request: ModelRequest) -> AssistantMessage:

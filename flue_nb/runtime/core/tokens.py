@@ -20,6 +20,7 @@ from flue_nb.runtime.images import image_tokens
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
+    ProviderPart,
     SignalMessage,
     SummaryMessage,
     TextPart,
@@ -144,6 +145,8 @@ def message_text(message: Message) -> str:
                 pieces.append(part.text)
             elif isinstance(part, ThinkingPart):
                 pieces.append(part.thinking)
+            elif isinstance(part, ProviderPart):
+                pieces.append(_dump(part.block))
             else:
                 pieces.append(f"{part.name} {part.id} {_dump(part.input)}")
         return "\n".join(pieces)

@@ -146,6 +146,11 @@ class Fields:
         value = self._values.get(name)
         return Fields(value) if isinstance(value, dict) else value
 
+    def as_dict(self) -> dict[str, Any]:
+        """A copy of the object, as JSON gave it (for blocks kept verbatim)."""
+        copy: dict[str, Any] = json.loads(json.dumps(self._values))
+        return copy
+
     def __repr__(self) -> str:
         return f"Fields({self._values!r})"
 

@@ -12,7 +12,6 @@ by `_translate_errors`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import importlib
 import json
@@ -36,19 +35,15 @@ from flue_nb.runtime.errors import (
 from flue_nb.runtime.messages import (
     AssistantMessage,
     AssistantPart,
-    ImagePart,
-    Message,
-    SignalMessage,
-    SummaryMessage,
+    ProviderPart,
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolResultMessage,
     Usage,
-    UserMessage,
 )
 from flue_nb.runtime.providers import check_model_request
-from flue_nb.runtime.providers._anthropic_http import HttpTransport, StatusFailure
+from flue_nb.runtime.providers._anthropic_http import Fields, HttpTransport, StatusFailure
+from flue_nb.runtime.providers._anthropic_wire import EPHEMERAL, to_wire_messages, to_wire_tools
 from flue_nb.runtime.providers._catalog import model_info
 from flue_nb.runtime.providers.model import (
     ModelInfo,
@@ -58,7 +53,6 @@ from flue_nb.runtime.providers.model import (
     TextChunk,
     ThinkingChunk,
     ToolCallDelta,
-    ToolSpec,
 )
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
 
@@ -67,7 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 
-_EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 REQUEST_TIMEOUT = 120.0
 """Default seconds to wait for a response to start (status and headers), connecting included."""
@@ -245,7 +238,7 @@ class AnthropicModel:
             "messages": to_wire_messages(request.messages),
         }
         if request.system:
-            params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+            params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
         if request.tools:
             params["tools"] = to_wire_tools(request.tools)
         if self._thinking is not None:
@@ -301,6 +294,7 @@ class _Assembler:
         self.json_buffers: dict[int, list[str]] = {}
         self.usage = Usage()
         self.stop_reason: str | None = None
+        self.stop_details: dict[str, Any] | None = None
         self.stopped = False
 
     def feed(self, event: Any) -> Iterator[StreamEvent]:
@@ -318,6 +312,8 @@ class _Assembler:
             self._stop_block(event.index)
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason or self.stop_reason
+            if (details := event.delta.stop_details) is not None:
+                self.stop_details = _raw(details)
             self._take_usage(event.usage)
         elif kind == "message_stop":
             self.stopped = True
@@ -343,7 +339,13 @@ class _Assembler:
             self.parts[index] = ToolCall(block.id, block.name, {})
             self.json_buffers[index] = []
             yield ToolCallDelta(block.id, block.name)
-        # Other blocks (redacted thinking, server tools) have no flue_nb part and are dropped.
+        else:
+            # Anthropic's own blocks (redacted thinking, server tool use and its results, MCP
+            # connector blocks) are kept verbatim: the API wants them back as it sent them.
+            raw = _raw(block)
+            self.parts[index] = ProviderPart("anthropic", raw)
+            if "input" in raw:
+                self.json_buffers[index] = []  # server tool input streams like a tool call's
 
     def _delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
         part = self.parts.get(index)
@@ -357,19 +359,60 @@ class _Assembler:
             yield ThinkingChunk(thinking)
         elif delta.type == "signature_delta" and isinstance(part, ThinkingPart):
             part.signature = (part.signature or "") + delta.signature
+        elif delta.type == "citations_delta" and isinstance(part, TextPart):
+            part.citations = [*(part.citations or []), _raw(delta.citation)]
         elif delta.type == "input_json_delta" and index in self.json_buffers:
             self.json_buffers[index].append(delta.partial_json)
+        elif isinstance(part, ProviderPart) or delta.type not in _KNOWN_DELTAS:
+            # Dropping it would send the block back altered; the API would reject that or, worse,
+            # take it as said. Better a clear failure than a silent one.
+            block = part.block_type if isinstance(part, ProviderPart) else getattr(part, "kind", "unknown")
+            raise ProviderError(
+                f"The Anthropic stream for `{self.model}` sent a `{delta.type}` delta for a `{block}` block, "
+                "which flue_nb cannot keep, so the response cannot be stored or sent back faithfully.",
+                kind="other",
+                model=self.model,
+            )
 
     def _stop_block(self, index: int) -> None:
         part = self.parts.get(index)
         chunks = self.json_buffers.pop(index, None)
         if isinstance(part, ToolCall) and chunks is not None:
             part.input = _parse_tool_input("".join(chunks))
+        elif isinstance(part, ProviderPart) and chunks:
+            try:
+                part.block["input"] = json.loads("".join(chunks))
+            except ValueError as exc:
+                raise ProviderError(
+                    f"The Anthropic stream for `{self.model}` sent `{part.block_type}` input that is not JSON.",
+                    kind="server",
+                    model=self.model,
+                    mid_stream=True,
+                ) from exc
 
     def message(self) -> AssistantMessage:
         """The assembled response."""
         parts = [self.parts[i] for i in sorted(self.parts)]
-        return AssistantMessage(parts=parts, usage=self.usage, stop_reason=self.stop_reason, model=self.model)
+        return AssistantMessage(
+            parts=parts,
+            usage=self.usage,
+            stop_reason=self.stop_reason,
+            model=self.model,
+            stop_details=self.stop_details,
+        )
+
+
+_KNOWN_DELTAS = frozenset({"text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta"})
+
+
+def _raw(value: Any) -> dict[str, Any]:
+    """A block or field of either transport's events as the plain JSON object the API sent."""
+    if isinstance(value, Fields):
+        return value.as_dict()
+    to_dict = getattr(value, "to_dict", None)  # the SDK's models
+    if callable(to_dict):
+        return dict(to_dict(mode="json"))
+    return dict(value)
 
 
 def _no_constant(name: str) -> Any:
@@ -393,92 +436,6 @@ def _parse_tool_input(raw: str) -> dict[str, Any]:
     except ValueError:
         return {INVALID_INPUT_KEY: clean(raw)}
     return value if isinstance(value, dict) else {INVALID_INPUT_KEY: clean(raw)}
-
-
-# --- flue_nb messages -> wire format ----------------------------------------------------------
-
-
-def to_wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    """The `tools` array; the last tool carries the cache breakpoint for the tools prefix."""
-    out: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
-    ]
-    if out:
-        out[-1]["cache_control"] = _EPHEMERAL
-    return out
-
-
-def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """The `messages` array: user-role items merged per turn, tool results first."""
-    wire: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    texts: list[dict[str, Any]] = []
-
-    def flush_user() -> None:
-        # The API wants every tool_result of a turn before any other block of that turn.
-        if results or texts:
-            wire.append({"role": "user", "content": [*results, *texts]})
-        results.clear()
-        texts.clear()
-
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            blocks = _assistant_blocks(m)
-            if blocks:
-                flush_user()
-                wire.append({"role": "assistant", "content": blocks})
-            # An assistant message with nothing sendable is skipped, so the user items on
-            # either side of it still merge into one turn.
-        elif isinstance(m, ToolResultMessage):
-            content: str | list[dict[str, Any]] = m.content
-            if m.images:
-                # Images travel inside the tool_result, next to its text.
-                content = [{"type": "text", "text": m.content}] if m.content.strip() else []
-                content += [_image_block(p) for p in m.images]
-            result = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
-            results.append({**result, "is_error": m.is_error})
-        else:
-            text = _user_text(m)
-            # The API rejects empty or whitespace-only text blocks.
-            if text.strip():
-                texts.append({"type": "text", "text": text})
-            if isinstance(m, UserMessage):
-                texts.extend(_image_block(p) for p in m.images)
-    flush_user()
-    if wire and wire[-1]["role"] == "user":
-        # A breakpoint on the newest block lets the next call read the whole history from cache.
-        wire[-1]["content"][-1] = {**wire[-1]["content"][-1], "cache_control": _EPHEMERAL}
-    return wire
-
-
-def _image_block(p: ImagePart) -> dict[str, Any]:
-    if p.data is None:  # the bytes were lost (a damaged store): say what stood there
-        return {"type": "text", "text": f"{p.describe()} (its bytes are no longer available)"}
-    source = {"type": "base64", "media_type": p.media_type, "data": base64.b64encode(p.data).decode("ascii")}
-    return {"type": "image", "source": source}
-
-
-def _user_text(m: Message) -> str:
-    if isinstance(m, (SignalMessage, SummaryMessage)):
-        return m.render()
-    if isinstance(m, UserMessage):
-        return m.text
-    raise TypeError(f"not a user-role message: {m!r}")
-
-
-def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for p in m.parts:
-        if isinstance(p, ThinkingPart):
-            # Thinking without a signature (e.g. cut off mid-stream) would be rejected.
-            if p.signature:
-                blocks.append({"type": "thinking", "thinking": p.thinking, "signature": p.signature})
-        elif isinstance(p, TextPart):
-            if p.text:
-                blocks.append({"type": "text", "text": p.text})
-        else:
-            blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.input})
-    return blocks
 
 
 # --- transport errors -> ProviderError --------------------------------------------------------------
