@@ -6,6 +6,7 @@ retry, the turn limit, a subagent, images, record/replay, the key kept out of to
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -194,3 +195,20 @@ def test_no_api_key_fails_the_prompt_with_model_not_configured(spec: str, variab
         s.prompt("hi")
     assert exc_info.value.type == "model_not_configured" and variable in exc_info.value.message
     assert s.submissions()[0].error["type"] == "model_not_configured"
+
+
+def test_an_abort_mid_stream_settles_aborted_and_keeps_what_arrived(wire: Wire, tmp_path) -> None:
+    import threading
+
+    wire.enqueue(wire.stall("The first words, then the server hangs"), wire.say("Next answer."))
+    s = session_on(agent_on(wire.model(), tmp_path))
+    streamed = threading.Event()
+    s.observe(lambda e: streamed.set() if e.type == "text_delta" else None)
+    receipt = s.dispatch("hi")
+    assert streamed.wait(10)
+    started = time.monotonic()
+    s.abort()
+    with pytest.raises(flue.SubmissionAbortedError):
+        s.read(receipt, timeout=10)
+    assert time.monotonic() - started < 2.5  # the hung stream was cancelled, not waited out
+    assert s.prompt("again") == "Next answer."  # the conversation is ready for the next one
