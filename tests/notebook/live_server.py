@@ -52,19 +52,21 @@ def free_port() -> int:
 class LiveServer:
     """`jupyter server` with jupyter-collaboration, on loopback, for one test module."""
 
-    def __init__(self, python: Path, root: Path, *, app: str = "jupyter_server", extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, python: Path, root: Path, *, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> None:
         self.root = root
         self.nb = root / "nb"
         self.nb.mkdir(parents=True, exist_ok=True)
         self.token = secrets.token_hex(16)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        self.env = jupyter_env(root)
+        self.env = jupyter_env(root, **(env or {}))
         _spec_manager(root)  # the kernelspec running this venv's python, in the server's data dir
         self.log_path = root / "server.log"
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [str(python), "-m", app, "--no-browser", "--allow-root", "--ip", "127.0.0.1",
+            [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
              f"--port={self.port}", f"--ServerApp.token={self.token}", "--ServerApp.password=",
              f"--ServerApp.root_dir={self.nb}", *extra],
             cwd=self.nb, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -26,7 +26,10 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1200)]  # the first run bu
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = LiveServer(live_python(), tmp_path_factory.mktemp("live"))
+    # Its kernels inherit a proxy that refuses everything: talking to their own server must not use it.
+    dead_proxy = "http://127.0.0.1:9"
+    proxies = {"HTTP_PROXY": dead_proxy, "HTTPS_PROXY": dead_proxy, "ALL_PROXY": dead_proxy, "NO_PROXY": ""}
+    srv = LiveServer(live_python(), tmp_path_factory.mktemp("live"), env=proxies)
     yield srv
     srv.stop()
 

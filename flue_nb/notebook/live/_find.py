@@ -114,6 +114,11 @@ def servers(environ: Mapping[str, str] | None = None, *, connection_file: str | 
     return [s for _, s in sorted(found.values(), key=lambda p: -p[0])]
 
 
+# The kernel talks to the server that started it (loopback, or the hub's internal address): an
+# HTTP(S)_PROXY meant for the internet must not route these requests.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def request(server: Server, method: str, path: str, *, body: Any = None, timeout: float) -> Any:
     """One JSON request to the server, bounded by `timeout`; raises `OSError` subclasses on failure."""
     data = None if body is None else json.dumps(body).encode()
@@ -123,7 +128,7 @@ def request(server: Server, method: str, path: str, *, body: Any = None, timeout
         req.add_header("Content-Type", "application/json")
     if server.token:
         req.add_header("Authorization", f"token {server.token}")
-    with urllib.request.urlopen(req, timeout=max(timeout, 0.05)) as response:  # noqa: S310 - the server's own URL
+    with _DIRECT.open(req, timeout=max(timeout, 0.05)) as response:
         return json.loads(response.read() or b"null")
 
 

@@ -83,7 +83,14 @@ class Room:
         headers = {"Authorization": f"token {token}"} if token else None
         try:
             ws = await asyncio.wait_for(
-                connect(url, additional_headers=headers, open_timeout=timeout, max_size=MAX_MESSAGE, close_timeout=1),
+                connect(
+                    url,
+                    additional_headers=headers,
+                    open_timeout=timeout,
+                    max_size=MAX_MESSAGE,
+                    close_timeout=1,
+                    proxy=None,  # the kernel's own server: never through an internet proxy
+                ),
                 timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
