@@ -61,7 +61,9 @@ class PgConnection:
     def open(self, setup: Callable[[Any], object]) -> None:
         """Connect (waiting for a server that is away) and run `setup(conn)`, e.g. migrations."""
         with self._lock:
-            conn = self._connect_retrying()
+            # The first connection waits `connect_timeout` in all, not `reconnect_timeout`: a
+            # URL that never answered is more likely wrong than restarting (29 s before).
+            conn = self._connect_retrying(self.connect_timeout)
             try:
                 setup(conn)
             except StoreError:
@@ -121,7 +123,7 @@ class PgConnection:
 
     # -- inside the lock --------------------------------------------------------------------------
 
-    def _connect(self) -> Any:
+    def _connect(self, left: float | None = None) -> Any:
         ms = int(self.statement_timeout * 1000)
         ours = (
             f"-c search_path={self.schema} -c statement_timeout={ms} -c lock_timeout={ms}"
@@ -133,7 +135,8 @@ class PgConnection:
             return psycopg.connect(
                 self._url,
                 autocommit=True,  # we send BEGIN/COMMIT ourselves, to know which one failed
-                connect_timeout=max(1, int(self.connect_timeout)),
+                # libpq counts whole seconds per host address; never past what the wait has left.
+                connect_timeout=max(1, int(min(self.connect_timeout, left or self.connect_timeout))),
                 options=f"{theirs} {ours}".strip(),
                 keepalives=1,
                 keepalives_idle=10,
@@ -144,26 +147,32 @@ class PgConnection:
         except psycopg.Error as exc:
             raise self.error(exc) from exc
 
-    def _connect_retrying(self) -> Any:
-        """Connect, retrying while the server is unreachable, up to `reconnect_timeout`.
+    def _connect_retrying(self, wait: float | None = None) -> Any:
+        """Connect, retrying while the server is unreachable, up to `wait` s (`reconnect_timeout`).
 
         Once a wait ran out, the next calls try once each until the server answers again: a run
         that fails makes several store calls (record, settle), and each must not wait again.
         """
-        deadline = time.monotonic() + (0 if self._away else self.reconnect_timeout)
+        wait = self.reconnect_timeout if wait is None else wait
+        deadline = time.monotonic() + (0 if self._away else wait)
         delay = 0.1
         while True:
             try:
-                conn = self._connect()
+                conn = self._connect(max(0.0, deadline - time.monotonic()))
                 self._away = False
                 return conn
             except StoreError as exc:
                 if not _transient(exc.__cause__):
                     raise
-                if time.monotonic() + delay > deadline:
+                if time.monotonic() + 0.05 >= deadline:
                     self._away = True
-                    raise
-            time.sleep(delay)
+                    raise StoreError(
+                        f"cannot reach the store {self.label}: no answer within {wait:g} s "
+                        f"({_first_line(exc.__cause__ or exc)}); check that the server is running and the URL "
+                        "is right",
+                        **exc.details,
+                    ) from exc.__cause__
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 2.0)
 
     def _once(self, conn: Any, fn: Callable[[Any], T]) -> T:

@@ -82,7 +82,8 @@ class PostgresStore:
             url: `postgresql://user[:password]@host[:port]/dbname[?...]` (any libpq URL).
             user: whose conversations unscoped ids name; default `JUPYTERHUB_USER`, else the OS user.
             statement_timeout: seconds any one statement (a lock wait included) may take.
-            connect_timeout: seconds one connection attempt may take.
+            connect_timeout: seconds the first connection may take in all (an unreachable URL
+                fails after it, saying so), and each later connection attempt.
             reconnect_timeout: how long a call keeps reconnecting to a server that went away.
         """
         self._url = url
