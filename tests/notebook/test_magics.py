@@ -9,6 +9,8 @@ from kernel_helpers import Kernel
 
 from flue_nb.notebook.magics.flue import default_conversation_id, split_line
 from tests.anthropic_server import AnthropicServer, stream, text
+from tests.openai_server import OpenAIServer, chat
+from tests.openai_server import text as otext
 
 pytestmark = pytest.mark.kernel
 
@@ -192,6 +194,25 @@ def test_provider_colon_model_spelling_is_accepted(kernel):
             kernel.ok("del os.environ['ANTHROPIC_API_KEY'], os.environ['ANTHROPIC_BASE_URL']")
     assert "hi from loopback" in run.text()
     assert server.requests[0].body["model"] == "claude-sonnet-4-6"
+
+
+def test_openai_compatible_specs_reach_a_local_server_from_the_cell_option_and_the_config(kernel):
+    # Ollama-style: OPENAI_BASE_URL names the server, no key; its window comes from /api/show.
+    with OpenAIServer() as server:
+        server.ollama["llama3.1:8b"] = {"parameters": "num_ctx 16384", "model_info": {"llama.context_length": 131072}}
+        server.enqueue(chat(otext("hi from a local model"), model="llama3.1:8b"), chat(otext("configured")))
+        kernel.ok(f"import os\nos.environ['OPENAI_BASE_URL'] = {server.base_url!r}")
+        try:
+            run = kernel.ok("%flue -c local -m openai:llama3.1:8b hello")
+            kernel.ok("%config FlueMagics.model = 'openai/llama3.1:8b'")
+            configured = kernel.ok("%flue -c local2 hello again")
+        finally:
+            kernel.ok("%config FlueMagics.model = ''")
+            kernel.ok("del os.environ['OPENAI_BASE_URL']")
+    assert "hi from a local model" in run.text() and "configured" in configured.text()
+    assert [r.body["model"] for r in server.chat_requests] == ["llama3.1:8b", "llama3.1:8b"]
+    meta = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d.get("metadata", {})][-1]
+    assert meta["model"] == "openai/llama3.1:8b" and meta["response_models"] == ["127.0.0.1/llama3.1:8b"]
 
 
 def test_an_exception_in_a_function_model_is_a_model_error_with_the_users_line(kernel):

@@ -374,3 +374,14 @@ def test_without_the_sdk_the_error_names_the_extra(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_openai)
     _, exc = run(OpenAIModel("m", base_url="http://127.0.0.1:9/v1", context_window=8000))
     assert isinstance(exc, ModelNotConfiguredError) and "flue_nb[openai]" in exc.message
+
+
+def test_the_warm_up_loads_the_openai_sdk_for_an_openai_setting_only() -> None:
+    code = (
+        "import sys\n"
+        "from flue_nb.runtime.warm import warm\n"
+        "warm(anthropic=False, openai=True)\n"
+        "print('openai' in sys.modules, 'anthropic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
