@@ -181,3 +181,28 @@ def test_the_transcript_shows_notebook_tools_as_code_and_plain_lines():
     assert "    | x = 1\n    | x + 1\n    ran as [5] in the kernel only: ok\n    → Out: 2" in text
     assert "    | plot(df)\n    inserted into the notebook as cell c-9" in text
     assert "```python\nx = 1\nx + 1\n```" in view.markdown()
+
+
+def test_cells_pages_like_read_with_a_continuation_marker():
+    from flue_nb.notebook.cells.tools import NotebookContext, read_tools
+    from flue_nb.runtime.tools.tool import ToolContext, execute_tool
+
+    log = CellLog()
+    for n in range(1, 501):
+        log.start(f"value_{n} = compute({'x' * 150})", cell_id=None, execution_count=n)
+        log.finish(n, None)
+
+    async def inline(fn):
+        return fn()
+
+    tool = next(t for t in read_tools(NotebookContext(lambda: {}, inline, log=lambda: log)) if t.name == "cells")
+    first = asyncio.run(execute_tool(tool, {}, ToolContext("c")))
+    assert len(first.content.encode()) <= MAX_BYTES
+    marker = first.content.rsplit("Use offset=", 1)
+    assert len(marker) == 2, first.content[-300:]
+    offset = int(marker[1].split(" ", 1)[0].rstrip("."))
+    assert f"#{offset - 1} [" in first.content and f"#{offset} [" not in first.content
+    rest = asyncio.run(execute_tool(tool, {"offset": offset, "limit": 2}, ToolContext("c")))
+    assert f"#{offset} [{offset}]" in rest.content and f"#{offset + 2} " not in rest.content
+    past = asyncio.run(execute_tool(tool, {"offset": 900}, ToolContext("c")))
+    assert past.is_error and "500 entries" in past.content

@@ -132,15 +132,21 @@ def test_insert_cell_in_jupyter_without_collaboration_proposes_the_cell_below(tm
     # A kernel a Jupyter server started (it names the notebook), with no live document.
     k = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME="analysis.ipynb")
     try:
-        k.ok(SETUP + _script("proposer", "tool_call('insert_cell', source='totals.get(\"east\", 0)')"))
+        calls = (
+            "tool_call('insert_cell', source='totals.get(\"east\", 0)')",
+            "tool_call('insert_cell', source='print(1)')",
+        )
+        k.ok(SETUP + _script("proposer", *calls))
         msg_id = k.send("%%flue -c propose --no-widget -m proposer\nadd a safer cell")
         k.collect(msg_id)
         reply = k.kc.get_shell_msg(timeout=30)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = k.kc.get_shell_msg(timeout=30)
         payloads = reply["content"].get("payload", [])
-        assert [p["text"] for p in payloads if p.get("source") == "set_next_input"] == ['totals.get("east", 0)']
-        (result,) = _results(k, "proposer")
-        assert "Proposed the cell below the %%flue cell" in result and "not in the notebook" in result
+        proposed = [p["text"] for p in payloads if p.get("source") == "set_next_input"]
+        assert proposed == ['totals.get("east", 0)\n\nprint(1)']  # the second joins the first, none lost
+        first, second = _results(k, "proposer")
+        assert "Proposed the cell below the %%flue cell" in first and "not in the notebook" in first
+        assert "joined to the code you proposed earlier" in second
     finally:
         k.shutdown()

@@ -232,10 +232,15 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
             details={"live": False, "proposed": False, "source": args.source, "kind": args.kind},
         )
     text = args.source if args.kind == "code" else "%%markdown\n" + args.source
-    replaced = _pending_proposal(shell)
+    earlier, extra = _pending_proposal(shell), ""
+    if earlier is not None and args.kind == "code" and not earlier.startswith("%%markdown"):
+        # One proposal per cell reaches the front end: keep the earlier code rather than lose it.
+        text = earlier.rstrip("\n") + "\n\n" + text
+        extra = " It is joined to the code you proposed earlier in this cell, as one cell (one proposal per cell)."
+    elif earlier is not None:
+        extra = " It replaces the cell you proposed earlier in this cell (one proposal per cell)."
     shell.set_next_input(text, replace=False)
     where = "below the %%flue cell" if front == "jupyter" else "as the next input at the prompt"
-    extra = " It replaces the cell you proposed earlier in this cell (one proposal per cell)." if replaced else ""
     how = " (as a `%%markdown` cell)" if args.kind == "markdown" else ""
     return ToolOutput(
         f"Proposed the cell{how} {where}: it appears when this cell finishes, not yet run, and it is "
@@ -244,9 +249,13 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
     )
 
 
-def _pending_proposal(shell: Any) -> bool:
+def _pending_proposal(shell: Any) -> str | None:
+    """The text of the cell already proposed in this execution, if any."""
     payloads: list[Any] = getattr(getattr(shell, "payload_manager", None), "read_payload", list)()
-    return any(p.get("source") == "set_next_input" for p in payloads if isinstance(p, dict))
+    for p in payloads:
+        if isinstance(p, dict) and p.get("source") == "set_next_input":
+            return str(p.get("text", ""))
+    return None
 
 
 def _run_in_kernel(log: CellLog, source: str, cell_id: str | None, prov: dict[str, Any]) -> CellRecord | None:
