@@ -167,15 +167,14 @@ class Room:
                 self.awareness.set_local_state(self.awareness.get_local_state())
                 await self._send_awareness()
 
-    async def change(self, edit: Callable[[YNotebook], Any], *, timeout: float) -> Any:
-        """Apply `edit` to the document in one transaction, send it, and wait for the server to have it."""
-        before = self.ydoc.get_state()
-        with self.ydoc.transaction(origin="flue"):
-            result = edit(self.notebook)
-        update = self.ydoc.get_update(before)
-        await self._send(create_update_message(update))
+    async def change(self, *edits: Callable[[YNotebook], Any], timeout: float) -> None:
+        """Apply each edit in a transaction of its own, send them, and wait for the server to have them."""
+        for edit in edits:
+            before = self.ydoc.get_state()
+            with self.ydoc.transaction(origin="flue"):
+                edit(self.notebook)
+            await self._send(create_update_message(self.ydoc.get_update(before)))
         await self.confirm(timeout)
-        return result
 
     async def confirm(self, timeout: float, *, first: bool = False) -> None:
         """Send a sync step 1 and wait for the server's step 2: everything sent before it has landed."""

@@ -197,7 +197,7 @@ class LiveDocument:
             at = len(nb.ycells) if after is None else _index(nb, after) + 1
             nb.ycells.insert(at, nb.create_ycell(cell))
 
-        await self._change(edit, "insert the cell")
+        await self._change(what="insert the cell", edits=(edit,))
         return new_id
 
     async def edit_cell(self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None) -> str:
@@ -217,7 +217,7 @@ class LiveDocument:
                     ycell["source"] = Text(source)
             _merge_metadata(ycell, metadata)
 
-        await self._change(edit, "edit the cell")
+        await self._change(what="edit the cell", edits=(edit,))
         return old[0]
 
     async def write_outputs(
@@ -225,12 +225,21 @@ class LiveDocument:
     ) -> None:
         """Set a code cell's outputs and execution count in the shared document."""
 
-        def edit(nb: YNotebook) -> None:
-            ycell = nb.ycells[_index(nb, cell_id)]
+        def code_cell(nb: YNotebook) -> Map[Any]:
+            ycell: Map[Any] = nb.ycells[_index(nb, cell_id)]
             if ycell.get("cell_type") != "code":
                 raise DocumentError(
                     f"cell {cell_id!r} is a {ycell.get('cell_type')} cell; only code cells have outputs"
                 )
+            return ycell
+
+        def running(nb: YNotebook) -> None:
+            # A view marks a cell whose source changed since it ran ("dirty") until it sees the
+            # cell go through "running": the run is shown as a front end's own run would be.
+            code_cell(nb)["execution_state"] = "running"
+
+        def done(nb: YNotebook) -> None:
+            ycell = code_cell(nb)
             youtputs = ycell.get("outputs")
             if isinstance(youtputs, Array):
                 youtputs.clear()
@@ -240,7 +249,7 @@ class LiveDocument:
             ycell["execution_count"] = execution_count
             ycell["execution_state"] = "idle"
 
-        await self._change(edit, "write the outputs")
+        await self._change(what="write the outputs", edits=(running, done))
 
     async def close(self) -> None:
         """Leave the room (idempotent)."""
@@ -253,8 +262,8 @@ class LiveDocument:
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    async def _change(self, edit: Callable[[YNotebook], None], what: str) -> None:
-        await self._call(lambda room: room.change(edit, timeout=self.timeout), what)
+    async def _change(self, *, what: str, edits: Sequence[Callable[[YNotebook], None]]) -> None:
+        await self._call(lambda room: room.change(*edits, timeout=self.timeout), what)
 
     async def _call(self, op: Callable[[Room], Awaitable[T]], what: str) -> T:
         """Run `op` on the live loop, reopening a lost room once; bounded, whatever the server does."""
