@@ -143,9 +143,11 @@ class OpenAIModel:
 
     def _initial_limits(self) -> Limits | None:
         window, output, _ = self._explicit
+        table = known(self.model_id) if self._official() else None
         if window is not None:
-            return Limits(window, output or max(256, min(8_192, window // 4)), None, "given")
-        return known(self.model_id) if self._official() else _LEARNT.get((self.base_url, self.model_id))
+            vision = table.vision if table is not None else None  # a given window keeps what the table knows
+            return Limits(window, output or max(256, min(8_192, window // 4)), vision, "given")
+        return table if self._official() else _LEARNT.get((self.base_url, self.model_id))
 
     def _make_info(self, limits: Limits | None) -> ModelInfo:
         self._limits = limits

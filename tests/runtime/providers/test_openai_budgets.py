@@ -30,6 +30,7 @@ def test_known_openai_models_come_from_the_table_without_asking() -> None:
     # The GPT-5 family takes 400K of which 128K are output: a prompt gets 272K.
     assert OpenAIModel("gpt-5-mini", api_key="k").info.context_window == 272_000
     assert OpenAIModel("gpt-4o", api_key="k").vision and not OpenAIModel("gpt-3.5-turbo", api_key="k").vision
+    assert OpenAIModel("gpt-4o", api_key="k", context_window=50_000).vision  # a given window keeps the rest
 
 
 def test_vllm_is_asked_for_max_model_len(openai_server: OpenAIServer) -> None:
