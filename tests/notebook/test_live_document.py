@@ -294,3 +294,12 @@ def test_the_notebook_tools_write_through_the_live_document(server, opened):
         assert flue_meta["conversation"] == "livetools"
         assert flue_meta["submission"] and flue_meta["tool_call_id"]
     assert inserted["metadata"]["flue"]["tool_call_id"] != edited["metadata"]["flue"]["tool_call_id"]
+
+
+def test_without_the_extra_connect_is_none_and_says_how_to_get_it(server, opened):
+    # The server has collaboration, the kernel lacks flue_nb[live] (pycrdt cannot be imported).
+    path, kernel = opened
+    run = kernel.ok("import sys\nsys.modules['pycrdt'] = None\n" + CONNECT.format(timeout=5))
+    assert "connect False" in run.stdout, run.all_text()
+    assert f"runs this kernel's notebook {path!r}" in run.stdout
+    assert "pip install 'flue_nb[live]'" in run.stdout
