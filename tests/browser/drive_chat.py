@@ -80,17 +80,18 @@ def lab(page: Page) -> None:
     view = cell(page, 1).locator(".flue-chat")
     expect(view.locator(".flue-answer").first).to_contain_text("Let me check", timeout=TIMEOUT)
     step("cell view: streamed text appeared while the cell ran")
-    wait_done(page, 1)
-    view = cell(page, 1).locator(".flue-chat").last
-    expect(view.locator(".flue-tool", has_text="bash")).to_contain_text("echo hello from bash")
-    expect(view.locator(".flue-tool", has_text="python")).to_contain_text("answer = 6 * 7")
-    expect(view.locator(".flue-tool-ok")).to_have_count(2)
-    expect(view.locator(".flue-ns-added")).to_have_text("+ answer")
-    expect(view.locator(".flue-answer :is(h3, h4, h5, h6)")).to_have_text("Result")
-    expect(view.locator(".flue-outcome")).to_have_text("✓ completed")
-    expect(cell(page, 1).locator(".flue-chat")).to_have_count(1)  # the widget, not widget + text
+    # While `python` sleeps (2 s), the live view shows the cards.
+    expect(view.locator(".flue-tool", has_text="bash")).to_contain_text("echo hello from bash", timeout=TIMEOUT)
     expect(view.locator(".flue-stop")).to_be_hidden()  # a blocking cell stops with the kernel's ■
-    step("cell view: text, bash + python cards (namespace + answer), ✓ completed")
+    wait_done(page, 1)
+    # Settled, the widget gives way to a static bundle a saved notebook can show (issue 19.1).
+    static = cell(page, 1).locator(".flue-static")
+    expect(static).to_contain_text("echo hello from bash", timeout=TIMEOUT)
+    expect(static).to_contain_text("answer = 6 * 7")
+    expect(static.locator("h3")).to_have_text("Result")
+    expect(static).to_contain_text("✓ completed")
+    expect(cell(page, 1).locator(".flue-chat")).to_have_count(0)
+    step("cell view: text and cards live, then the static bundle (bash, python, answer, ✓ completed)")
 
     # 2. The chat: a message sent while the agent works is queued, then joins the live response.
     run_cell(page, 2)
@@ -148,7 +149,7 @@ def lab(page: Page) -> None:
     page.keyboard.press("i")
     page.keyboard.press("i")
     wait_done(page, 4)
-    expect(cell(page, 4).locator(".flue-chat .flue-outcome.flue-aborted")).to_contain_text("■ aborted", timeout=TIMEOUT)
+    expect(cell(page, 4).locator(".flue-static")).to_contain_text("■ aborted", timeout=TIMEOUT)
     step("cell view: the kernel's interrupt → ■ aborted")
 
     # 6. Every other kind of part, drawn live while another cell runs the conversation.
@@ -213,9 +214,9 @@ def notebook7(page: Page) -> None:
     wait_done(page, 0)
     run_cell(page, 1)
     wait_done(page, 1)
-    view = cell(page, 1).locator(".flue-chat")
-    expect(view.locator(".flue-tool-ok")).to_have_count(2, timeout=TIMEOUT)
-    expect(view.locator(".flue-outcome")).to_have_text("✓ completed")
+    view = cell(page, 1).locator(".flue-static")  # settled: the static bundle (issue 19.1)
+    expect(view).to_contain_text("echo hello from bash", timeout=TIMEOUT)
+    expect(view).to_contain_text("✓ completed")
     run_cell(page, 2)
     chat = cell(page, 2).locator(".flue-chat")
     expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)

@@ -66,3 +66,21 @@ def test_subcommands_never_switch_the_agent_of_a_chat_19_2(tmp_path: Path) -> No
     assert second[0] == "helper answers" and second[1]["agent"] == "helper", second
     assert switched["agent"] == "assistant" and "other" in switched["model"], switched
     assert third[0] == "the default assistant answers" and third[1]["agent"] == "assistant", third
+
+
+def test_a_frontend_shutdown_aborts_the_kernels_chat_run_durably_19_6(tmp_path: Path) -> None:
+    """Shut Down / Restart from the frontend aborts the chat's run; it is not re-run on reopen."""
+    from flue_nb.runtime.session import open_conversation
+
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + "\nslow = ScriptedModel([' '.join(f'w{i}' for i in range(3000))], delay=0.01)")
+        kernel.ok("%flue chat -c sd -m slow")
+        kernel.ok("w = open_widgets()[-1]; w.send_message('a long answer')")
+        kernel.ok("for _ in range(200):\n    if w.live and w.live[0]['parts']: break\n    time.sleep(0.05)")
+        kernel.kc.shutdown()  # the frontend's Shut Down Kernel (and half of Restart)
+        kernel.km.provisioner.process.wait(30)
+    finally:
+        kernel.shutdown()
+    [sub] = open_conversation("sd", db=str(tmp_path / "flue.sqlite")).submissions()
+    assert sub.abort_requested or (sub.outcome is not None and sub.outcome.value == "aborted"), sub

@@ -6,6 +6,7 @@ from typing import Any
 
 from flue_nb.notebook.chat._frontend import WithWidget
 from flue_nb.notebook.chat.widget import ChatWidget
+from flue_nb.notebook.view.static import StaticView
 
 __all__ = ["CellChat"]
 
@@ -30,9 +31,11 @@ class CellChat:
         """The live display's publisher while the widget streams: nothing to re-send."""
 
     def final(self, view: Any, result: Any) -> Any:
-        """The live display's last content; the widget stops following the conversation."""
+        """The live display's last content: the run as a static bundle with no widget in it, so
+        the saved notebook reads the same in a new kernel, with none, in nbconvert and on
+        GitHub (issue 19.1); the widget stops following the conversation."""
         self.widget.flush()
         self.widget.detach()
         if result is not None:
             return result  # a final content chosen by the caller
-        return self.bundle(view)
+        return StaticView(view)

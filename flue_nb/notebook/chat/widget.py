@@ -27,6 +27,7 @@ import anywidget
 import traitlets
 
 from flue_nb.notebook.chat._fold import ChatFold
+from flue_nb.notebook.chat._saved import HIDE_COPY_CSS
 from flue_nb.notebook.view.transcript import cost_text
 from flue_nb.runtime.events import Event
 
@@ -67,7 +68,7 @@ class ChatWidget(anywidget.AnyWidget):
     """A conversation as a chat: streaming text, tool cards, gauge, queue, Stop, Approve/Deny."""
 
     _esm = _STATIC / "chat.js"
-    _css = _STATIC / "chat.css"
+    _css = (_STATIC / "chat.css").read_text(encoding="utf-8") + HIDE_COPY_CSS
 
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
@@ -97,6 +98,8 @@ class ChatWidget(anywidget.AnyWidget):
         self.session = session
         self.model_label = model
         self.describe = describe
+        self.saved: Any = None
+        """The static copy under a chat (`_saved.SavedCopy`), rewritten when a submission settles."""
         """Who answers the next message: (agent name, model label), asked at each status."""
         self.fold = ChatFold(only=None)
         self.interval = 1.0 / rate
@@ -192,6 +195,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._timer.cancel()
                 self._timer = None
             fold = self.fold
+            settled = bool(fold.settled_now)
             history = fold.history() if (fold.settled_now or not self.history) else None
             live = fold.live()
             fold.settled_now.clear()
@@ -203,6 +207,8 @@ class ChatWidget(anywidget.AnyWidget):
             # An empty context: ipykernel then addresses the update to the cell running now (as
             # `handle_publisher` does for display updates), which nbclient and frontends accept.
             contextvars.Context().run(self._set, history, live, state)
+        if settled and self.saved is not None:
+            self.saved.refresh()
 
     def _set(self, history: Any, live: Any, state: Any) -> None:
         with self.hold_sync():

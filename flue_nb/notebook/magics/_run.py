@@ -86,7 +86,7 @@ def run_message(
         _show_recovery(session, view, opened_at)
         live.finish(result)
         if not watched:
-            display(view if chat is None else chat.bundle(view))
+            display(view if chat is None else chat.final(view, None))
         elif chat is not None:
             publish(chat.final(view, result))
 

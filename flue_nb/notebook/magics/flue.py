@@ -481,14 +481,14 @@ class FlueMagics(Magics):
                 self._choose(session.conversation_id, self._db(args), args.agent)
         except FlueError as exc:
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
-        from flue_nb.notebook.chat._frontend import WithWidget
+        from flue_nb.notebook.chat._saved import SavedCopy
         from flue_nb.notebook.chat.widget import ChatWidget
-        from flue_nb.notebook.view.history import history_view
 
         key = self._key(session.conversation_id, self._db(args))
         chat = ChatWidget(session, model=label, describe=lambda: self._answering(key))
-        # Where widgets don't render (nbconvert, a terminal), the history shows as text.
-        display(WithWidget(history_view(session.conversation_id, session.history()), chat))
+        # The widget, and under it the conversation as a static copy kept current: what a saved
+        # notebook shows where the widget cannot be drawn (issue 19.1).
+        SavedCopy(chat)
         if cell is not None and cell.strip():
             chat.send_message(cell.strip())
         return True
@@ -637,6 +637,19 @@ def load_ipython_extension(ipython: Any) -> None:
     from flue_nb.notebook.cells.log import install
 
     install(ipython)  # the cell log the notebook tools read: every cell from now on
+    from flue_nb.notebook.magics._shutdown import on_frontend_shutdown
+
+    on_frontend_shutdown(getattr(ipython, "kernel", None), lambda: _open_sessions(magics))
+
+
+def _open_sessions(magics: Any) -> list[Any]:
+    """The sessions this kernel talks to: its cells' and its chats' (to abort at shutdown)."""
+    found = [session for _agent, session in getattr(magics, "_agents", {}).values()]
+    try:
+        from flue_nb.notebook.chat.widget import open_widgets
+    except ImportError:  # no `widget` extra: only the cells' sessions
+        return found
+    return found + [w.session for w in open_widgets()]
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -6,6 +6,7 @@ re-runs to the same output.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flue_nb.notebook.view.transcript import TextView, cost_text, summarize_call
@@ -29,12 +30,12 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
     for m in messages:
         if isinstance(m, UserMessage):
             plain.append(f"user: {m.text.strip()}")
-            md.append(f"**user:** {m.text.strip()}")
+            md.append(_said("user", _keep_lines(m.text.strip())))
             _images(m.images, plain, md)
         elif isinstance(m, AssistantMessage):
             if m.text.strip():
                 plain.append(f"assistant: {m.text.strip()}")
-                md.append(f"**assistant:** {m.text.strip()}")
+                md.append(_said("assistant", m.text.strip()))
             for call in m.tool_calls:
                 res = results.get(call.id)
                 mark = "…" if res is None else ("✗" if res.is_error else "✓")
@@ -62,6 +63,23 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
         "\n\n".join(md),
         {"conversation_id": conversation_id, "messages": len(messages)},
     )
+
+
+_BLOCK = re.compile(r"(#{1,6}\s|[-*+]\s|>|```|~~~|\||\d+[.)]\s)")
+"""How a markdown block (heading, list, quote, fence, table) starts: it cannot follow a label inline."""
+
+
+def _said(who: str, text: str) -> str:
+    """`**who:** text`; a text of several lines (or one starting with a heading, list, quote or
+    code) goes on its own lines, so its markdown renders as markdown (issue 19.8)."""
+    if "\n" not in text and not _BLOCK.match(text):
+        return f"**{who}:** {text}"
+    return f"**{who}:**\n\n{text}"
+
+
+def _keep_lines(text: str) -> str:
+    """A person's message keeps its line breaks: markdown would join its lines into one."""
+    return "  \n".join(line.rstrip() for line in text.split("\n"))
 
 
 def _images(images: list[Any], plain: list[str], md: list[str]) -> None:
