@@ -74,18 +74,20 @@ def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
 _cache: dict[tuple[Any, ...], AgentDef] = {}
 
 
-def make_assistant(model: Any, *, approval: str = "allow", cwd: str | None = None) -> AgentDef:
+def make_assistant(
+    model: Any, *, approval: str = "allow", cwd: str | None = None, approval_timeout: float | None = None
+) -> AgentDef:
     """The notebook assistant for a model; the same settings give the same agent object.
 
     Reusing one `AgentDef` matters: a conversation whose agent changes is reopened, and its
     sandbox (built once here) keeps the tools' per-path locks and the `python` cell counter.
     """
-    key = (id(model) if not isinstance(model, str) else model, approval, cwd or os.getcwd())
+    key = (id(model) if not isinstance(model, str) else model, approval, cwd or os.getcwd(), approval_timeout or None)
     found = _cache.get(key)
     if found is not None:
         return found
     # kernel() runs `python` on the kernel's main thread while a cell blocks on the run.
-    sandbox = kernel(cwd, approval=approval)  # type: ignore[arg-type]
+    sandbox = kernel(cwd, approval=approval, approval_timeout=approval_timeout or None)  # type: ignore[arg-type]
 
     @agent(name="assistant")
     def assistant() -> str:

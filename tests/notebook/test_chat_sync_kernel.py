@@ -15,7 +15,7 @@ pytestmark = pytest.mark.kernel
 SETUP = """\
 import json, time
 import flue_nb as flue
-from flue_nb.models import ScriptedModel
+from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.notebook.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 other = ScriptedModel(["the default assistant answers"] * 5)
@@ -84,3 +84,58 @@ def test_a_frontend_shutdown_aborts_the_kernels_chat_run_durably_19_6(tmp_path: 
         kernel.shutdown()
     [sub] = open_conversation("sd", db=str(tmp_path / "flue.sqlite")).submissions()
     assert sub.abort_requested or (sub.outcome is not None and sub.outcome.value == "aborted"), sub
+
+
+ASKER = """
+asker = ScriptedModel([reply("", tool_call("bash", "k1", command="echo ran > ran.txt")), reply("Done.")] * 3)
+%config FlueMagics.model = 'asker'
+"""
+
+CARD = """\
+def card(w, call_id):
+    for b in w.history + w.live:
+        for p in b["parts"]:
+            if p.get("call_id") == call_id:
+                return p
+def wait_card(w, call_id, status):
+    for _ in range(200):
+        c = card(w, call_id)
+        if c and c["status"] == status:
+            return c
+        time.sleep(0.05)
+    raise AssertionError(f"card {call_id} never {status}: {card(w, call_id)}")
+"""
+
+
+def test_an_approval_is_offered_in_every_chat_and_the_first_answer_wins_19_3(tmp_path: Path) -> None:
+
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + ASKER + CARD)
+        kernel.ok("%flue chat -c ap --approval ask")
+        kernel.ok("%flue chat -c ap --approval ask")
+        kernel.ok("w1, w2 = open_widgets()[-2:]")
+        kernel.ok("w1.send_message('write the file')")
+        asked = json.loads(kernel.ok("print(json.dumps([wait_card(w1, 'k1', 'awaiting_approval'), "
+                                     "wait_card(w2, 'k1', 'awaiting_approval')]))").stdout)  # fmt: skip
+        kernel.ok("assert w2.answer('k1', True)")  # the click in the second chat, where the person typed
+        done = json.loads(kernel.ok("print(json.dumps([wait_card(w1, 'k1', 'ok'), wait_card(w2, 'k1', 'ok')]))").stdout)
+    finally:
+        kernel.shutdown()
+    assert all(c["ask"] and c.get("asked_at") for c in asked), asked
+    assert all(c["approval"]["approved"] and not c.get("ask") for c in done), done
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+
+
+def test_approval_timeout_falls_back_to_the_headless_policy_19_7(tmp_path: Path) -> None:
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + ASKER + CARD + "%config FlueMagics.approval_timeout = 0.5")
+        kernel.ok("%flue chat -c to --approval ask")
+        kernel.ok("w = open_widgets()[-1]; w.send_message('write the file')")
+        out = json.loads(kernel.ok("print(json.dumps(wait_card(w, 'k1', 'failed')))").stdout)
+    finally:
+        kernel.shutdown()
+    assert "nobody answered within 0.5 s" in out["result"]["text"], out
+    assert out["approval"]["fallback"] == "deny" and not out.get("ask")
+    assert not (tmp_path / "ran.txt").exists()

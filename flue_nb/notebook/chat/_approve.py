@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import threading
 from typing import Any
 
@@ -47,8 +49,9 @@ def _prompt(request: ApprovalRequest) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-async def notebook_approver(request: ApprovalRequest) -> Any:
-    """Ask the widget showing the call, else stdin, else say no one could be asked."""
+async def notebook_approver(request: ApprovalRequest, *, timeout: float | None = None) -> Any:
+    """Ask every chat showing the call (the first answer wins), else stdin, else say no one could
+    be asked; past `timeout` seconds with no answer from a chat, the fallback policy applies."""
     if request.tool_name == "edit_cell":  # the person decides on the change: show it as a diff
         from flue_nb.notebook.cells.write import approval_summary
 
@@ -60,12 +63,11 @@ async def notebook_approver(request: ApprovalRequest) -> Any:
         widgets = []
     else:
         widgets = open_widgets()
-    shown = None
-    for widget in widgets:
-        if widget.shows(request.call_id):
-            if widget.interactive:
-                return await widget.ask(request.call_id, request.summary)
-            shown = widget  # a blocking cell's view: its card points to the prompt under the cell
+    showing = [w for w in widgets if w.shows(request.call_id)]
+    asked = [w for w in showing if w.interactive]
+    if asked:
+        return await _first_answer(asked, request, timeout)
+    shown = showing[0] if showing else None  # a blocking cell's view: it points to the prompt
     if shown is not None:
         shown.asking(request.call_id, request.summary)
     try:
@@ -84,12 +86,35 @@ def _user_ns() -> dict[str, Any]:
     return shell.user_ns if shell is not None else {}
 
 
-def default_approver() -> Any:
-    """`notebook_approver` inside a Jupyter kernel; None (a headless run) anywhere else."""
+async def _first_answer(widgets: list[Any], request: ApprovalRequest, timeout: float | None) -> Any:
+    """Approve / Deny in every view of the call; the first click decides and the others follow."""
+    asks = [asyncio.ensure_future(w.ask(request.call_id, request.summary)) for w in widgets]
+    try:
+        done, _ = await asyncio.wait(asks, timeout=timeout or None, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        for task in asks:
+            task.cancel()
+        raise
+    if not done:
+        for task in asks:
+            task.cancel()  # each card stops offering the buttons; the result tells the rest
+        return Unanswered(f"time (nobody answered within {timeout:g} s in this kernel's chats)")
+    approved = bool(next(iter(done)).result())
+    for widget in widgets:
+        widget.answer(request.call_id, approved)  # the other views take the same answer
+    await asyncio.gather(*asks, return_exceptions=True)
+    return approved
+
+
+def default_approver(timeout: float | None = None) -> Any:
+    """`notebook_approver` (waiting at most `timeout` s for a chat's answer) inside a Jupyter
+    kernel; None (a headless run) anywhere else."""
     import sys
 
     if "ipykernel" not in sys.modules:
         return None
     from ipykernel.kernelbase import Kernel
 
-    return notebook_approver if Kernel.initialized() else None
+    if not Kernel.initialized():
+        return None
+    return notebook_approver if not timeout else functools.partial(notebook_approver, timeout=timeout)

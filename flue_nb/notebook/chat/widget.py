@@ -312,10 +312,17 @@ class ChatWidget(anywidget.AnyWidget):
         fut: asyncio.Future[bool] = loop.create_future()
         with self._lock:
             self._approvals[call_id] = (loop, fut)
-            self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary)
+            # When it started: a card waiting with nobody answering says for how long.
+            self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary, asked_at=time.time())
         self._push()
         try:
             approved = await fut
+        except asyncio.CancelledError:
+            # Answered elsewhere or timed out: the buttons go, the tool's result says the rest.
+            with self._lock:
+                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None)
+            self._push()
+            raise
         finally:
             with self._lock:
                 self._approvals.pop(call_id, None)

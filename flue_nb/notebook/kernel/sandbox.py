@@ -43,6 +43,7 @@ class KernelSandbox(LocalSandbox):
         approver: Approver | None = None,
         fallback: Fallback = "deny",
         runner: Runner | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         """Args:
         cwd: The working directory for the file and shell tools.
@@ -52,6 +53,8 @@ class KernelSandbox(LocalSandbox):
         approver: Who answers `ask`; None means a headless run, which follows `fallback`.
         fallback: What `ask` does with no one to ask.
         runner: Where `python` code runs; default: the thread waiting on the run (see below).
+        approval_timeout: Seconds an `ask` waits for a chat's answer before `fallback` applies
+            (None or 0: no limit).
         """
         super().__init__(cwd, env=env)
         self._namespace = namespace
@@ -61,6 +64,9 @@ class KernelSandbox(LocalSandbox):
         self._approver = approver
         self._fallback: Fallback = fallback
         self._runner = runner
+        if approval_timeout is not None and (not isinstance(approval_timeout, (int, float)) or approval_timeout < 0):
+            raise ConfigError(f"approval_timeout must be a number of seconds >= 0, got {approval_timeout!r}")
+        self._approval_timeout = approval_timeout
 
     def __repr__(self) -> str:
         return f"KernelSandbox({self.cwd!r})"
@@ -104,7 +110,7 @@ class KernelSandbox(LocalSandbox):
         # In a Jupyter kernel, `ask` asks the chat widget or the cell's stdin (notebook.chat).
         from flue_nb.notebook.chat._approve import default_approver
 
-        approver = self._approver if self._approver is not None else default_approver()
+        approver = self._approver if self._approver is not None else default_approver(self._approval_timeout)
         return [
             with_approval(
                 t,
@@ -125,6 +131,7 @@ def kernel(
     approver: Approver | None = None,
     fallback: Fallback = "deny",
     runner: Runner | None = None,
+    approval_timeout: float | None = None,
 ) -> KernelSandbox:
     """The live kernel's workspace: `cwd` (default: the current directory) and its namespace.
 
@@ -139,6 +146,7 @@ def kernel(
         approver=approver,
         fallback=fallback,
         runner=runner,
+        approval_timeout=approval_timeout,
     )
 
 

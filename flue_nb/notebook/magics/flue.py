@@ -82,6 +82,11 @@ class FlueMagics(Magics):
         "allow",
         help="Approval policy for the assistant's `python` and `bash`.",
     ).tag(config=True)
+    approval_timeout = Float(
+        0.0,
+        help="Seconds an `ask` approval waits for an answer in a chat before the fallback policy "
+        "(deny) applies, as in a headless run; 0: wait until answered.",
+    ).tag(config=True)
     lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(
         config=True
     )
@@ -289,7 +294,9 @@ class FlueMagics(Magics):
                     raise UsageError(problem)
                 raise FlueCellError(f"flue: {problem} (from the model setting)")
         label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
-        return make_assistant(spec, approval=args.approval or self.approval), label
+        return make_assistant(
+            spec, approval=args.approval or self.approval, approval_timeout=self.approval_timeout or None
+        ), label
 
     def _conversation(self, args: Any) -> str:
         # Once per cell: `--new` must not make two ids when both the agent and the session ask.
@@ -397,7 +404,11 @@ class FlueMagics(Magics):
             from flue_nb.notebook.assistant import make_assistant, resolve_spec
 
             setting = stored.get("model") or self._model_setting(args)
-            return make_assistant(resolve_spec(setting, self._ns), approval=stored["approval"])
+            return make_assistant(
+                resolve_spec(setting, self._ns),
+                approval=stored["approval"],
+                approval_timeout=self.approval_timeout or None,
+            )
         found = self._ns.get(stored.get("agent", ""))
         return found if isinstance(found, AgentDef) else None
 
