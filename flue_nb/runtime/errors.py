@@ -219,8 +219,8 @@ class ProviderError(RunError):
 
     @property
     def transient(self) -> bool:
-        """True for errors worth retrying with backoff (contract 11.3)."""
-        return self.kind in _TRANSIENT
+        """True for errors worth retrying with backoff (contract 11.3); `final=True` never is."""
+        return self.kind in _TRANSIENT and not self.details.get("final")
 
 
 class ProviderHTTPError(ProviderError):

@@ -66,6 +66,9 @@ class RunSettings:
     clock: Callable[[], float] = time.time
     rng: random.Random = field(default_factory=random.Random)
     resolve_model: Callable[[Any], Model] | None = None
+    model_call_timeout: float = 600.0
+    """Seconds one model call may take in all, its retries and their backoff included (a hung
+    provider costs ~120 s a try); past it the submission fails instead of trying again."""
     counter: Any = None
     """A `TokenCounter` shared by the conversation's runs (made on first use)."""
 
@@ -366,16 +369,29 @@ class AgentRun:
         compaction summary) are quiet: their text is never shown as the answer.
         """
         failures = 0
+        limit = self.settings.model_call_timeout
+        deadline = time.monotonic() + limit
         while True:
             try:
-                if not visible:
-                    return await _collect(model, request)
-                return await self._stream(request, model)
+                call = _collect(model, request) if not visible else self._stream(request, model)
+                return await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                if time.monotonic() < deadline:
+                    raise  # a timeout of the model's own, not this call's deadline
+                raise ProviderError(
+                    f"the model gave no complete response within {limit:g} s, {failures + 1} "
+                    f"tr{'y' if failures == 0 else 'ies'} included; the provider may be hung or overloaded. "
+                    "Try again later (the limit is the run's `model_call_timeout`).",
+                    kind="timeout",
+                    final=True,
+                ) from None
             except ProviderError as exc:
                 if not exc.transient or failures >= MAX_TRANSIENT_RETRIES:
                     raise
                 failures += 1
                 delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
+                if time.monotonic() + delay >= deadline:
+                    raise  # no time left for another try: the error as it is
                 self.emit(
                     ev.Log(
                         kind="retry",
