@@ -150,3 +150,18 @@ def test_insert_cell_in_jupyter_without_collaboration_proposes_the_cell_below(tm
         assert "joined to the code you proposed earlier" in second
     finally:
         k.shutdown()
+
+
+def test_insert_cell_from_a_run_no_cell_waits_for_says_it_cannot_propose(tmp_path):
+    k = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME="analysis.ipynb")
+    try:
+        k.ok(SETUP + _script("bg", "tool_call('insert_cell', source='x = 1')"))
+        k.ok("%flue -c bgprop -m bg --background add a cell")
+        for _ in range(100):  # the background run ends on its own; poll for its last request
+            if k.ok("print(len(bg.requests))").stdout.strip() == "2":
+                break
+            k.ok("import time; time.sleep(0.1)")
+        (result,) = _results(k, "bg")
+        assert "Nothing was inserted" in result and "not attached to one" in result
+    finally:
+        k.shutdown()

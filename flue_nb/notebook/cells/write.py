@@ -227,8 +227,9 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
         )
     if not coordinator().has_waiter:
         return ToolOutput(
-            f"{nothing}: a cell can be proposed only while a %%flue cell is executing, and this run "
-            "comes from the chat widget (there is no cell to put it under). Give the user the source.",
+            f"{nothing}: a cell can be proposed only while a %%flue cell is executing, and this run is "
+            "not attached to one (it comes from the chat widget or runs in the background), so there is "
+            "no cell to put it under. Give the user the source in your answer.",
             details={"live": False, "proposed": False, "source": args.source, "kind": args.kind},
         )
     text = args.source if args.kind == "code" else "%%markdown\n" + args.source
