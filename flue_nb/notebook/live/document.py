@@ -113,6 +113,27 @@ def _youtput(output: Mapping[str, Any]) -> Map[Any]:
     return Map(out)
 
 
+def replace_text(text: Text, old: str, new: str) -> None:
+    """Turn `text` (holding `old`) into `new` by replacing only the part that differs.
+
+    Someone typing in the same cell keeps their cursor and their words outside that part, and the
+    change merges with theirs instead of replacing the whole cell.
+    """
+    start, shortest = 0, min(len(old), len(new))
+    while start < shortest and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < shortest - start and old[len(old) - 1 - end] == new[len(new) - 1 - end]:
+        end += 1
+    # pycrdt's text offsets count UTF-8 bytes, not characters.
+    begin, stop = len(old[:start].encode()), len(old[: len(old) - end].encode())
+    if stop > begin:
+        del text[begin:stop]
+    middle = new[start : len(new) - end]
+    if middle:
+        text.insert(begin, middle)
+
+
 def _index(nb: YNotebook, cell_id: str) -> int:
     for i, ycell in enumerate(nb.ycells):
         if ycell.get("id") == cell_id:
@@ -211,8 +232,7 @@ class LiveDocument:
                 old.append(str(text))
             if str(text) != source:
                 if isinstance(text, Text):
-                    text.clear()
-                    text.insert(0, source)
+                    replace_text(text, str(text), source)
                 else:
                     ycell["source"] = Text(source)
             _merge_metadata(ycell, metadata)
