@@ -145,8 +145,6 @@ class CellLog:
         self._next = None
         if kind == "user" and "flue" in source and _FLUE_LINE.search(source):
             kind = "flue"
-        # No lock on this path (it runs before every cell): appends are atomic under the GIL,
-        # and cells start on one thread at a time.
         self._numbers += 1
         record = CellRecord(
             self._numbers, kind, source, cell_id, execution_count, time.time(),
@@ -154,9 +152,12 @@ class CellLog:
         )  # fmt: skip
         if kind != "flue":
             record._streams = {"stdout": BoundedText(), "stderr": BoundedText()}
-        if len(self._records) == self._records.maxlen:
-            self._forget(self._records[0])
-        self._records.append(record)
+        # Held only for the append: a tool copying the log on another thread must not see the
+        # deque change under it ("deque mutated during iteration").
+        with self._lock:
+            if len(self._records) == self._records.maxlen:
+                self._forget(self._records[0])
+            self._records.append(record)
         self._stack.append(record)
         if kind == "agent":
             self.last_agent = record
