@@ -219,7 +219,8 @@ def use_mcp(
         env: Extra environment variables for a stdio server.
         cwd: Working directory of a stdio server.
         headers: HTTP headers sent to an HTTP server (e.g. authorization).
-        timeout: Seconds allowed to start the server, initialise and list its tools. A server
+        timeout: Seconds allowed to start the server, initialise and list its tools (the first
+            server of a process also waits for the SDK's import, outside this clock). A server
             that timed out is not tried again for a minute (each try would cost the timeout).
         call_timeout: Seconds one tool call may take (default 300); then it is cancelled and
             the model gets an error result. None: no limit (abort still stops a call).

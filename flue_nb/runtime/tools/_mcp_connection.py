@@ -155,6 +155,7 @@ class Connection:
             await self._open()
 
     async def _open(self) -> None:
+        await asyncio.to_thread(import_sdk)  # off the loop, and before the start clock runs
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         self._stop = asyncio.Event()

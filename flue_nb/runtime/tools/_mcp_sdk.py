@@ -39,9 +39,16 @@ def quiet_stdout_noise() -> None:
 
 
 def import_sdk() -> Any:
-    """The `mcp` package, or an error saying how to install it."""
+    """The `mcp` package and the client modules used here, or an error saying how to install it.
+
+    Seconds of imports the first time: `Connection` runs this in a worker thread before it
+    starts a server's clock, so neither the runtime's loop nor the start timeout pays for it.
+    """
     try:
         import mcp
+        import mcp.client.stdio
+        import mcp.client.streamable_http
+        import mcp.shared._httpx_utils  # noqa: F401 - imported for the side effect of loading
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise McpConnectionError("`use_mcp()` needs the `mcp` package: pip install 'flue_nb[mcp]'") from exc
     return mcp
