@@ -206,3 +206,40 @@ def test_cells_pages_like_read_with_a_continuation_marker():
     assert f"#{offset} [{offset}]" in rest.content and f"#{offset + 2} " not in rest.content
     past = asyncio.run(execute_tool(tool, {"offset": 900}, ToolContext("c")))
     assert past.is_error and "500 entries" in past.content
+
+
+def test_in_colab_the_notebook_comes_from_the_front_end_read_only(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from flue_nb.notebook.cells import colab, saved
+
+    notebook = {"cells": [
+        {"cell_type": "code", "source": ["a = 1\n", "a"], "metadata": {"id": "c1"}, "execution_count": 3, "outputs": []},
+        {"cell_type": "markdown", "source": "# notes", "metadata": {"id": "c2"}},
+    ]}  # fmt: skip
+    asked = []
+
+    def blocking_request(kind, request="", timeout_sec=5, parent=None):
+        asked.append((kind, timeout_sec))
+        return {"ipynb": notebook}
+
+    google = types.ModuleType("google")
+    package = types.ModuleType("google.colab")
+    package._message = types.SimpleNamespace(blocking_request=blocking_request)
+    google.colab = package
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", package)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.setattr(saved, "_live_checked", float("inf"))  # no live server to look for here
+
+    async def inline(fn):
+        return fn()
+
+    doc = asyncio.run(saved.find_document({}, inline))
+    assert isinstance(doc, colab.ColabDocument) and isinstance(doc, Document) and not doc.live
+    cells = asyncio.run(doc.cells())
+    assert [(c.id, c.kind, c.source) for c in cells] == [("c1", "code", "a = 1\na"), ("c2", "markdown", "# notes")]
+    assert asked == [("get_ipynb", colab.TIMEOUT)]
+    with pytest.raises(DocumentError, match="not be.*edited|not edited|but not edited"):
+        asyncio.run(doc.edit_cell("c1", "a = 2"))

@@ -85,7 +85,7 @@ def shell():
 def _use(monkeypatch: Any, doc: Any) -> None:
     """Make `doc` (or no document) the one the tools find."""
 
-    async def found(ns: Any) -> Any:
+    async def found(ns: Any, runner: Any = None) -> Any:
         return doc
 
     monkeypatch.setattr(tools, "find_document", found)

@@ -124,8 +124,9 @@ _live: Document | None = None
 _live_checked = 0.0
 
 
-async def find_document(namespace: Mapping[str, Any] | None = None) -> Document | None:
-    """The live document when a server offers one, else the saved notebook, else None."""
+async def find_document(namespace: Mapping[str, Any] | None = None, runner: Any = None) -> Document | None:
+    """The live document when a server offers one, else the saved notebook, else (in Colab, with a
+    `runner` to ask the front end from) Colab's notebook, else None."""
     global _live, _live_checked
     if _live is None and time.monotonic() - _live_checked > _RETRY_LIVE_AFTER:
         _live_checked = time.monotonic()
@@ -133,7 +134,11 @@ async def find_document(namespace: Mapping[str, Any] | None = None) -> Document 
     if _live is not None:
         return _live
     path = notebook_path(namespace)
-    return SavedDocument(path) if path and os.path.exists(path) else None
+    if path and os.path.exists(path):
+        return SavedDocument(path)
+    from flue_nb.notebook.cells.colab import colab_document
+
+    return colab_document(runner)
 
 
 def reset_document() -> None:

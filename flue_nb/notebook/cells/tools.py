@@ -52,7 +52,7 @@ class NotebookContext:
             ns = self.namespace()
         except Exception:  # noqa: BLE001 - outside IPython: no namespace, no notebook path
             ns = {}
-        doc = await find_document(ns)
+        doc = await find_document(ns, self.runner)
         if doc is None:
             return None, None, ""
         try:

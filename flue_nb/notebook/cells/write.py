@@ -199,11 +199,18 @@ def _shell() -> Any:
 def _front_end(shell: Any, namespace: dict[str, Any]) -> Literal["vscode", "jupyter", "terminal", "headless"]:
     if namespace.get("__vsc_ipynb_file__"):
         return "vscode"
-    if "ipykernel" not in sys.modules or type(shell).__name__ != "ZMQInteractiveShell":
+    if "ipykernel" not in sys.modules or not _is_kernel_shell(shell):
         return "terminal"
     if os.environ.get("JPY_SESSION_NAME") or "google.colab" in sys.modules:
         return "jupyter"
     return "headless"  # nbclient, nbconvert, `flue-nb run`: no one sees a proposed cell
+
+
+def _is_kernel_shell(shell: Any) -> bool:
+    """A kernel's shell (ipykernel's, or a subclass such as Colab's), not terminal IPython."""
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    return isinstance(shell, ZMQInteractiveShell)
 
 
 def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
