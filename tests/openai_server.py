@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from tests.anthropic_server import RecordedRequest
+
 __all__ = [
     "ChatReply",
     "ErrorReply",
@@ -205,17 +207,6 @@ def overflow(server: Literal["openai", "vllm", "vllm-new", "llama.cpp"]) -> Erro
 def _split(s: str, n: int) -> list[str]:
     size = max(1, -(-len(s) // max(1, n)))
     return [s[i : i + size] for i in range(0, len(s), size)] or [""]
-
-
-@dataclass
-class RecordedRequest:
-    """One request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names lower-cased."""
-    body: dict[str, Any]
 
 
 class OpenAIServer:

@@ -7,15 +7,39 @@ and once on OpenAI's chat completions, each on its real SDK against its loopback
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
+from flue_nb.runtime.messages import UserMessage
 from flue_nb.runtime.providers.anthropic import AnthropicModel
+from flue_nb.runtime.providers.model import ModelRequest, ToolSpec
 from flue_nb.runtime.providers.openai import OpenAIModel
 from tests import anthropic_server as A
 from tests import openai_server as O
+
+READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+
+
+def collect(model: Any, request: ModelRequest | None = None) -> tuple[list[Any], BaseException | None]:
+    """Stream one request (the model learns its window first, if it does): (events, error or None)."""
+    events: list[Any] = []
+    request = request or ModelRequest(system="Be terse.", messages=[UserMessage("hi")], tools=[READ])
+
+    async def go() -> None:
+        prepare = getattr(model, "prepare", None)
+        if prepare is not None:
+            await prepare()
+        async for event in model.stream(request):
+            events.append(event)
+
+    try:
+        asyncio.run(go())
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return events, exc
+    return events, None
 
 
 class Sleeps:

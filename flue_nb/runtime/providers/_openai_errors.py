@@ -51,7 +51,7 @@ def translate_errors(model_id: str, *, provider: str, key_hint: str) -> Iterator
         raise
     except openai.APIStatusError as exc:
         raise _status_error(exc, model_id, provider, key_hint) from exc
-    except openai.APITimeoutError as exc:
+    except (openai.APITimeoutError, httpx2.TimeoutException) as exc:
         raise ProviderError(
             f"The request to {provider} for `{model_id}` timed out.", kind="timeout", model=model_id
         ) from exc
@@ -66,10 +66,6 @@ def translate_errors(model_id: str, *, provider: str, key_hint: str) -> Iterator
             kind="server",
             model=model_id,
             mid_stream=True,
-        ) from exc
-    except httpx2.TimeoutException as exc:
-        raise ProviderError(
-            f"The request to {provider} for `{model_id}` timed out.", kind="timeout", model=model_id
         ) from exc
     except httpx2.TransportError as exc:
         raise _connection(exc, model_id, provider) from exc

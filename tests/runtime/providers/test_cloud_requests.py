@@ -3,35 +3,16 @@ clients against loopback endpoints, with the credentials they need injected (no 
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 
 from flue_nb.runtime.errors import ModelNotConfiguredError, ProviderHTTPError
-from flue_nb.runtime.messages import UserMessage
 from flue_nb.runtime.providers._anthropic_cloud import CloudClaudeModel, family_id
-from flue_nb.runtime.providers.model import ModelRequest, ResponseDone
+from flue_nb.runtime.providers.model import ResponseDone
 from flue_nb.runtime.providers.openai import OpenAIModel
 from tests.anthropic_server import AnthropicServer, error, stream, text
 from tests.openai_server import OpenAIServer, chat
 from tests.openai_server import text as otext
-
-
-def run(model: Any) -> tuple[list[Any], BaseException | None]:
-    events: list[Any] = []
-
-    async def go() -> None:
-        if hasattr(model, "prepare"):
-            await model.prepare()
-        async for event in model.stream(ModelRequest(system="Be terse.", messages=[UserMessage("hi")])):
-            events.append(event)
-
-    try:
-        asyncio.run(go())
-    except Exception as exc:  # noqa: BLE001 - the test inspects it
-        return events, exc
-    return events, None
+from tests.provider_wires import collect as run
 
 
 @pytest.mark.parametrize(

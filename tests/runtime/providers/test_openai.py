@@ -3,7 +3,6 @@ server speaking the real chunk format, with the quirks real servers have (issue 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import subprocess
@@ -28,33 +27,16 @@ from flue_nb.runtime.providers.model import (
     TextChunk,
     ThinkingChunk,
     ToolCallDelta,
-    ToolSpec,
 )
 from flue_nb.runtime.providers.openai import OpenAIModel
 from flue_nb.runtime.text import INVALID_INPUT_KEY
 from tests.openai_server import OpenAIServer, chat, error, overflow, reasoning, text, tool_call
-
-READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+from tests.provider_wires import READ
+from tests.provider_wires import collect as run
 
 
 def model_for(server: OpenAIServer, name: str = "gpt-4o", **kwargs: Any) -> OpenAIModel:
     return OpenAIModel(name, base_url=server.base_url, api_key="test-key", **kwargs)
-
-
-def run(model: OpenAIModel, request: ModelRequest | None = None) -> tuple[list[Any], BaseException | None]:
-    events: list[Any] = []
-    request = request or ModelRequest(system="Be terse.", messages=[UserMessage("hi")], tools=[READ])
-
-    async def go() -> None:
-        await model.prepare()
-        async for event in model.stream(request):
-            events.append(event)
-
-    try:
-        asyncio.run(go())
-    except Exception as exc:  # noqa: BLE001 - the test inspects it
-        return events, exc
-    return events, None
 
 
 def done(events: list[Any]) -> AssistantMessage:

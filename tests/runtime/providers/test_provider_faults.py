@@ -4,7 +4,6 @@ surrogate, the key in use kept out of tool results: once on Anthropic, once on O
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -13,27 +12,10 @@ import pytest
 import flue_nb as flue
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import ProviderError
-from flue_nb.runtime.messages import UserMessage
-from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, TextChunk, ToolSpec
+from flue_nb.runtime.providers.model import ResponseDone, TextChunk
 from flue_nb.runtime.text import INVALID_INPUT_KEY
 from tests.provider_wires import Sleeps, Wire
-
-READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
-
-
-def run(model: Any) -> tuple[list[Any], BaseException | None]:
-    events: list[Any] = []
-
-    async def go() -> None:
-        request = ModelRequest(system="Be terse.", messages=[UserMessage("hi")], tools=[READ])
-        async for event in model.stream(request):
-            events.append(event)
-
-    try:
-        asyncio.run(go())
-    except Exception as exc:  # noqa: BLE001 - the test inspects it
-        return events, exc
-    return events, None
+from tests.provider_wires import collect as run
 
 
 def session_on(wire: Wire, tmp_path: Any) -> Any:
