@@ -142,10 +142,12 @@ def test_tool_names_that_collide_once_sanitised_fail_that_server_alone_naming_bo
     assert "MCP server `clash` is unavailable" in sig.text and "`a.b`" in sig.text
 
 
-def test_a_tool_that_requires_task_augmented_execution_is_not_mounted_and_naming_it_says_why():
+def test_a_tool_that_requires_task_augmented_execution_is_not_mounted_and_naming_it_says_why(caplog):
+    caplog.set_level(logging.INFO, logger="flue_nb")
     model = ScriptedModel(["hi"])
     session(calc_agent(model)).prompt("hello")
     assert "mcp__calc__background" not in names(model.requests[0])
+    assert any("`background`" in r.getMessage() and "task" in r.getMessage() for r in caplog.records)
     model = ScriptedModel(["never"])
     with pytest.raises(flue.McpConnectionError, match="`background`.*task"):
         session(calc_agent(model, tools=["background"])).prompt("hello")

@@ -10,6 +10,7 @@ that dies is reopened by the next render or call. The `mcp` SDK is imported lazi
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -158,6 +159,13 @@ def _server_tools(conn: Connection) -> list[McpTool]:
 
 def _build_tools(conn: Connection) -> list[McpTool] | McpConnectionError:
     built: dict[str, McpTool] = {}
+    if tasks := [t.name for t in conn.listing if needs_task(t)]:
+        logging.getLogger("flue_nb").info(
+            "flue_nb: MCP server `%s`: not mounting %s: they require task-augmented execution, which "
+            "the mcp SDK's client cannot run",
+            conn.server.name,
+            ", ".join(f"`{n}`" for n in tasks),
+        )
     for listed in conn.listing:
         if needs_task(listed):
             continue
