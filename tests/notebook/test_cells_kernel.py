@@ -165,3 +165,23 @@ def test_insert_cell_from_a_run_no_cell_waits_for_says_it_cannot_propose(tmp_pat
         assert "Nothing was inserted" in result and "not attached to one" in result
     finally:
         k.shutdown()
+
+
+def test_a_figure_a_user_cell_showed_is_kept_by_digest_and_reaches_the_model_as_an_image(kernel):
+    pytest.importorskip("matplotlib")
+    kernel.ok("import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.title('sales')\nplt.show()")
+    kept = kernel.ok(
+        "r = cell_log().records()[-2]\n"
+        "(out,) = [o for o in r.outputs if 'image/png' in o['data']]\n"
+        "d = out['data']['image/png']['digest']\n"
+        "print(len(d), d in cell_log().images)"
+    )
+    assert kept.stdout.split() == ["64", "True"]  # a sha256 digest; the bytes are in the log's image store
+    number = int(kernel.ok("print(cell_log().records()[-3].number)").stdout)
+    kernel.ok(_script("viewer", f"tool_call('cell', id='#{number}')"))
+    kernel.ok("%%flue -c view --no-widget -m viewer\nwhat did I plot?")
+    seen = kernel.ok(
+        "(m,) = [m for r in viewer.requests[-1:] for m in r.messages if type(m).__name__ == 'ToolResultMessage']\n"
+        "print([(i.media_type, i.width > 0) for i in m.images], 'image/png' in m.content)"
+    )
+    assert seen.stdout.strip() == "[('image/png', True)] True"
