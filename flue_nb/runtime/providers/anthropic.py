@@ -516,9 +516,7 @@ def status_error(failure: StatusFailure, model_id: str) -> ProviderError:
     error = failure.body.get("error") if isinstance(failure.body, dict) else None
     error = error if isinstance(error, dict) else {}
     error_type = _cap(str(error.get("type") or ""), 100)
-    # Redacted before the cut: a body echoing the key sent (a 401 "invalid x-api-key: sk-...")
-    # must not leave the key, or its prefix, in the error.
-    text = _cap(redact(str(error.get("message") or failure.message)), MAX_ERROR_TEXT)
+    text = _cap(str(error.get("message") or failure.message), MAX_ERROR_TEXT)
     status = failure.status
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
     if request_id := failure.headers.get("request-id"):
@@ -559,7 +557,10 @@ def _retry_after(headers: Any) -> float | None:
 
 
 def _cap(text: str, limit: int) -> str:
-    """`text`, cut to `limit` characters with a note saying how much was dropped."""
+    """`text` with secrets redacted, cut to `limit` characters with a note saying how much was
+    dropped: what providers' error bodies pass through, redacted before the cut (a body echoing
+    the key sent, e.g. a 401 "invalid x-api-key: sk-...", must not leave the key or its prefix)."""
+    text = redact(text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit:,} more characters]"

@@ -42,3 +42,22 @@ def test_a_long_body_cut_inside_the_echoed_key_leaves_no_prefix_of_it(server: An
     server.enqueue(error(400, "invalid_request_error", filler + KEY + " more"))
     exc = fail(server)
     assert KEY[:10] not in exc.message
+
+
+def test_an_openai_compatible_body_cut_inside_the_echoed_key_leaves_no_prefix_of_it(openai_server) -> None:
+    pytest.importorskip("openai")
+    from flue_nb.runtime.providers.openai import OpenAIModel
+    from tests.openai_server import error as openai_error
+
+    key = "sk-proj-echoed-1a2b3c4d5e6f7a8b9c0d"
+    openai_server.enqueue(openai_error(401, "x" * (MAX_ERROR_TEXT - 10) + key, type="invalid_request_error"))
+    model = OpenAIModel("gpt-4o", base_url=openai_server.base_url, api_key=key)
+
+    async def go() -> None:
+        await model.prepare()
+        async for _ in model.stream(ModelRequest(system="terse", messages=[UserMessage("hi")])):
+            pass
+
+    with pytest.raises(ProviderHTTPError) as info:
+        asyncio.run(go())
+    assert key[:10] not in info.value.message
