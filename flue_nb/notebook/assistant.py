@@ -33,17 +33,12 @@ runs code in the kernel's own namespace: the user's variables are there, and wha
 stays for them. Look at data with `python` rather than guessing, keep outputs small, and use \
 the file and shell tools for the working directory. Answer concisely; say what you changed."""
 
-NO_MODEL_HELP = (
-    "flue: no model is configured, so there is no one to answer. Set one in any of these ways: "
-    "export FLUE_MODEL=anthropic/claude-sonnet-4-6 (or set ANTHROPIC_API_KEY to use that model "
-    "by default; `openai/gpt-5` with OPENAI_API_KEY, `openai/<model>` with OPENAI_BASE_URL for a "
-    "local server such as Ollama or vLLM) before starting Jupyter; run "
-    '`%config FlueMagics.model = "anthropic/claude-sonnet-4-6"` (or put `c.FlueMagics.model = '
-    "...` in ipython_kernel_config.py); pass `-m SPEC` to one cell; or work offline with an agent "
-    "of your own that calls use_model(ScriptedModel([...])) or use_model(FunctionModel(fn)) from "
-    "flue_nb.models, and select it with `%flue use NAME` or `--agent NAME`. A model setting may "
-    "also name a Model object in the notebook's namespace (e.g. `-m my_model`)."
-)
+NO_MODEL_HELP = """\
+flue: no model is configured, so nobody can answer. Set one in any of these ways:
+  • %config FlueMagics.model = "anthropic/claude-sonnet-4-6"    this kernel (or c.FlueMagics.model in ipython_kernel_config.py)
+  • export FLUE_MODEL=anthropic/claude-sonnet-4-6    before starting Jupyter (ANTHROPIC_API_KEY alone picks that model)
+  • %%flue -m SPEC    one cell: anthropic/<id>, openai/<id> (OPENAI_API_KEY, or OPENAI_BASE_URL for Ollama, vLLM), or a Model object's name
+  • offline: an @flue_nb.agent that calls use_model(ScriptedModel([...])), then %flue use NAME (or --agent NAME)"""
 
 
 NoModelError = ModelNotConfiguredError

@@ -139,3 +139,24 @@ def test_approval_timeout_falls_back_to_the_headless_policy_19_7(tmp_path: Path)
     assert "nobody answered within 0.5 s" in out["result"]["text"], out
     assert out["approval"]["fallback"] == "deny" and not out.get("ask")
     assert not (tmp_path / "ran.txt").exists()
+
+
+def test_the_kernels_interrupt_stops_a_chat_run_while_no_cell_runs_19_6(tmp_path: Path) -> None:
+    import time
+
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + "\nslow = ScriptedModel([' '.join(f'w{i}' for i in range(3000))], delay=0.01)")
+        kernel.ok("%flue chat -c ir -m slow")
+        kernel.ok("w = open_widgets()[-1]; w.send_message('a long answer')")
+        kernel.ok("for _ in range(200):\n    if w.live and w.live[0]['parts']: break\n    time.sleep(0.05)")
+        time.sleep(0.3)  # the kernel is idle now: no cell runs, the chat's answer streams
+        kernel.interrupt()
+        block = json.loads(kernel.ok("print(json.dumps(settled(w, 1)))", timeout=30).stdout)
+        after = kernel.ok("print('the kernel still works')")  # the interrupt did not break it
+    finally:
+        kernel.shutdown()
+    assert block["outcome"] == "aborted", block
+    text = " ".join(p["text"] for p in block["parts"] if p["kind"] == "text")
+    assert 0 < len(text.split()) < 3000  # stopped part-way
+    assert "still works" in after.stdout

@@ -35,3 +35,24 @@ def test_history_renders_headings_and_keeps_a_user_messages_lines() -> None:
     assert "<h3>Result</h3>" in html
     assert "first line<br />\nsecond line" in html
     assert "**user:** one line" in md  # a one-line message stays on the label's line
+
+
+def test_help_markdown_has_no_dollar_outside_code_so_nothing_renders_as_latex() -> None:
+    import re
+
+    from flue_nb.notebook.magics._commands import help_view
+    from flue_nb.notebook.magics.flue import FlueMagics
+
+    md = help_view(FlueMagics.flue.parser).md
+    outside_code = re.sub(r"`[^`]*`", "", md)
+    assert "$" not in outside_code, [ln for ln in outside_code.splitlines() if "$" in ln]
+    assert "`$FLUE_MODEL`" in md and "`$FLUE_DB`" in md
+
+
+def test_the_no_model_error_is_a_short_list_of_the_ways_each_with_its_command() -> None:
+    from flue_nb.notebook.assistant import NO_MODEL_HELP
+
+    lines = NO_MODEL_HELP.splitlines()
+    assert lines[0].startswith("flue: no model is configured") and len(lines) == 5
+    assert all(ln.startswith("  • ") for ln in lines[1:])
+    assert '%config FlueMagics.model = "anthropic/claude-sonnet-4-6"' in lines[1]

@@ -7,6 +7,7 @@ would start recovering interrupted work with whatever agent opened it, and looki
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from IPython.display import display
@@ -48,7 +49,7 @@ _HELP_INTRO = [
 ]
 _HELP_SETTINGS = (
     "c.FlueMagics.model (or $FLUE_MODEL), c.FlueMagics.db (or $FLUE_DB), c.FlueMagics.approval, "
-    "c.FlueMagics.widget, c.FlueMagics.lease_ttl"
+    "c.FlueMagics.approval_timeout, c.FlueMagics.widget, c.FlueMagics.lease_ttl"
 )
 
 
@@ -81,13 +82,19 @@ def help_view(parser: Any) -> TextView:
         plain.extend(textwrap.wrap(what, 84, initial_indent="      ", subsequent_indent="      "))
         md.append(f"- `{flags}`: {_md(what)}")
     plain += ["", *textwrap.wrap(f"Settings: {_HELP_SETTINGS}.", 88)]
-    md += ["", f"**Settings**: {_md(_HELP_SETTINGS)}."]
+    md += ["", f"**Settings**: {_settings_md()}."]
     return TextView("\n".join(plain), "\n".join(md))
+
+
+def _settings_md() -> str:
+    """The settings as code spans: a front end's math typesetter leaves `$FLUE_MODEL` alone there
+    (between two `$` signs outside code, the text is drawn as LaTeX, issue 19.8)."""
+    return re.sub(r"(c\.FlueMagics\.\w+|\$\w+)", r"`\1`", _HELP_SETTINGS)
 
 
 def _md(text: str) -> str:
     # `<id>` would be read as an HTML tag and `$name` as the start of LaTeX in a front end.
-    return text.replace("<", "&lt;").replace("$", "\\$")
+    return re.sub(r"(\$\w+)", r"`\1`", text.replace("<", "&lt;"))
 
 
 def mcp_view() -> TextView:

@@ -1,17 +1,23 @@
-"""What a kernel does when its frontend shuts it down or restarts it (issue 19.1, 19.6).
+"""The kernel's own controls, meaning the same for a chat as for a cell (issue 19.1, 19.6).
 
-A restart or shutdown is the person's decision, like the stop button: the runs this kernel
-owns are aborted durably (chat or cell alike; only a crash is recovered on reopen), and each
-chat leaves its static copy behind instead of a widget that the next kernel cannot draw.
+- Shut down / restart from the frontend is the person's decision, like the stop button: the
+  runs this kernel owns are aborted durably (chat or cell alike; only a crash is recovered on
+  reopen), and each chat leaves its static copy behind instead of a widget that the next kernel
+  cannot draw.
+- The interrupt (■) while no cell runs: ipykernel ignores SIGINT between requests, so a chat's
+  run (which holds no cell) would go on; here it aborts the runs this kernel owns. During a cell
+  the usual KeyboardInterrupt is left alone (the cell's wait aborts its own run).
 """
 
 from __future__ import annotations
 
 import inspect
+import signal
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["on_frontend_shutdown"]
+__all__ = ["on_frontend_shutdown", "on_idle_interrupt"]
 
 _installed: set[int] = set()
 
@@ -42,6 +48,32 @@ def on_frontend_shutdown(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> 
         kernel.do_shutdown = do_shutdown_async
     else:
         kernel.do_shutdown = do_shutdown
+
+
+def on_idle_interrupt(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> None:
+    """Between requests, let SIGINT abort this kernel's runs instead of being ignored."""
+    if kernel is None or ("sigint", id(kernel)) in _hooked or not hasattr(kernel, "post_handler_hook"):
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set on the main thread
+    _hooked.add(("sigint", id(kernel)))
+
+    def idle_interrupt(_signum: int, _frame: Any) -> None:
+        _abort_owned(sessions())
+
+    original = kernel.post_handler_hook
+
+    def post_handler_hook() -> None:
+        original()  # puts back what ipykernel keeps between requests (SIG_IGN)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, idle_interrupt)
+
+    kernel.post_handler_hook = post_handler_hook
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # loaded at kernel start, not in a cell
+        signal.signal(signal.SIGINT, idle_interrupt)
+
+
+_hooked: set[tuple[str, int]] = set()
 
 
 def _abort_owned(sessions: Iterable[Any]) -> None:

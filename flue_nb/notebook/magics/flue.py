@@ -648,9 +648,11 @@ def load_ipython_extension(ipython: Any) -> None:
     from flue_nb.notebook.cells.log import install
 
     install(ipython)  # the cell log the notebook tools read: every cell from now on
-    from flue_nb.notebook.magics._shutdown import on_frontend_shutdown
+    from flue_nb.notebook.magics._shutdown import on_frontend_shutdown, on_idle_interrupt
 
-    on_frontend_shutdown(getattr(ipython, "kernel", None), lambda: _open_sessions(magics))
+    kernel = getattr(ipython, "kernel", None)
+    on_frontend_shutdown(kernel, lambda: _open_sessions(magics))
+    on_idle_interrupt(kernel, lambda: _open_sessions(magics))
 
 
 def _open_sessions(magics: Any) -> list[Any]:
