@@ -16,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     "AgentEnd": "flue_nb.runtime.events",
     "AgentError": "flue_nb.runtime.errors",
     "AgentStart": "flue_nb.runtime.events",
+    "BudgetExceededError": "flue_nb.runtime.errors",
     "CompactionConfig": "flue_nb.runtime.agent.settings",
     "CompactionEnd": "flue_nb.runtime.events",
     "CompactionStart": "flue_nb.runtime.events",

@@ -11,6 +11,7 @@ EXPECTED = [
     "AgentDef",
     "AgentEnd",
     "AgentError",
+    "BudgetExceededError",
     "AgentStart",
     "CompactionConfig",
     "CompactionEnd",

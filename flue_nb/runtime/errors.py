@@ -21,7 +21,8 @@
         │   └── SandboxTimeoutError      sandbox_timeout
         ├── LimitExceeded                limit_exceeded
         │   ├── DelegationDepthExceededError   delegation_depth_exceeded
-        │   └── TurnLimitExceededError   turn_limit_exceeded
+        │   ├── TurnLimitExceededError   turn_limit_exceeded
+        │   └── BudgetExceededError      budget_exceeded
         ├── SubmissionAbortedError       submission_aborted
         ├── SubmissionTimeoutError       submission_timeout
         ├── SubmissionRetryExhaustedError    submission_retry_exhausted
@@ -41,6 +42,7 @@ from flue_nb.runtime._redact import redact, redact_value, secret_values
 
 __all__ = [
     "AgentError",
+    "BudgetExceededError",
     "CassetteDriftError",
     "ConfigError",
     "ContextOverflowError",
@@ -284,6 +286,15 @@ class TurnLimitExceededError(LimitExceeded):
     type = "turn_limit_exceeded"
 
 
+class BudgetExceededError(LimitExceeded):
+    """A submission spent its budget (`max_cost_usd`, or its token limits) before its next model call.
+
+    Final, like the turn limit: another attempt would only spend more.
+    """
+
+    type = "budget_exceeded"
+
+
 class SubmissionAbortedError(RunError):
     """The submission was aborted."""
 
@@ -341,6 +352,7 @@ ERROR_TYPES: dict[str, type[FlueError]] = {
         LimitExceeded,
         DelegationDepthExceededError,
         TurnLimitExceededError,
+        BudgetExceededError,
         SubmissionAbortedError,
         SubmissionTimeoutError,
         SubmissionRetryExhaustedError,

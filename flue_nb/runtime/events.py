@@ -391,6 +391,7 @@ LogKind = Literal[
     "idle_compaction_failed",
     "tool_call_streaming",
     "settings_not_restored",
+    "budget",
 ]
 
 

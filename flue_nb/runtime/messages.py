@@ -47,6 +47,12 @@ class Usage:
         """Everything the call occupied in the context window (contract 13.3)."""
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+    @property
+    def cache_share(self) -> float | None:
+        """Share of prompt tokens read from the provider's cache (None before any prompt)."""
+        prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return self.cache_read_tokens / prompt if prompt else None
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
+from flue_nb.runtime.agent.limits import check_limits
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.core.owner import provably_dead
+from flue_nb.runtime.core.task_record import step_response
 from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
@@ -139,15 +141,6 @@ class _Tally:
     """Settled submissions by outcome, from their settlement records (one each, contract 10.4)."""
 
 
-def _step_response(data: dict[str, Any]) -> AssistantMessage | None:
-    # Step names of a `task` call: `message:NNNNNN`, nested as `step:<call id>:message:NNNNNN`.
-    name, value = str(data.get("name") or ""), data.get("value")
-    if name.split(":")[-2:-1] != ["message"] or not isinstance(value, dict) or value.get("kind") != "assistant":
-        return None
-    m = message_from_dict(value)
-    return m if isinstance(m, AssistantMessage) else None
-
-
 class StoredConversation:
     """A conversation read from its store, with no agent: looking never starts any work.
 
@@ -214,7 +207,9 @@ class StoredConversation:
                     t.settled[outcome] = t.settled.get(outcome, 0) + 1
                 elif r.kind == "step":
                     # A subagent's response, kept as a step of its `task` call: it is in the bill.
-                    if (child := _step_response(r.data)) is not None and child.usage is not None:
+                    if (
+                        child := step_response(str(r.data.get("name") or ""), r.data.get("value"))
+                    ) is not None and child.usage is not None:
                         t.spend.add(child.model, child.usage)
                 elif r.data.get("kind") == "assistant":
                     m = message_from_dict(r.data)
@@ -310,19 +305,35 @@ class Session:
 
     # --- admission and outcomes ---------------------------------------------------------------
 
-    def dispatch(self, message: str, *, images: Sequence[Any] = (), max_turns: int | None = None) -> Receipt:
+    def dispatch(
+        self,
+        message: str,
+        *,
+        images: Sequence[Any] = (),
+        max_turns: int | None = None,
+        max_cost_usd: float | None = None,
+        max_input_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> Receipt:
         """Admit a message durably and return at once; it runs (or joins) in admission order.
 
         `images` are attached to the message: matplotlib figures, `IPython.display.Image`s, PIL
         images, image bytes or paths of PNG/JPEG/GIF/WebP files (scaled to the model's limits).
         `max_turns` caps this submission's model calls (default: the agent's `max_turns`); it is
-        stored with the submission, so a recovered run keeps it.
+        stored with the submission, so a recovered run keeps it. `max_cost_usd` (dollars at list
+        prices, subagents included), `max_input_tokens` and `max_output_tokens` are this
+        submission's budget (default: the agent's); past it, it settles `failed` with
+        `budget_exceeded` before its next model call. Stored too: a recovered run keeps counting.
         """
         from flue_nb.runtime.images import image_from_object
 
         parts = [image_from_object(obj) for obj in images]
-        per_call = None if max_turns is None else {"max_turns": check_max_turns(max_turns)}
-        sub = self._conv.admit(clean(message), parts, settings=per_call)
+        per_call = check_limits(
+            max_cost_usd=max_cost_usd, max_input_tokens=max_input_tokens, max_output_tokens=max_output_tokens
+        )
+        if max_turns is not None:
+            per_call["max_turns"] = check_max_turns(max_turns)
+        sub = self._conv.admit(clean(message), parts, settings=per_call or None)
         self._co.call(self._conv.kick, sub)
         return Receipt(sub.id, sub.accepted_at, self._conv.id)
 
@@ -350,11 +361,27 @@ class Session:
         return sub
 
     def prompt(
-        self, message: str, *, images: Sequence[Any] = (), timeout: float | None = None, max_turns: int | None = None
+        self,
+        message: str,
+        *,
+        images: Sequence[Any] = (),
+        timeout: float | None = None,
+        max_turns: int | None = None,
+        max_cost_usd: float | None = None,
+        max_input_tokens: int | None = None,
+        max_output_tokens: int | None = None,
     ) -> str:
-        """Send a message (with `images` and `max_turns`, see `dispatch`) and block until it settles."""
+        """Send a message (with `images`, `max_turns` and a budget, see `dispatch`); block until it settles."""
         with self._co.waiting():  # from admission on: code the `python` tool runs comes here
-            return self.read(self.dispatch(message, images=images, max_turns=max_turns), timeout=timeout)
+            receipt = self.dispatch(
+                message,
+                images=images,
+                max_turns=max_turns,
+                max_cost_usd=max_cost_usd,
+                max_input_tokens=max_input_tokens,
+                max_output_tokens=max_output_tokens,
+            )
+            return self.read(receipt, timeout=timeout)
 
     async def aread(self, receipt: Receipt | str) -> str:
         """`read` for async code running on another event loop."""

@@ -47,7 +47,7 @@ _KEY_ARG = {
     "bash": "command", "read": "path", "write": "path", "edit": "path", "grep": "pattern",
     "glob": "pattern", "python": "code", "task": "description",
 }  # fmt: skip
-_NOTED_LOGS = {"retry", "attempt_failed", "lease_lost", "idle_compaction_failed"}
+_NOTED_LOGS = {"retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "budget"}
 
 
 def _clip(text: str, limit: int = RESULT_CHARS) -> dict[str, Any]:

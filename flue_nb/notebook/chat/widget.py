@@ -28,7 +28,7 @@ import traitlets
 
 from flue_nb.notebook.chat._fold import ChatFold
 from flue_nb.notebook.chat._saved import HIDE_COPY_CSS
-from flue_nb.notebook.view.transcript import cost_text
+from flue_nb.notebook.view.transcript import cost_text, share_of
 from flue_nb.runtime.events import Event
 
 __all__ = ["RATE", "ChatWidget"]
@@ -259,6 +259,7 @@ class ChatWidget(anywidget.AnyWidget):
             "usage": usage,
             "cost": cost_text(get("cost_usd"), short=True),
             "cost_note": cost_text(get("cost_usd"), get("unpriced_responses") or 0),
+            "cache_share": share_of(usage),
         }
 
     # --- the browser's requests (kernel main thread) ------------------------------------------

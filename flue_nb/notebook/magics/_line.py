@@ -31,6 +31,7 @@ _VALUE_OPTIONS = {
     "--approval",
     "--attach",
     "--max-turns",
+    "--max-cost",
 }
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|\S+')
 

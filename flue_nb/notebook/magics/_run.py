@@ -41,6 +41,7 @@ def run_message(
     stream: bool | None = None,
     images: Sequence[Any] = (),
     max_turns: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> None:
     """Dispatch `message` and show it; block until it settles unless `background`.
 
@@ -99,6 +100,8 @@ def run_message(
             extra: dict[str, Any] = {"images": images} if images else {}
             if max_turns is not None:
                 extra["max_turns"] = max_turns
+            if max_cost_usd is not None:
+                extra["max_cost_usd"] = max_cost_usd
             receipt = session.dispatch(message, **extra)
         except BaseException as exc:
             stop()

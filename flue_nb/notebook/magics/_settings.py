@@ -25,6 +25,14 @@ def check_setting(name: str, value: Any) -> Any:
                 "a kernel's claim on a running conversation lasts without a heartbeat (default 30)"
             )
         return ttl
+    if name == "max_cost_usd":
+        usd = float(value)
+        if not (math.isfinite(usd) and usd >= 0):
+            raise TraitError(
+                f"FlueMagics.max_cost_usd takes dollars (0 for no budget), not {usd!r}: what one message "
+                "may spend at list prices before it stops with budget_exceeded"
+            )
+        return usd
     if name == "model":
         spec = str(value).strip()
         if any(c.isspace() for c in spec):

@@ -87,6 +87,11 @@ class FlueMagics(Magics):
         help="Seconds an `ask` approval waits for an answer in a chat before the fallback policy "
         "(deny) applies, as in a headless run; 0: wait until answered.",
     ).tag(config=True)
+    max_cost_usd = Float(
+        0.0,
+        help="Dollars (list prices) one message may spend, its subagents included, before it fails "
+        "with budget_exceeded; 0: no budget. `%%flue --max-cost USD` sets one cell's.",
+    ).tag(config=True)
     lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(
         config=True
     )
@@ -104,7 +109,7 @@ class FlueMagics(Magics):
         "`always`, or `never` (only the final transcript, as in headless runs).",
     ).tag(config=True)
 
-    @validate("lease_ttl", "model", "db")
+    @validate("lease_ttl", "model", "db", "max_cost_usd")
     def _check_setting(self, proposal: Any) -> Any:
         """Refuse a bad value when it is set (`%config` shows why in one line, keeps the old)."""
         return check_setting(proposal["trait"].name, proposal["value"])
@@ -176,6 +181,13 @@ class FlueMagics(Magics):
         metavar="N",
         help="At most N model calls for this message (default: the agent's max_turns, 100); "
         "then it fails with turn_limit_exceeded.",
+    )
+    @argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="At most USD dollars (list prices) for this message, subagents included (default: "
+        "FlueMagics.max_cost_usd); it stops before the model call that would pass it, with budget_exceeded.",
     )
     @argument(
         "--attach",
@@ -440,6 +452,7 @@ class FlueMagics(Magics):
             stream=None if self.live == "auto" else self.live == "always",
             images=images,
             max_turns=args.max_turns,
+            max_cost_usd=args.max_cost if args.max_cost is not None else (self.max_cost_usd or None),
         )
 
     def _attachments(self, spec: str) -> list[Any]:

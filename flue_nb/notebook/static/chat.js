@@ -216,7 +216,7 @@ function gauge(st) {
   const mark = thr && win ? `<div class="flue-gauge-mark" style="left:${Math.min(100, (100 * thr) / win)}%" title="compacts at ${fmtTokens(thr)}"></div>` : "";
   const ctx = win ? `${fmtTokens(used ?? 0)} / ${fmtTokens(win)} tokens` + (thr ? ` · compacts at ${fmtTokens(thr)}` : "") : "context window unknown";
   return `<div class="flue-gauge" title="context used"><div class="flue-gauge-fill" style="width:${pct}%"></div>${mark}</div>` +
-    `<div class="flue-gauge-text">${ctx} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${st.cost ? ` · <span title="${esc(st.cost_note || "")}">${esc(st.cost)}</span>` : ""}</div>`;
+    `<div class="flue-gauge-text">${ctx} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${st.cache_share != null ? ` <span title="share of prompt tokens read from the provider's cache">(${Math.round(st.cache_share * 100)} % cached)</span>` : ""}${st.cost ? ` · <span title="${esc(st.cost_note || "")}">${esc(st.cost)}</span>` : ""}</div>`;
 }
 
 function render({ model, el }) {

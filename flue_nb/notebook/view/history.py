@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flue_nb.notebook.view.transcript import TextView, cost_text, summarize_call
+from flue_nb.notebook.view.transcript import TextView, cache_text, cost_text, summarize_call
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -128,6 +128,8 @@ def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextVi
     ]
     if cost := cost_text(status.cost_usd, status.unpriced_responses):
         lines.insert(-1, f"cost: {cost}")
+    if cache := cache_text(u.cache_share):
+        lines.insert(-1, f"cache: {cache}")
     meta = {
         "conversation_id": status.conversation_id,
         "agent": status.agent,
@@ -135,6 +137,7 @@ def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextVi
         "used_tokens": status.used_tokens,
         "outcomes": dict(status.outcomes),
         "cost_usd": status.cost_usd,
+        "cache_share": u.cache_share,
     }
     return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), meta)
 

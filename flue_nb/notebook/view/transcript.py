@@ -31,6 +31,7 @@ from flue_nb.runtime.events import (
     ToolStart,
     TurnEnd,
 )
+from flue_nb.runtime.messages import Usage
 from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.providers.model import PRICES_AS_OF
 
@@ -102,6 +103,19 @@ class _Line:
         if len(self.chunks) > 1:
             self.chunks[:] = ["".join(self.chunks)]
         return self.chunks[0] if self.chunks else ""
+
+
+def share_of(tokens: dict[str, int]) -> float | None:
+    """Share of a token tally's prompt tokens read from cache (None before any prompt)."""
+    # Low when something (a timestamp in the system prompt, a reordered tool list) changes the
+    # prompt's prefix from one call to the next.
+    share = Usage(tokens.get("input", 0), 0, tokens.get("cache_read", 0), tokens.get("cache_write", 0)).cache_share
+    return None if share is None else round(share, 4)
+
+
+def cache_text(share: float | None) -> str:
+    """`87 % of prompt tokens read from cache`, or "" before any prompt."""
+    return "" if share is None else f"{share:.0%} of prompt tokens read from cache".replace("%", " %")
 
 
 def cost_text(cost_usd: float | None, unpriced: int = 0, *, short: bool = False) -> str:
@@ -282,7 +296,7 @@ class CellView:
                 if model and model not in self.response_models:
                     self.response_models.append(model)
                 return False
-            case Log(kind="retry", message=message):
+            case Log(kind="retry" | "budget", message=message):
                 self.lines.append(_Line("note", f"· {message}"))
                 return True
             case SubmissionSettled(outcome=outcome, error=error):
@@ -372,6 +386,7 @@ class CellView:
                 "tokens": dict(self.tokens),
                 "cost_usd": round(self.spend.usd, 6) if self.spend.usd is not None else None,
                 "cost": cost_text(self.spend.usd, self.spend.unpriced),
+                "cache_share": share_of(self.tokens),
                 "response_models": list(self.response_models),
                 "tools": trace,
                 **self.notes,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
+from flue_nb.runtime.agent.limits import Limits, check_limits
 from flue_nb.runtime.errors import ConfigError
 
 __all__ = ["AgentDef", "AgentLike", "SubagentDef", "agent", "as_agent", "check_max_turns", "define_subagent"]
@@ -24,6 +25,18 @@ class AgentDef:
     max_turns: int = 100
     """Model calls a submission may make (its subagents' count separately) before it settles
     `failed` with `turn_limit_exceeded`; a cell may set its own (`%%flue --max-turns N`)."""
+    max_cost_usd: float | None = None
+    """Dollars (list prices) a submission may spend, its subagents included, before it settles
+    `failed` with `budget_exceeded`; a cell may set its own (`%%flue --max-cost USD`)."""
+    max_input_tokens: int | None = None
+    """Prompt tokens a submission may send over all its model calls (for models without a price)."""
+    max_output_tokens: int | None = None
+    """Output tokens a submission may receive over all its model calls."""
+
+    @property
+    def limits(self) -> Limits:
+        """This agent's spending limits."""
+        return Limits(self.max_cost_usd, self.max_input_tokens, self.max_output_tokens)
 
     def __call__(self) -> Any:
         return self.fn()
@@ -39,6 +52,9 @@ def agent(
     max_attempts: int = 10,
     timeout: float = 3600.0,
     max_turns: int = 100,
+    max_cost_usd: float | None = None,
+    max_input_tokens: int | None = None,
+    max_output_tokens: int | None = None,
 ) -> Any:
     """Mark a function as an agent; it re-renders (runs its hooks) before every model call."""
     if not isinstance(max_attempts, int) or max_attempts < 1:
@@ -46,11 +62,16 @@ def agent(
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
     check_max_turns(max_turns)
+    budget = check_limits(
+        max_cost_usd=max_cost_usd, max_input_tokens=max_input_tokens, max_output_tokens=max_output_tokens
+    )
 
     def wrap(f: Callable[[], Any]) -> AgentDef:
         if not callable(f):
             raise ConfigError(f"@agent needs a function, got {type(f).__name__}")
-        return AgentDef(f, name or str(getattr(f, "__name__", "agent")), max_attempts, float(timeout), max_turns)
+        return AgentDef(
+            f, name or str(getattr(f, "__name__", "agent")), max_attempts, float(timeout), max_turns, **budget
+        )
 
     return wrap(fn) if fn is not None else wrap
 

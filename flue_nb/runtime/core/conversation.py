@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
+from flue_nb.runtime.agent.limits import BUDGET_KEYS, Limits
 from flue_nb.runtime.core.failures import Decision, decide
 from flue_nb.runtime.core.lease import LeaseKeeper
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
@@ -46,6 +47,9 @@ __all__ = ["Conversation"]
 
 
 log = logging.getLogger("flue_nb")
+
+PER_SUBMISSION = frozenset(("max_turns", *BUDGET_KEYS))
+"""Settings a message may bring for itself; they say nothing about which agent it was admitted with."""
 
 S = SubmissionState
 
@@ -325,9 +329,9 @@ class Conversation:
     def _agent_for(self, sub: Submission) -> AgentDef:
         """The agent `sub` was admitted with: this conversation's, unless its stored settings
         differ from what this process admits with and `rebuild` can make theirs."""
-        stored = {k: v for k, v in (sub.settings or {}).items() if k != "max_turns"}
+        stored = {k: v for k, v in (sub.settings or {}).items() if k not in PER_SUBMISSION}
         current = {"agent": self.agent.name, **self.admission}
-        if not stored or stored == {k: v for k, v in current.items() if k != "max_turns"}:
+        if not stored or stored == {k: v for k, v in current.items() if k not in PER_SUBMISSION}:
             return self.agent
         agent = None
         if self.rebuild is not None:
@@ -523,6 +527,7 @@ class Conversation:
             submission_id=sub.id,
             max_turns=(sub.settings or {}).get("max_turns"),
             conversation_id=self.id,
+            limits=Limits.of(sub.settings, agent.limits),
         )
         self.current_run = run
         answer = await run.run()

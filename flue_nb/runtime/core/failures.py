@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flue_nb.runtime.errors import (
+    BudgetExceededError,
     ConfigError,
     FlueError,
     InternalError,
@@ -60,7 +61,7 @@ def decide(exc: BaseException, *, lease_lost: bool, abort_requested: Callable[[]
     if isinstance(exc, SubmissionAbortedError):
         # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
         return Decision("aborted", error=exc, record_abort=True)
-    if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError, ModelRefusedError)):
+    if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError, BudgetExceededError, ModelRefusedError)):
         return Decision("failed", error=exc)
     if isinstance(exc, ProviderError):
         # Auth, bad request, an overflow that compaction could not cure: retrying won't help.

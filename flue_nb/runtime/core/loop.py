@@ -24,11 +24,13 @@ from flue_nb.runtime.agent.framework import (
     task_tool,
 )
 from flue_nb.runtime.agent.hooks import Rendered, render
+from flue_nb.runtime.agent.limits import Limits
 from flue_nb.runtime.agent.prompt import compose_system, describe_environment, diff_roster, make_roster
 from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
+from flue_nb.runtime.core.budget import Budget
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
 from flue_nb.runtime.core.delegation import scoped
-from flue_nb.runtime.core.task_record import TaskRecorder
+from flue_nb.runtime.core.task_record import TaskRecorder, step_responses
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 from flue_nb.runtime.errors import (
     ContextOverflowError,
@@ -105,6 +107,8 @@ class AgentRun:
         submission_id: str | None = None,
         max_turns: int | None = None,
         conversation_id: str | None = None,
+        budget: Budget | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.agent = agent
         self.transcript = transcript
@@ -134,6 +138,8 @@ class AgentRun:
         """Responses this submission has had (counted from the window on recovery)."""
         self.max_turns = max_turns if max_turns is not None else agent.max_turns
         """Model calls this run may make before it fails with `turn_limit_exceeded` (issue 12.9)."""
+        self.budget = budget if budget is not None else self._recovered_budget(limits or agent.limits)
+        """What this submission (with its subagents: they share it) has spent against its limits."""
         self.streaming: list[Any] = []
         """Parts of the response being streamed (what an abort keeps)."""
 
@@ -240,6 +246,7 @@ class AgentRun:
         overflow_retried = False
         while True:
             self._check_turn_limit()
+            self.budget.check(f"subagent {self.agent.name!r}" if self.is_subagent else "this submission")
             await self._before_model_call()
             try:
                 response = await self._call_model()
@@ -255,6 +262,7 @@ class AgentRun:
                 self._end_turn(response)
                 raise _refusal(response)
             self._add([response])
+            self._count(response)
             self._end_turn(response)
             calls = response.tool_calls
             if not calls:
@@ -279,6 +287,25 @@ class AgentRun:
                 model=response.model,
             )
         )
+
+    def _recovered_budget(self, limits: Limits) -> Budget:
+        # A recovered submission starts from what its crashed attempts spent: their responses are
+        # in the window, its subagents' in the steps of its `task` calls.
+        budget = Budget(limits)
+        if not limits or self.submission_id is None:
+            return budget
+        for m, sid in zip(self.transcript.messages, self.transcript.sids):
+            if isinstance(m, AssistantMessage) and sid == self.submission_id:
+                budget.add(m)
+                for call in m.tool_calls:
+                    if call.name == "task":
+                        budget.add_all(step_responses(self.recorder.steps(call.id)))
+        return budget
+
+    def _count(self, response: AssistantMessage) -> None:
+        self.budget.add(response)
+        for note in self.budget.notes():
+            self.emit(ev.Log(kind="budget", message=note))
 
     def _check_turn_limit(self) -> None:
         if self.turn >= self.max_turns:
@@ -596,6 +623,7 @@ class AgentRun:
             model_override=sub.model if sub.model is not None else self.model,
             tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
             conversation_id=self.conversation_id,
+            budget=self.budget,
         )
         if not resumed:
             child.transcript.commit(recorder, [UserMessage(args.prompt)], sid=None)

@@ -20,7 +20,7 @@ from typing import Any
 from flue_nb.runtime.core.transcript import Recorder, Transcript
 from flue_nb.runtime.messages import AssistantMessage, Message, message_from_dict, message_to_dict
 
-__all__ = ["TaskRecorder"]
+__all__ = ["TaskRecorder", "step_response", "step_responses"]
 
 _MESSAGE = "message:"
 _STEP = "step:"
@@ -101,3 +101,17 @@ class TaskRecorder:
     def _item(self, name: str, value: Any) -> tuple[str, dict[str, Any]]:
         self._recorded[name] = value
         return ("step", {"call_id": self.call_id, "name": name, "value": value})
+
+
+def step_response(name: str, value: Any) -> AssistantMessage | None:
+    """The subagent response a `task` call's step holds, if it holds one (nested tasks too)."""
+    # Step names: `message:NNNNNN`, nested as `step:<call id>:message:NNNNNN`.
+    if name.split(":")[-2:-1] != ["message"] or not isinstance(value, dict) or value.get("kind") != "assistant":
+        return None
+    m = message_from_dict(value)
+    return m if isinstance(m, AssistantMessage) else None
+
+
+def step_responses(steps: dict[str, Any]) -> list[AssistantMessage]:
+    """Every subagent response among a `task` call's recorded steps, in step order."""
+    return [m for name in sorted(steps) if (m := step_response(name, steps[name])) is not None]
