@@ -342,10 +342,7 @@ class _Assembler:
         else:
             # Anthropic's own blocks (redacted thinking, server tool use and its results, MCP
             # connector blocks) are kept verbatim: the API wants them back as it sent them.
-            raw = _raw(block)
-            self.parts[index] = ProviderPart("anthropic", raw)
-            if "input" in raw:
-                self.json_buffers[index] = []  # server tool input streams like a tool call's
+            self.parts[index] = ProviderPart("anthropic", _raw(block))
 
     def _delta(self, index: int, delta: Any) -> Iterator[StreamEvent]:
         part = self.parts.get(index)
@@ -361,8 +358,9 @@ class _Assembler:
             part.signature = (part.signature or "") + delta.signature
         elif delta.type == "citations_delta" and isinstance(part, TextPart):
             part.citations = [*(part.citations or []), _raw(delta.citation)]
-        elif delta.type == "input_json_delta" and index in self.json_buffers:
-            self.json_buffers[index].append(delta.partial_json)
+        elif delta.type == "input_json_delta" and (index in self.json_buffers or isinstance(part, ProviderPart)):
+            # A server tool's input streams like a tool call's, whether or not its start had one.
+            self.json_buffers.setdefault(index, []).append(delta.partial_json)
         elif isinstance(part, ProviderPart) or delta.type not in _KNOWN_DELTAS:
             # Dropping it would send the block back altered; the API would reject that or, worse,
             # take it as said. Better a clear failure than a silent one.

@@ -73,11 +73,6 @@ def assistant_turns(server: AnthropicServer, n: int) -> list[list[dict[str, Any]
     return [m["content"] for m in server.requests[n].body["messages"] if m["role"] == "assistant"]
 
 
-def streamed(*blocks: dict[str, Any]) -> list[dict[str, Any]]:
-    """A block as the API streams it: `input` arrives in deltas after an empty start."""
-    return list(blocks)
-
-
 def server_tool_blocks() -> list[dict[str, Any]]:
     return [
         raw_block(
@@ -145,6 +140,16 @@ def test_server_tool_use_its_result_and_citations_are_kept_verbatim_and_echoed_b
     assert sent[2]["type"] == "text" and sent[2]["text"] == "It is sunny." and sent[2]["citations"] == [CITATION]
     reloaded = message_from_dict(message_to_dict(next(m for m in s.history() if isinstance(m, AssistantMessage))))
     assert to_wire_messages([reloaded])[0]["content"] == sent
+
+
+def test_server_tool_input_that_streams_after_a_start_without_input_is_kept(server, tmp_path):
+    start = {k: v for k, v in SEARCH.items() if k != "input"}
+    delta = {"type": "input_json_delta", "partial_json": '{"query": "flue weather"}'}
+    server.enqueue(stream(raw_block(start, delta), raw_block(SEARCH_RESULT), text("Sunny.")), stream(text("ok")))
+    s = claude_session(server, tmp_path)
+    assert s.prompt("weather?") == "Sunny."
+    s.prompt("thanks")
+    assert assistant_turns(server, 1)[0][0] == SEARCH
 
 
 def test_mcp_connector_blocks_are_kept_verbatim_and_echoed_back(server, tmp_path):
