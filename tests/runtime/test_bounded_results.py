@@ -13,7 +13,7 @@ import pytest
 from agents import make_agent, session
 
 import flue_nb as flue
-from flue_nb.models import ScriptedModel, reply, tool_call
+from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.notebook.kernel.sandbox import KernelSandbox
 from flue_nb.runtime.messages import ToolResultMessage
 from flue_nb.runtime.tools.mcp import close_mcp_servers
@@ -124,3 +124,26 @@ def test_a_result_stored_whole_before_the_limit_is_cut_when_the_conversation_is_
     [result] = results(later.requests[0])
     assert "[Result cut to the 2000-line / 50 KB limit" in result.content
     assert size(result.content) < MAX_BYTES + 400
+
+
+@flue.tool
+def chunk(i: int) -> str:
+    """40 KB of text: within the limit alone, too much for the model as a batch of three."""
+    return f"chunk {i}\n" + ("z" * 99 + "\n") * 400
+
+
+def test_a_batch_of_results_that_overflows_is_folded_and_the_conversation_continues() -> None:
+    def model_fn(request):
+        results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+        if sum(len(m.content) for m in results) > 60_000:
+            return fail("context_overflow", "prompt is too long: 250000 tokens > 200000 maximum")
+        if not results:
+            return reply("", tool_call("chunk", i=1), tool_call("chunk", i=2), tool_call("chunk", i=3))
+        return reply(f"read {len(results)} chunks")
+
+    model = FunctionModel(model_fn)
+    s = session(make_agent(model, tools=(chunk,)))
+    assert s.prompt("read them") == "read 3 chunks"
+    folded = results(model.requests[-1])
+    assert all("folded when the context overflowed" in m.content for m in folded)
+    assert s.prompt("and again?") == "read 3 chunks"  # a later message does not fail either

@@ -8,8 +8,8 @@ knows nothing of the loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flue_nb.runtime import events as ev
@@ -26,10 +26,30 @@ from flue_nb.runtime.core.compaction import (
 from flue_nb.runtime.core.transcript import Recorder, Transcript
 from flue_nb.runtime.errors import ContextOverflowError
 from flue_nb.runtime.events import CompactionReason, Emit
-from flue_nb.runtime.messages import AssistantMessage, SummaryMessage
+from flue_nb.runtime.messages import AssistantMessage, Message, SummaryMessage, ToolResultMessage
 from flue_nb.runtime.providers.model import Model, ModelRequest
 
-__all__ = ["CompactionJob", "compact_window"]
+__all__ = ["FOLDED_RESULT_CHARS", "CompactionJob", "compact_window", "fold_results"]
+
+FOLDED_RESULT_CHARS = 2_000
+"""Characters of a kept tool result left after an overflow folds it."""
+
+
+def fold_results(messages: Sequence[Message]) -> list[Message] | None:
+    """`messages` with every tool result over `FOLDED_RESULT_CHARS` cut to its opening and a note
+    (in the window only; the store keeps the whole result). None when none was that long."""
+    out: list[Message] = []
+    changed = False
+    for m in messages:
+        if isinstance(m, ToolResultMessage) and len(m.content) > FOLDED_RESULT_CHARS:
+            note = (
+                f"\n[… {len(m.content) - FOLDED_RESULT_CHARS:,} more characters folded when the context "
+                "overflowed; call the tool again for the part you need]"
+            )
+            m = replace(m, content=m.content[:FOLDED_RESULT_CHARS] + note)
+            changed = True
+        out.append(m)
+    return out if changed else None
 
 
 @dataclass(slots=True)
@@ -78,6 +98,15 @@ async def compact_window(job: CompactionJob, reason: CompactionReason) -> bool:
             )
         )
 
+    if cut == 0 and reason == "overflow":
+        # Nothing old to fold, but the recent part may hold large tool results (a batch of
+        # them): fold those, or every later request overflows again (issue 20.1).
+        shrunk = fold_results(t.messages)
+        if shrunk is not None:
+            t.reset(shrunk, list(t.seqs), list(t.sids))
+            after = _used(job)
+            ended(messages_before=len(t.messages), messages_after=len(t.messages), tokens_after=after)
+            return True
     if cut == 0:
         ended(messages_before=len(t.messages), messages_after=len(t.messages), tokens_after=before, skipped=True)
         if reason == "overflow":
@@ -113,6 +142,9 @@ async def compact_window(job: CompactionJob, reason: CompactionReason) -> bool:
     # decoded one): the summary is stored and shown, and every later request carries it.
     summary = redact(format_summary(response.text, read, modified))
     new_messages = compacted_context(summary, kept)
+    if reason == "overflow":
+        # The kept part is what the provider refused with the rest: its large results fold too.
+        new_messages = fold_results(new_messages) or new_messages
     system = await job.recompose()
     after = int(job.counter.used_tokens(new_messages, system=system))
     data: dict[str, Any] = {
