@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "init": "flue_nb.runtime.session",
     "kernel": "flue_nb.notebook.kernel.sandbox",
     "local": "flue_nb.runtime.sandbox.local",
+    "serve": "flue_nb.notebook.serve",
     "tool": "flue_nb.runtime.tools.tool",
     "use_instruction": "flue_nb.runtime.agent.hooks",
     "use_mcp": "flue_nb.runtime.agent.hooks",

@@ -73,6 +73,7 @@ EXPECTED = [
     "kernel",
     "load_ipython_extension",
     "local",
+    "serve",
     "tool",
     "unload_ipython_extension",
     "use_instruction",
