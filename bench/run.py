@@ -141,6 +141,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("bigfiles", "memory of a 1 GiB edit and a 20 MiB write", _module("big_files")),
     ("images", "store of a 1,000-turn conversation with 50 figures", _module("images")),
     ("celllog", "cell log overhead on the user's cells", _module("cell_log")),
+    ("cache", "prompt-cache share of a 100-call session", _module("prompt_cache")),
 ]
 
 
