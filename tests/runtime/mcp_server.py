@@ -5,14 +5,20 @@
 MCP_TEST_FAIL_AT_START=1 exits before it answers; MCP_TEST_HANG_AT_START=1 never answers;
 MCP_TEST_CHATTY=N writes N lines that are not JSON-RPC to stdout first; MCP_TEST_COLLIDE=1 adds
 tools whose names collide once sanitised (`a.b`, `a_b`); MCP_TEST_STATE=PATH is the file the
-`remember`/`recall` tools keep their notes in (read-modify-write, like the reference memory server).
+`remember`/`recall` tools keep their notes in (read-modify-write, like the reference memory server);
+MCP_TEST_PIDFILE=PATH gets the server's process id.
 """
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get("MCP_TEST_PIDFILE"):  # first, before the SDK's slow imports
+    with open(os.environ["MCP_TEST_PIDFILE"], "w") as f:
+        f.write(str(os.getpid()))
+
 import base64
 import json
-import os
 import struct
 import sys
 import time

@@ -7,7 +7,10 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from agents import make_agent, session
@@ -118,6 +121,35 @@ def test_the_start_timeout_is_honoured_and_a_timed_out_server_is_not_waited_for_
     assert time.monotonic() - started < 0.9  # not another full timeout
     assert "not tried again" in info.value.message and "close_mcp_servers" in info.value.message
     assert model.requests == []
+
+
+def test_a_script_that_exits_right_after_a_start_timeout_leaves_no_server_running(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = f"""
+import sys
+sys.path[:0] = {[str(Path(__file__).parent)]!r}
+from agents import make_agent, session
+import flue_nb as flue
+from flue_nb.models import ScriptedModel
+env = {{"MCP_TEST_HANG_AT_START": "1", "MCP_TEST_PIDFILE": {str(pidfile)!r}}}
+agent = make_agent(ScriptedModel(["never"]), extra=lambda: flue.use_mcp("calc", command={CALC!r}, env=env, timeout=1))
+try:
+    session(agent).prompt("hello")
+except flue.McpConnectionError:
+    print("timed out")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "timed out" in out.stdout, out.stderr
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError(f"the hung server {pid} outlived the script")
 
 
 def test_tool_names_that_collide_once_sanitised_fail_that_server_alone_naming_both():

@@ -10,6 +10,7 @@ that dies is reopened by the next render or call. The `mcp` SDK is imported lazi
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import threading
 import time
@@ -258,6 +259,16 @@ def mcp_servers() -> list[McpServerStatus]:
         state = conn.state if alive or conn.state != "connected" else "closed"
         out.append(McpServerStatus(conn.server.name, conn.server.target, state, names, conn.error))
     return out
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    # A server that timed out at start is stopped in the background (it takes the SDK seconds);
+    # a script that exits right after that error would otherwise leave it running, orphaned.
+    try:
+        close_mcp_servers(timeout=5.0)
+    except Exception:  # noqa: BLE001 - the process is ending; nothing more to do with them
+        pass
 
 
 def close_mcp_servers(timeout: float = 10.0) -> None:
