@@ -173,3 +173,11 @@ def test_status_says_the_cost_when_a_priced_model_answered():
     assert lines[-2].endswith(", 2 responses of unpriced models not counted")
     assert lines[-1].startswith("submissions:")
     assert not any(ln.startswith("cost:") for ln in status_view(status(None, 3), store="s").plain.split("\n"))
+
+
+def test_a_note_made_before_the_submission_id_is_known_stays_in_the_transcript():
+    view = CellView("hi", "c1")
+    view.note("waiting for the lease")
+    view.submission_id = "s1"
+    view.apply(_delta("answer"))
+    assert view.text_plain().split("\n") == ["waiting for the lease", "answer", "[queued…]"]

@@ -183,7 +183,7 @@ def test_approve_runs_the_tool_and_deny_refuses_it(tmp_path: Path) -> None:
         _until(lambda: not w.live)
         assert (tmp_path / name).exists() is yes
         card = _tool(w, call_id)
-        assert card["status"] == ("ok" if yes else "error")
+        assert card["status"] == ("ok" if yes else "denied")  # a refusal is drawn as denied, not as an error (19.8)
         assert card["approval"]["reason"] == ("approved" if yes else "declined")
 
 
@@ -291,3 +291,39 @@ def test_rerunning_a_chat_cell_closes_that_cells_previous_chat(tmp_path: Path, m
     assert second.history[-1]["outcome"] == "completed" and other.history[-1]["outcome"] == "completed"
     second.close()
     other.close()
+
+
+def test_a_burst_of_sends_then_stop_leaves_no_card_queued(tmp_path: Path) -> None:
+    # Order-proof fold (22.1): a SubmissionQueued published after its settlement must not bring
+    # the card back to "queued"; after Stop the widget agrees with the store.
+    model = FunctionModel(lambda req: reply(" ".join(f"s{i}" for i in range(400))), delay=0.002)
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    receipts = [w.send_message(f"message {i}") for i in range(25)]
+    w.stop()
+    for r in receipts:
+        try:
+            session.read(r)
+        except flue.FlueError:
+            pass
+    _until(lambda: not session.status().queued and not session.status().running)
+    w.flush()
+    _until(lambda: not w.live)
+    assert {b["id"] for b in w.history} >= {r.submission_id for r in receipts}
+    assert all(b["state"] in ("settled", "joined") for b in w.history)
+
+
+def test_a_figure_the_python_tool_draws_reaches_the_card_as_an_image(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    code = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])"
+    model = ScriptedModel([reply("", tool_call("python", "p1", code=code)), reply("drawn")])
+    session = _session(tmp_path, model)
+    w = ChatWidget(session)
+    session.prompt("plot")
+    w.flush()
+    card = _tool(w, "p1")
+    [image] = card["images"]
+    assert w.images[image["digest"]].startswith("data:image/png;base64,")
+    # A new view rebuilt from the store finds the bytes by digest.
+    again = ChatWidget(session)
+    assert again.images[image["digest"]] == w.images[image["digest"]]

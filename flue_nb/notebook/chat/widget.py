@@ -5,9 +5,11 @@ observes it live. Events arrive on the runtime's thread; they are folded at once
 and sent to the browser at most `rate` times a second (a timer on the runtime loop sends the
 last pending change), plus at once when a submission settles.
 
-Synced traits (snake_case, plain JSON): `history` (settled submissions), `live` (queued and
-running ones), `status` (the gauge and the queue), `mode` (`chat`, or `cell` for one `%%flue`
-cell's submission), `title`. The browser sends three messages: `send` (a new message, admitted
+Synced traits (snake_case, plain JSON, shapes in `chat._wire`): `history` (settled
+submissions), `live` (queued and running ones), `status` (the gauge and the queue), `images`
+(data URLs of the figures tool cards show, by digest), `mode` (`chat`, or `cell` for one
+`%%flue` cell's submission), `title`, and `vendor` (the shared model with the front end's
+libraries, `chat._vendor`). The browser sends three messages: `send` (a new message, admitted
 with `Session.dispatch`), `stop` (`Session.abort`, the same durable path as the kernel's stop
 button) and `approve` (the answer to a tool card under the `ask` policy).
 """
@@ -15,6 +17,7 @@ button) and `approve` (the answer to a tool card under the `ask` policy).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import threading
 import time
@@ -25,13 +28,17 @@ from typing import Any
 
 import anywidget
 import traitlets
+from ipywidgets import widget_serialization
 
 from flue_nb.notebook.chat._fold import ChatFold
 from flue_nb.notebook.chat._saved import HIDE_COPY_CSS
+from flue_nb.notebook.chat._vendor import Vendor, vendor
+from flue_nb.notebook.chat._wire import StatusJSON
+from flue_nb.notebook.view.parts import ImageRef, Part, ToolPart
 from flue_nb.notebook.view.transcript import cost_text, share_of
 from flue_nb.runtime.events import Event
 
-__all__ = ["RATE", "ChatWidget"]
+__all__ = ["RATE", "ChatWidget", "model_name"]
 
 RATE = 30.0
 """Most updates sent to the browser per second while text streams."""
@@ -81,6 +88,9 @@ class ChatWidget(anywidget.AnyWidget):
     kernel's main thread (Stop is then the kernel's interrupt, approvals go to stdin)."""
     error = traitlets.Unicode("").tag(sync=True)
     """A problem the last browser request ran into (a message not accepted), shown once."""
+    images = traitlets.Dict().tag(sync=True)
+    """Digest → data URL of every image a tool card of this view shows."""
+    vendor = traitlets.Instance(Vendor, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(
         self,
@@ -94,7 +104,7 @@ class ChatWidget(anywidget.AnyWidget):
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[], tuple[str, str]] | None = None,
     ) -> None:
-        super().__init__(mode=mode, interactive=interactive)
+        super().__init__(mode=mode, interactive=interactive, vendor=vendor())
         self.session = session
         self.model_label = model
         self.describe = describe
@@ -202,23 +212,44 @@ class ChatWidget(anywidget.AnyWidget):
             fold.dirty.clear()
             state = self._status() if status else None
             fold.status_dirty = False
+            images = self._new_images()
             self._last = self._clock()
             self.updates += 1
             # An empty context: ipykernel then addresses the update to the cell running now (as
             # `handle_publisher` does for display updates), which nbclient and frontends accept.
-            contextvars.Context().run(self._set, history, live, state)
+            contextvars.Context().run(self._set, history, live, state, images)
         if settled and self.saved is not None:
             self.saved.refresh()
 
-    def _set(self, history: Any, live: Any, state: Any) -> None:
+    def _new_images(self) -> dict[str, str] | None:
+        """The image map with the figures first seen since the last update, or None if none were."""
+        wanted = {i.digest: i.media_type for b in self.fold.blocks.values() for i in _block_images(b.parts)}
+        new = {d: m for d, m in wanted.items() if d not in self.images}
+        if not new:
+            return None
+        out = dict(self.images)
+        for digest, media_type in new.items():
+            data = self.fold.images.get(digest)
+            if data is None:
+                try:  # rebuilt from the store: the events carry references only
+                    data = self.session.store.blob(digest)
+                except Exception:  # noqa: BLE001 - a figure not found is drawn as its label
+                    data = None
+            if data is not None:
+                out[digest] = f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+        return out
+
+    def _set(self, history: Any, live: Any, state: Any, images: Any = None) -> None:
         with self.hold_sync():
+            if images is not None:
+                self.images = images
             if history is not None:
                 self.history = history
             self.live = live
             if state is not None:
                 self.status = state
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> StatusJSON:
         st: Any = None
         try:
             st = self.session.status()
@@ -248,12 +279,16 @@ class ChatWidget(anywidget.AnyWidget):
             next_agent, next_label = self.describe()
             if next_agent and (next_agent != agent or next_label):
                 agent, model = next_agent, next_label or (model if next_agent == agent else "")
+        model = model_name(model)
+        window, threshold = get("context_window"), get("compaction_threshold")
+        if window is None and model:
+            window, threshold = _limits(model)  # a fresh chat: the window of the model that will answer
         return {
             "agent": agent,
             "model": model,
             "used_tokens": get("used_tokens"),
-            "context_window": get("context_window"),
-            "threshold": get("compaction_threshold"),
+            "context_window": window,
+            "threshold": threshold,
             "queued": len(queued),
             "running": bool(running),
             "usage": usage,
@@ -328,7 +363,7 @@ class ChatWidget(anywidget.AnyWidget):
             with self._lock:
                 self._approvals.pop(call_id, None)
         with self._lock:
-            self.fold.mark_tool(call_id, status="running" if approved else "error", ask=None)
+            self.fold.mark_tool(call_id, status="running" if approved else "denied", ask=None, asked_at=None)
         self._push()
         return approved
 
@@ -336,9 +371,9 @@ class ChatWidget(anywidget.AnyWidget):
         """Mark the call's card as waiting for an answer given elsewhere (stdin), or no longer."""
         with self._lock:
             if summary is not None:
-                self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary)
+                self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary, asked_at=time.time())
             else:
-                self.fold.mark_tool(call_id, status="running", ask=None)
+                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None)
         self._push()
 
     def answer(self, call_id: str, approved: bool) -> bool:
@@ -380,6 +415,29 @@ def _later(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle | None:
     except RuntimeError:
         return None  # not on the runtime loop: send now instead
     return loop.call_later(delay, fn)
+
+
+def model_name(spec: str) -> str:
+    """A model as every widget's title names it: the id without its provider (`claude-sonnet-4-6`)."""
+    return spec.rsplit("/", 1)[-1] if isinstance(spec, str) else ""
+
+
+def _limits(model: str) -> tuple[int | None, int | None]:
+    from flue_nb.runtime.core.compaction import threshold
+    from flue_nb.runtime.providers._models import model_info
+
+    info = model_info(model)
+    return info.context_window, threshold(info)
+
+
+def _block_images(parts: list[Part]) -> list[ImageRef]:
+    out: list[ImageRef] = []
+    for p in parts:
+        if isinstance(p, ToolPart):
+            out.extend(p.images)
+            if p.task is not None:
+                out.extend(_block_images(p.task.parts))
+    return out
 
 
 def _stored_events(session: Any) -> list[Event]:

@@ -1,12 +1,48 @@
-// flue_nb chat widget: draws the synced `history`, `live` and `status` traits.
-// Plain ES module for anywidget: no build step, no imports, nothing fetched at run time.
+// flue_nb chat widget: draws the synced `history`, `live`, `status` and `images` traits.
+// Plain ES module for anywidget: no build step. The libraries (marked, DOMPurify, highlight.js,
+// KaTeX) come from the shared `vendor` model (flue_nb/notebook/chat/_vendor.py), loaded once a page.
+// The synced shapes below mirror flue_nb/notebook/chat/_wire.py; keep the two in step.
+
+/**
+ * @typedef {{ text: string, bytes: number, lines: number, clipped: boolean }} Clip
+ * @typedef {{ arg: string, lang: string, value: Clip }} Code
+ * @typedef {{ digest: string, media_type: string, width: number, height: number, label: string }} Image
+ * @typedef {{ kind: "text" | "thinking", text: string }} TextPart
+ * @typedef {{ kind: "task", agent: string, description: string, depth: number, status: string,
+ *   text: string | null, error: string | null, parts: Part[] }} TaskPart
+ * @typedef {{ kind: "tool", call_id: string, name: string, summary: string, status: string,
+ *   duration_ms: number | null, input: Clip, code: Code[], result: Clip | null,
+ *   result_kind: "text" | "code" | "list" | "markdown", result_lang: string,
+ *   namespace: { added: string[], changed: string[], removed: string[] } | null,
+ *   approval: { approved?: boolean, reason?: string, fallback?: string, via?: string } | null,
+ *   ask: string | null, asked_at: number | null, progress: string, images: Image[],
+ *   task: TaskPart | null }} ToolPart
+ * @typedef {{ kind: "signal", signal_type: string, changes: string[] }} SignalPart
+ * @typedef {{ kind: "compaction", reason: string, running: boolean, tokens_before: number | null,
+ *   tokens_after: number | null, summary: string | null, skipped: boolean, is_error: boolean,
+ *   error: string | null }} CompactionPart
+ * @typedef {{ kind: "note", text: string }} NotePart
+ * @typedef {{ kind: "user", text: string, from: string }} UserPart
+ * @typedef {TextPart | ToolPart | TaskPart | SignalPart | CompactionPart | NotePart | UserPart} Part
+ * @typedef {{ id: string, kind: "submission" | "aside", text: string, state: string,
+ *   outcome: string | null, error: { type: string, message: string } | null, recovered: boolean,
+ *   joined_into: string | null, result: string | null, attempt: number, parts: Part[] }} Block
+ * @typedef {{ agent: string, model: string, used_tokens: number | null,
+ *   context_window: number | null, threshold: number | null, queued: number, running: boolean,
+ *   usage: { input?: number, output?: number, cache_read?: number, cache_write?: number },
+ *   cost: string, cost_note: string, cache_share: number | null }} Status
+ * @typedef {{ history: Block[], live: Block[], status: Status, images: Record<string, string>,
+ *   mode: "chat" | "cell", title: string, interactive: boolean, error: string,
+ *   vendor: string | null }} Model
+ * @typedef {{ marked: any, DOMPurify: any, hljs: any, katex: any }} Libs
+ */
 
 const GLYPH = {
-  running: "◌", ok: "✓", error: "✗", aborted: "■", failed: "✗", awaiting_approval: "?",
+  running: "◌", ok: "✓", error: "✗", denied: "⊘", aborted: "■", failed: "✗", awaiting_approval: "?",
 };
 const OUTCOME = { completed: "✓ completed", failed: "✗ failed", aborted: "■ aborted" };
 
-function esc(s) {
+export function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => (
     { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -29,81 +65,105 @@ function fmtMs(ms) {
   return ms >= 1000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms) + " ms";
 }
 
-// --- a small markdown renderer (escape first, then a few block and inline forms) -----------
+export function fmtWait(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  return m < 60 ? `${m} min ${s % 60} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+}
 
-function inline(text) {
-  const codes = [];
-  let s = esc(text).replace(/`([^`\n]+)`/g, (_, c) => {
-    codes.push(c);
-    return "\u0000" + (codes.length - 1) + "\u0000";
+// --- markdown: marked (GFM), highlight.js, DOMPurify, KaTeX -----------------------------------
+
+const MATH = /\$\$([\s\S]+?)\$\$|\\\[([\s\S]+?)\\\]|\\\(([\s\S]+?)\\\)|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])/g;
+const FILES = /<(read-files|modified-files)>\n?([\s\S]*?)<\/\1>/g;
+
+/** Math out of the way of markdown (it would eat `_` and `*`), code spans and fences left alone. */
+function protectMath(src, found) {
+  return src.split(/(```[\s\S]*?(?:```|$)|`[^`\n]+`)/g).map((seg, i) => (i % 2 ? seg : seg.replace(MATH, (m, a, b, c, d) => {
+    found.push({ tex: a ?? b ?? c ?? d, display: a !== undefined || b !== undefined });
+    return `FLUEMATH${found.length - 1}X`;
+  }))).join("");
+}
+
+/** A compaction summary's `<read-files>` / `<modified-files>` blocks as markdown lists. */
+function fileLists(src) {
+  return src.replace(FILES, (_, tag, body) => {
+    const items = body.split("\n").map((s) => s.trim()).filter(Boolean);
+    const title = tag === "read-files" ? "Files read" : "Files modified";
+    return `\n**${title}:**\n\n${items.map((f) => "- `" + f.replace(/`/g, "") + "`").join("\n")}\n`;
   });
-  s = s.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>")
-    .replace(/(^|[^*\w])\*([^*\n]+)\*(?!\w)/g, "$1<em>$2</em>")
-    .replace(/(^|[^_\w])_([^_\n]+)_(?!\w)/g, "$1<em>$2</em>")
-    .replace(/\[([^\]\n]+)\]\((https?:\/\/[^)\s]+)\)/g,
-      '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>');
-  return s.replace(/\u0000(\d+)\u0000/g, (_, i) => "<code>" + codes[+i] + "</code>");
 }
 
-export function markdown(src) {
-  const lines = String(src ?? "").replace(/\r\n/g, "\n").split("\n");
-  const out = [];
-  let para = [];
-  let list = null; // {tag, items}
-  const flushPara = () => {
-    if (para.length) out.push("<p>" + para.map(inline).join("<br>") + "</p>");
-    para = [];
-  };
-  const flushList = () => {
-    if (list) out.push(`<${list.tag}>` + list.items.map((i) => "<li>" + inline(i) + "</li>").join("") + `</${list.tag}>`);
-    list = null;
-  };
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    const fence = line.match(/^\s*```\s*([\w+-]*)/);
-    if (fence) {
-      flushPara(); flushList();
-      const body = [];
-      i++;
-      while (i < lines.length && !/^\s*```/.test(lines[i])) body.push(lines[i++]);
-      out.push(`<pre class="flue-code"><code>${esc(body.join("\n"))}</code></pre>`);
-      continue;
+/** The markdown renderer over the vendored libraries; `libs` null renders escaped text. */
+export function makeMarkdown(libs) {
+  if (!libs) return (src) => `<p class="flue-plain">${esc(src).replace(/\n/g, "<br>")}</p>`;
+  const { marked, DOMPurify, hljs, katex } = libs;
+  const md = new marked.Marked({ gfm: true, breaks: false });
+  md.use({
+    renderer: {
+      code({ text, lang }) { return codeBlock(text, (lang || "").split(/\s/)[0], hljs); },
+    },
+  });
+  const purify = DOMPurify.default ? DOMPurify.default : DOMPurify;
+  if (!purify.__flueHooked) purify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.tagName === "A" && node.getAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
     }
-    const h = line.match(/^(#{1,6})\s+(.*)$/);
-    if (h) { flushPara(); flushList(); out.push(`<h${h[1].length + 2 > 6 ? 6 : h[1].length + 2}>${inline(h[2])}</h${h[1].length + 2 > 6 ? 6 : h[1].length + 2}>`); continue; }
-    const ul = line.match(/^\s*[-*+]\s+(.*)$/);
-    const ol = line.match(/^\s*\d+[.)]\s+(.*)$/);
-    if (ul || ol) {
-      flushPara();
-      const tag = ul ? "ul" : "ol";
-      if (!list || list.tag !== tag) { flushList(); list = { tag, items: [] }; }
-      list.items.push((ul || ol)[1]);
-      continue;
-    }
-    const q = line.match(/^>\s?(.*)$/);
-    if (q) { flushPara(); flushList(); out.push("<blockquote>" + inline(q[1]) + "</blockquote>"); continue; }
-    if (!line.trim()) { flushPara(); flushList(); continue; }
-    flushList();
-    para.push(line);
+  });
+  purify.__flueHooked = true;
+  return (src) => {
+    const found = [];
+    const text = protectMath(fileLists(String(src ?? "")), found);
+    const clean = purify.sanitize(md.parse(text), { ADD_ATTR: ["target"], FORBID_TAGS: ["style", "form", "input"] });
+    return clean.replace(/FLUEMATH(\d+)X/g, (_, i) => {
+      const m = found[+i];
+      try {
+        return katex.renderToString(m.tex, { displayMode: m.display, throwOnError: false, output: "htmlAndMathml" });
+      } catch (e) {
+        return `<code>${esc(m.tex)}</code>`;
+      }
+    });
+  };
+}
+
+/** Code as a highlighted block (escaped by highlight.js, or by us when the language is unknown). */
+export function codeBlock(text, lang, hljs) {
+  let body = esc(text);
+  if (hljs) {
+    try {
+      body = lang && hljs.getLanguage(lang) ? hljs.highlight(text, { language: lang, ignoreIllegals: true }).value
+        : esc(text);
+    } catch (e) { body = esc(text); }
   }
-  flushPara(); flushList();
-  return out.join("");
+  return `<pre class="flue-code"><code class="hljs${lang ? " language-" + esc(lang) : ""}">${body}</code></pre>`;
 }
 
-// --- parts ----------------------------------------------------------------------------------
+// --- parts ------------------------------------------------------------------------------------
 
-function details(key, open, summaryHtml, bodyHtml, cls = "") {
-  return `<details class="${cls}" data-key="${esc(key)}"${open ? " open" : ""}><summary>${summaryHtml}</summary>${bodyHtml}</details>`;
+function details(key, open, summaryHtml, bodyHtml, cls = "", label = "") {
+  const aria = label ? ` role="group" aria-label="${esc(label)}"` : "";
+  return `<details class="${cls}" data-key="${esc(key)}"${open ? " open" : ""}${aria}><summary>${summaryHtml}</summary>${bodyHtml}</details>`;
 }
 
-function clipped(key, label, v, opened) {
-  if (!v) return "";
-  const size = `${fmtBytes(v.bytes)}, ${v.lines} line${v.lines === 1 ? "" : "s"}`;
+function sized(v) { return `${fmtBytes(v.bytes)}, ${v.lines} line${v.lines === 1 ? "" : "s"}`; }
+
+function clipped(ctx, key, label, v, bodyHtml) {
   const more = v.clipped ? `<div class="flue-muted">showing the first ${v.text.length.toLocaleString()} characters</div>` : "";
-  const body = `<pre class="flue-pre">${esc(v.text)}</pre>${more}`;
-  const long = v.lines > 12 || v.bytes > 1200;
-  if (!long) return `<div class="flue-field"><span class="flue-label">${label}</span>${body}</div>`;
-  return details(key, opened.has(key), `<span class="flue-label">${label}</span> <span class="flue-muted">(${size}, collapsed)</span>`, body, "flue-long");
+  const body = (bodyHtml ?? `<pre class="flue-pre">${esc(v.text)}</pre>`) + more;
+  if (!(v.lines > 12 || v.bytes > 1200)) return `<div class="flue-field"><span class="flue-label">${label}</span>${body}</div>`;
+  return details(key, ctx.opened.has(key), `<span class="flue-label">${label}</span> <span class="flue-muted">(${sized(v)}, collapsed)</span>`, body, "flue-long");
+}
+
+function resultBody(ctx, t) {
+  const v = t.result;
+  if (t.result_kind === "list") {
+    const items = v.text.split("\n").filter((s) => s.trim());
+    return `<ul class="flue-list">${items.map((s) => `<li><code>${esc(s)}</code></li>`).join("")}</ul>`;
+  }
+  if (t.result_kind === "markdown") return `<div class="flue-md">${ctx.md(v.text)}</div>`;
+  if (t.result_kind === "code") return codeBlock(v.text, t.result_lang, ctx.libs && ctx.libs.hljs);
+  return undefined;
 }
 
 function namespaceRow(ns) {
@@ -112,88 +172,110 @@ function namespaceRow(ns) {
   for (const [k, sign] of [["added", "+"], ["changed", "~"], ["removed", "−"]]) {
     for (const name of ns[k] || []) bits.push(`<span class="flue-ns flue-ns-${k}" title="${k}">${sign} ${esc(name)}</span>`);
   }
-  if (!bits.length) return `<div class="flue-nsrow"><span class="flue-label">namespace</span> <span class="flue-muted">no names changed</span></div>`;
-  return `<div class="flue-nsrow"><span class="flue-label">namespace</span> ${bits.join(" ")}</div>`;
+  const what = bits.length ? bits.join(" ") : `<span class="flue-muted">no names changed</span>`;
+  return `<div class="flue-nsrow"><span class="flue-label">namespace</span> ${what}</div>`;
 }
 
 function approvalNote(a) {
   if (!a) return "";
-  if (a.reason === "approved") return `<div class="flue-muted">approved by the user</div>`;
-  if (a.reason === "declined") return `<div class="flue-muted">denied by the user</div>`;
-  if (a.reason === "policy") return `<div class="flue-muted">denied by the approval policy</div>`;
+  const why = {
+    approved: "approved by the user", declined: "denied by the user", policy: "denied by the approval policy",
+  }[a.reason];
+  if (why) return `<div class="flue-muted">${why}</div>`;
   if (a.reason === "headless" || a.reason === "unanswered") {
     return `<div class="flue-muted">no one to ask: fallback policy ${esc(a.fallback)} ${a.approved ? "ran it" : "refused it"}</div>`;
   }
   return "";
 }
 
-function toolCard(t, opened, interactive) {
+function figures(ctx, images) {
+  if (!images || !images.length) return "";
+  return `<div class="flue-figs">${images.map((i) => {
+    const src = ctx.images[i.digest];
+    const label = i.label || "image";
+    if (!src) return `<div class="flue-muted">[${esc(label)}: ${i.width}×${i.height}]</div>`;
+    return `<button class="flue-fig" data-digest="${esc(i.digest)}" title="${esc(label)} (${i.width}×${i.height}): click for full size" aria-label="${esc(label)}, full size">` +
+      `<img src="${esc(src)}" alt="${esc(label)}" width="${i.width}" height="${i.height}"></button>`;
+  }).join("")}</div>`;
+}
+
+function toolMeta(t, st) {
+  if (st === "running") return t.progress ? `running… ${esc(t.progress)}` : "running…";
+  if (st === "awaiting_approval") {
+    const since = t.asked_at ? ` <span class="flue-wait" data-since="${t.asked_at}">${fmtWait(Date.now() / 1000 - t.asked_at)}</span>` : "";
+    return `waiting for approval${since}`;
+  }
+  return st === "ok" ? "" : esc(st);
+}
+
+function toolCard(ctx, t) {
   const key = "tool:" + t.call_id;
   const st = t.status || "running";
-  const head = `<span class="flue-glyph flue-st-${st}">${GLYPH[st] || "·"}</span> <span class="flue-tname">${esc(t.name)}</span> <span class="flue-targ">${esc(t.summary)}</span>` +
-    `<span class="flue-tmeta">${st === "running" ? (t.progress ? `running… ${esc(t.progress)}` : "running…") : st === "awaiting_approval" ? "waiting for approval" : esc(st === "ok" ? "" : st)} ${fmtMs(t.duration_ms)}</span>`;
-  let body = clipped(key + ":in", "arguments", t.input, opened);
+  const head = `<span class="flue-glyph flue-st-${st}" aria-hidden="true">${GLYPH[st] || "·"}</span> <span class="flue-tname">${esc(t.name)}</span> <span class="flue-targ">${esc(t.summary)}</span>` +
+    `<span class="flue-tmeta">${toolMeta(t, st)} ${fmtMs(t.duration_ms)}</span>`;
+  let body = "";
+  for (const c of t.code || []) {
+    body += clipped(ctx, `${key}:code:${c.arg}`, esc(c.arg), c.value, c.lang === "markdown"
+      ? `<div class="flue-md">${ctx.md(c.value.text)}</div>` : codeBlock(c.value.text, c.lang, ctx.libs && ctx.libs.hljs));
+  }
+  if (t.input && t.input.text) body += clipped(ctx, key + ":in", "arguments", t.input);
   if (st === "awaiting_approval") {
-    body += `<div class="flue-ask"><div>${esc(t.ask || "")}</div>` +
-      (interactive
+    body += `<div class="flue-ask" role="alert"><div>${esc(t.ask || "")}</div>` +
+      (ctx.interactive
         ? `<button class="flue-btn flue-approve" data-call="${esc(t.call_id)}">Approve</button> <button class="flue-btn flue-deny" data-call="${esc(t.call_id)}">Deny</button>`
         : `<span class="flue-muted">answer in the prompt under the cell</span>`) + "</div>";
   }
-  if (t.result) body += clipped(key + ":out", t.status === "error" ? "error" : "result", t.result, opened);
+  if (t.result && (t.result.text || t.status !== "ok")) {
+    const label = st === "error" || st === "failed" ? "error" : st === "denied" ? "refusal" : "result";
+    body += clipped(ctx, key + ":out", label, t.result, st === "ok" ? resultBody(ctx, t) : undefined);
+  }
+  body += figures(ctx, t.images);
   body += namespaceRow(t.namespace);
   body += approvalNote(t.approval);
-  if (t.task) body += taskCard(t.task, key, opened, interactive);
-  const open = opened.has(key) || st === "awaiting_approval" || (opened.auto && st === "running");
-  return details(key, open, head, `<div class="flue-tbody">${body}</div>`, `flue-tool flue-tool-${st}`);
+  if (t.task) body += taskCard(ctx, t.task, key);
+  const open = ctx.opened.has(key) || st === "awaiting_approval" || (t.images && t.images.length > 0 && !ctx.closed.has(key));
+  return details(key, open, head, `<div class="flue-tbody">${body}</div>`, `flue-tool flue-tool-${st}`, `tool call ${t.name}: ${st}`);
 }
 
-function taskCard(task, key, opened, interactive) {
+function taskCard(ctx, task, key) {
   const st = task.status;
-  const inner = renderParts(task.parts || [], opened, interactive);
   const tail = task.error ? `<div class="flue-err">${esc(task.error)}</div>` : "";
-  return `<div class="flue-task"><div class="flue-task-head"><span class="flue-glyph flue-st-${st}">${GLYPH[st] || "·"}</span> subagent <b>${esc(task.agent)}</b> <span class="flue-muted">${esc(task.description)}</span></div>${inner}${tail}</div>`;
+  return `<div class="flue-task" role="group" aria-label="subagent ${esc(task.agent)}"><div class="flue-task-head"><span class="flue-glyph flue-st-${st}">${GLYPH[st] || "·"}</span> subagent <b>${esc(task.agent)}</b> <span class="flue-muted">${esc(task.description)}</span></div>${(task.parts || []).map((p, i) => part(ctx, p, key + ":" + i)).join("")}${tail}</div>`;
 }
 
-function signalChip(p) {
-  const what = (p.changes && p.changes.length) ? p.changes.map(inline).join(" · ") : esc(p.signal_type) + " changed";
-  return `<div class="flue-chip" title="signal: ${esc(p.signal_type)}"><span class="flue-chip-kind">${esc(p.signal_type)}</span> ${what}</div>`;
-}
-
-function compaction(p, i, opened) {
-  const key = "compaction:" + i + ":" + p.reason;
+function compaction(ctx, p, key) {
   if (p.running) return `<div class="flue-divider"><span>compacting the context (${esc(p.reason)})…</span></div>`;
   let label;
   if (p.is_error) label = `compaction (${esc(p.reason)}) failed: ${esc(p.error || "")}`;
   else if (p.skipped) label = `compaction (${esc(p.reason)}): nothing old enough to fold`;
   else label = `compacted (${esc(p.reason)}): ${fmtTokens(p.tokens_before)} → ${fmtTokens(p.tokens_after)} tokens`;
-  const summary = p.summary ? details(key, opened.has(key), "summary", `<div class="flue-md flue-summary">${markdown(p.summary)}</div>`, "flue-sumbox") : "";
-  return `<div class="flue-divider"><span>${label}</span></div>${summary}`;
+  const summary = p.summary ? details(key, ctx.opened.has(key), "summary", `<div class="flue-md flue-summary">${ctx.md(p.summary)}</div>`, "flue-sumbox") : "";
+  return `<div><div class="flue-divider"><span>${label}</span></div>${summary}</div>`;
 }
 
-function renderParts(parts, opened, interactive, prefix = "") {
-  return parts.map((p, i) => {
-    switch (p.kind) {
-      case "text": return `<div class="flue-md flue-answer">${markdown(p.text)}</div>`;
-      case "thinking": {
-        const key = prefix + "thinking:" + i;
-        return details(key, opened.has(key), '<span class="flue-muted">thinking</span>', `<div class="flue-thinking">${esc(p.text)}</div>`, "flue-think");
-      }
-      case "tool": return toolCard(p, opened, interactive);
-      case "task": return taskCard(p, prefix + "task:" + i, opened, interactive);
-      case "signal": return signalChip(p);
-      case "compaction": return compaction(p, prefix + i, opened);
-      case "user": return `<div class="flue-user flue-joined"><span class="flue-badge">joined</span>${esc(p.text)}</div>`;
-      case "note": return `<div class="flue-note">${esc(p.text)}</div>`;
-      default: return "";
+/** One part as HTML with a single root element (so it can be redrawn on its own). */
+export function part(ctx, p, key) {
+  switch (p.kind) {
+    case "text": return `<div class="flue-md flue-answer">${ctx.md(p.text)}</div>`;
+    case "thinking": return details(key, ctx.opened.has(key), '<span class="flue-muted">thinking</span>', `<div class="flue-thinking">${esc(p.text)}</div>`, "flue-think");
+    case "tool": return toolCard(ctx, p);
+    case "task": return taskCard(ctx, p, key);
+    case "signal": {
+      const what = (p.changes && p.changes.length) ? p.changes.map((c) => esc(c).replace(/`([^`]+)`/g, "<code>$1</code>")).join(" · ") : esc(p.signal_type) + " changed";
+      return `<div class="flue-chip" title="signal: ${esc(p.signal_type)}"><span class="flue-chip-kind">${esc(p.signal_type)}</span> ${what}</div>`;
     }
-  }).join("");
+    case "compaction": return compaction(ctx, p, key);
+    case "user": return `<div class="flue-user flue-joined"><span class="flue-badge">joined</span>${esc(p.text)}</div>`;
+    case "note": return `<div class="flue-note">${esc(p.text)}</div>`;
+    default: return "<div></div>";
+  }
 }
 
 function outcomeLine(b) {
   if (b.state === "queued") return `<div class="flue-outcome flue-queued">queued: runs when the agent is free</div>`;
   if (b.state === "joining") return `<div class="flue-outcome flue-queued">queued: joins the live response at the next turn</div>`;
   if (b.state === "running") return `<div class="flue-outcome flue-running">running…</div>`;
-  if (!b.outcome) return "";
+  if (!b.outcome) return "<div></div>";
   let text = OUTCOME[b.outcome] || b.outcome;
   if (b.error && b.outcome === "failed") text += `: ${esc(b.error.type)}: ${esc(b.error.message)}`;
   else if (b.error && b.outcome === "aborted") text += `: ${esc(b.error.message)}`;
@@ -201,12 +283,69 @@ function outcomeLine(b) {
   return `<div class="flue-outcome flue-${b.outcome}">${text}</div>`;
 }
 
-function block(b, opened, interactive, mode) {
-  if (b.kind === "aside") return `<div class="flue-block flue-aside">${renderParts(b.parts, opened, interactive, b.id + ":")}</div>`;
-  if (b.state === "joined" && mode === "chat") return ""; // drawn inside the response it joined
-  const user = mode === "chat" && b.text ? `<div class="flue-user">${esc(b.text)}</div>` : "";
-  const rec = b.recovered ? `<span class="flue-badge flue-rec">recovered</span>` : "";
-  return `<div class="flue-block" data-sid="${esc(b.id)}">${user}${rec}${renderParts(b.parts, opened, interactive, b.id + ":")}${outcomeLine(b)}</div>`;
+/** A block's pieces, each keyed, each one root element: what `patch` redraws one at a time. */
+export function blockPieces(ctx, b) {
+  const out = [];
+  if (b.kind !== "aside") {
+    if (ctx.mode === "chat" && b.text) out.push(["user", `<div class="flue-user">${esc(b.text)}</div>`]);
+    if (b.recovered) out.push(["rec", `<span class="flue-badge flue-rec">recovered</span>`]);
+  }
+  b.parts.forEach((p, i) => out.push([`p${i}`, part(ctx, p, `${b.id}:${i}`)]));
+  if (b.kind !== "aside") out.push(["outcome", outcomeLine(b)]);
+  return out;
+}
+
+// --- the DOM: keyed redraws -------------------------------------------------------------------
+
+function fromHtml(html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return t.content.firstElementChild || document.createElement("div");
+}
+
+/** Make `box`'s children the keyed pieces, replacing only those whose HTML changed. */
+function patch(box, pieces) {
+  const have = new Map([...box.children].map((c) => [c.dataset.piece, c]));
+  let prev = null;
+  for (const [key, html] of pieces) {
+    let node = have.get(key);
+    if (!node || node.__html !== html) {
+      const fresh = fromHtml(html);
+      fresh.dataset.piece = key;
+      fresh.__html = html;
+      if (node) node.replaceWith(fresh); else box.insertBefore(fresh, prev ? prev.nextSibling : box.firstChild);
+      node = fresh;
+    } else if (node.previousElementSibling !== prev) {
+      box.insertBefore(node, prev ? prev.nextSibling : box.firstChild);
+    }
+    have.delete(key);
+    prev = node;
+  }
+  for (const stale of have.values()) stale.remove();
+}
+
+function blockElements(ctx, blocks) {
+  return blocks.filter((b) => !(b.state === "joined" && ctx.mode === "chat")).map((b) => [b.id, b]);
+}
+
+function patchBlocks(ctx, box, blocks) {
+  const want = blockElements(ctx, blocks);
+  const have = new Map([...box.children].map((c) => [c.dataset.piece, c]));
+  let prev = null;
+  for (const [id, b] of want) {
+    let node = have.get(id);
+    if (!node) {
+      node = document.createElement("div");
+      node.dataset.piece = id;
+      box.insertBefore(node, prev ? prev.nextSibling : box.firstChild);
+    }
+    node.className = `flue-block${b.kind === "aside" ? " flue-aside" : ""}`;
+    node.dataset.sid = id;
+    patch(node, blockPieces(ctx, b));
+    have.delete(id);
+    prev = node;
+  }
+  for (const stale of have.values()) stale.remove();
 }
 
 function gauge(st) {
@@ -214,34 +353,88 @@ function gauge(st) {
   const u = st.usage || {};
   const pct = used && win ? Math.min(100, (100 * used) / win) : 0;
   const mark = thr && win ? `<div class="flue-gauge-mark" style="left:${Math.min(100, (100 * thr) / win)}%" title="compacts at ${fmtTokens(thr)}"></div>` : "";
-  const ctx = win ? `${fmtTokens(used ?? 0)} / ${fmtTokens(win)} tokens` + (thr ? ` · compacts at ${fmtTokens(thr)}` : "") : "context window unknown";
-  return `<div class="flue-gauge" title="context used"><div class="flue-gauge-fill" style="width:${pct}%"></div>${mark}</div>` +
-    `<div class="flue-gauge-text">${ctx} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${st.cache_share != null ? ` <span title="share of prompt tokens read from the provider's cache">(${Math.round(st.cache_share * 100)} % cached)</span>` : ""}${st.cost ? ` · <span title="${esc(st.cost_note || "")}">${esc(st.cost)}</span>` : ""}</div>`;
+  const ctxText = win ? `${fmtTokens(used ?? 0)} / ${fmtTokens(win)} tokens` + (thr ? ` · compacts at ${fmtTokens(thr)}` : "") : "context window unknown";
+  const cached = st.cache_share != null ? ` (${Math.round(st.cache_share * 100)} % cached)` : "";
+  const full = `${ctxText} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${cached}`;
+  return `<div class="flue-gauge" role="meter" aria-label="context used" aria-valuemin="0" aria-valuemax="${win || 0}" aria-valuenow="${used || 0}"><div class="flue-gauge-fill" style="width:${pct}%"></div>${mark}</div>` +
+    `<div class="flue-gauge-text" title="${esc(full)}${st.cost_note ? " · " + esc(st.cost_note) : ""}">${esc(full)}${st.cost ? ` · ${esc(st.cost)}` : ""}</div>`;
 }
 
-function render({ model, el }) {
+// --- loading the vendored libraries (once a page) --------------------------------------------
+
+const LOADED = (globalThis.__flue_nb_vendor ??= new Map());
+
+async function importSource(src) {
+  const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+  try { return await import(/* webpackIgnore: true */ url); } finally { URL.revokeObjectURL(url); }
+}
+
+/** @returns {Promise<Libs | null>} */
+function loadLibs(model) {
+  const ref = model.get("vendor");
+  if (!ref || !model.widget_manager) return Promise.resolve(null);
+  const id = String(ref).replace(/^IPY_MODEL_/, "");
+  if (!LOADED.has(id)) {
+    LOADED.set(id, (async () => {
+      const vendor = await model.widget_manager.get_model(id);
+      const src = vendor.get("sources");
+      const [marked, purify, hljs, katex] = await Promise.all(["marked", "purify", "hljs", "katex"].map((n) => importSource(src[n])));
+      if (!document.getElementById("flue-katex-css")) {
+        const style = document.createElement("style");
+        style.id = "flue-katex-css";
+        style.textContent = src["katex.css"];
+        document.head.appendChild(style);
+      }
+      return { marked, DOMPurify: purify.default, hljs: hljs.default, katex: katex.default };
+    })().catch((e) => { console.warn("flue_nb: the chat's libraries did not load; text is shown plain", e); return null; }));
+  }
+  return LOADED.get(id);
+}
+
+// --- the widget -------------------------------------------------------------------------------
+
+/** @type {import("@anywidget/types").Render<Model>} */
+async function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "flue-chat";
-  root.innerHTML = `<div class="flue-head"><span class="flue-title"></span><span class="flue-state"></span><span class="flue-hint"></span><button class="flue-btn flue-stop" title="Abort every unsettled message of this conversation">Stop</button></div>
+  root.innerHTML = `<div class="flue-head"><span class="flue-title"></span><span class="flue-state" role="status"></span><span class="flue-hint"></span><button class="flue-btn flue-stop" title="Abort every unsettled message of this conversation">Stop</button></div>
 <div class="flue-gaugebox"></div>
-<div class="flue-log"><div class="flue-history"></div><div class="flue-live"></div></div>
-<div class="flue-error"></div>
-<div class="flue-input"><textarea rows="2" placeholder="Message the agent (Enter to send, Shift+Enter for a new line)"></textarea><button class="flue-btn flue-send">Send</button></div>`;
+<div class="flue-log" role="log" aria-label="conversation" tabindex="0"><div class="flue-history"></div><div class="flue-live"></div><div class="flue-pending"></div></div>
+<div class="flue-error" role="alert"></div>
+<div class="flue-announce" aria-live="polite"></div>
+<div class="flue-input"><textarea rows="2" aria-label="Message the agent" placeholder="Message the agent (Enter to send, Shift+Enter for a new line)"></textarea><button class="flue-btn flue-send">Send</button></div>
+<div class="flue-overlay" hidden><img alt=""></div>`;
   el.appendChild(root);
   const $ = (s) => root.querySelector(s);
   const log = $(".flue-log");
   const opened = new Set();
-  opened.auto = false;
+  const closed = new Set(); // cards with figures start open; these the user closed
+  /** @type {{ text: string, at: number }[]} */
+  let pending = [];
+  let follow = true;
+  let libs = null;
+  const ctx = () => ({
+    opened, closed, libs, md, images: model.get("images") || {}, mode: model.get("mode"), interactive: model.get("interactive"),
+  });
+  let md = makeMarkdown(null);
 
   root.addEventListener("toggle", (e) => {
     const d = e.target;
     if (!(d instanceof HTMLDetailsElement) || !d.dataset.key) return;
-    if (d.open) opened.add(d.dataset.key); else opened.delete(d.dataset.key);
+    if (d.open) { opened.add(d.dataset.key); closed.delete(d.dataset.key); } else { opened.delete(d.dataset.key); closed.add(d.dataset.key); }
   }, true);
   root.addEventListener("click", (e) => {
+    const fig = e.target.closest(".flue-fig");
+    if (fig) {
+      const ov = $(".flue-overlay");
+      ov.querySelector("img").src = (model.get("images") || {})[fig.dataset.digest] || "";
+      ov.querySelector("img").alt = fig.getAttribute("aria-label") || "";
+      ov.hidden = false;
+      return;
+    }
+    if (e.target.closest(".flue-overlay")) { $(".flue-overlay").hidden = true; return; }
     const b = e.target.closest("button");
-    if (!b) return;
-    if (b.classList.contains("flue-approve") || b.classList.contains("flue-deny")) {
+    if (b && (b.classList.contains("flue-approve") || b.classList.contains("flue-deny"))) {
       model.send({ type: "approve", call_id: b.dataset.call, approved: b.classList.contains("flue-approve") });
       b.parentElement.querySelectorAll("button").forEach((x) => { x.disabled = true; });
     }
@@ -252,24 +445,61 @@ function render({ model, el }) {
     const text = ta.value.trim();
     if (!text) return;
     model.send({ type: "send", text });
+    // Shown at once, even while a cell keeps the kernel busy; gone when the kernel has it.
+    pending.push({ text, at: Date.now() });
     ta.value = "";
+    follow = true;
+    drawPending();
   };
   $(".flue-send").addEventListener("click", send);
   ta.addEventListener("keydown", (e) => {
-    e.stopPropagation(); // keys typed here are the message's, not the notebook's shortcuts
+    const save = (e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "s";
+    if (e.key === "Escape") {
+      // Leave the input as Escape leaves a cell's editor: focus goes back to the notebook.
+      ta.blur();
+      const cell = el.closest(".jp-Cell, .jp-Notebook");
+      if (cell instanceof HTMLElement) cell.focus();
+      return;
+    }
+    if (save) return; // JupyterLab's own shortcut handler (on the document) saves the notebook
+    e.stopPropagation(); // every other key typed here is the message's, not a notebook shortcut
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
   });
+  log.addEventListener("scroll", () => { follow = log.scrollHeight - log.scrollTop - log.clientHeight < 40; });
+  const stick = () => { if (follow) log.scrollTop = log.scrollHeight; };
+  const resized = typeof ResizeObserver !== "undefined" ? new ResizeObserver(stick) : null;
+  if (resized) { resized.observe(log.firstElementChild); resized.observe(log.children[1]); }
 
-  const nearBottom = () => log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  let lastStatus = "";
+  let announcedFor = new Set((model.get("history") || []).map((b) => b.id));
+  const announce = (text) => { $(".flue-announce").textContent = text; };
+
+  function drawPending() {
+    const known = [...(model.get("history") || []), ...(model.get("live") || [])];
+    const texts = known.map((b) => b.text);
+    // A pending message is acknowledged once a block with its text appears (each text once).
+    pending = pending.filter((p) => {
+      const i = texts.indexOf(p.text);
+      if (i === -1) return true;
+      texts.splice(i, 1);
+      return false;
+    });
+    patch($(".flue-pending"), pending.map((p, i) => [`pending${i}`,
+      `<div class="flue-block flue-waiting"><div class="flue-user">${esc(p.text)}</div><div class="flue-outcome flue-queued">waiting for the kernel…</div></div>`]));
+    stick();
+  }
   const draw = (which) => {
-    const stick = nearBottom();
-    const mode = model.get("mode");
-    const interactive = model.get("interactive");
-    if (which !== "live") {
-      $(".flue-history").innerHTML = (model.get("history") || []).map((b) => block(b, opened, interactive, mode)).join("");
+    const c = ctx();
+    if (which !== "live") patchBlocks(c, $(".flue-history"), model.get("history") || []);
+    patchBlocks(c, $(".flue-live"), model.get("live") || []);
+    drawPending();
+    for (const b of model.get("history") || []) {
+      if (announcedFor.has(b.id)) continue;
+      announcedFor.add(b.id);
+      const answer = b.parts.filter((p) => p.kind === "text").map((p) => p.text).join(" ").slice(0, 300);
+      if (b.kind === "submission") announce(b.outcome === "completed" ? `answer: ${answer}` : `${b.outcome || "settled"}`);
     }
-    $(".flue-live").innerHTML = (model.get("live") || []).map((b) => block(b, opened, interactive, mode)).join("");
-    if (stick) log.scrollTop = log.scrollHeight;
+    stick();
   };
   const drawStatus = () => {
     const st = model.get("status") || {};
@@ -279,8 +509,11 @@ function render({ model, el }) {
     const live = model.get("live") || [];
     const running = st.running || live.some((b) => b.state === "running");
     const queued = live.filter((b) => b.state === "queued" || b.state === "joining").length;
-    $(".flue-state").textContent = running ? (queued ? `working · ${queued} queued` : "working") : (queued ? `${queued} queued` : "idle");
+    const state = running ? (queued ? `working · ${queued} queued` : "working") : (queued ? `${queued} queued` : "idle");
+    $(".flue-state").textContent = state;
     $(".flue-state").className = "flue-state " + (running ? "flue-busy" : "flue-idle");
+    if (state !== lastStatus && lastStatus) announce(state);
+    lastStatus = state;
     const interactive = model.get("interactive");
     $(".flue-stop").disabled = !running && !queued;
     $(".flue-stop").style.display = interactive ? "" : "none";
@@ -288,24 +521,29 @@ function render({ model, el }) {
     $(".flue-hint").textContent = !interactive && running ? "stop with the kernel's interrupt (■)" : "";
     $(".flue-gaugebox").innerHTML = gauge(st);
   };
-  const drawError = () => { $(".flue-error").textContent = model.get("error") || ""; };
+  const drawError = () => {
+    $(".flue-error").textContent = model.get("error") || "";
+    if (model.get("error")) { pending = []; drawPending(); }
+  };
   const onHistory = () => { draw("all"); drawStatus(); };
   const onLive = () => { draw("live"); drawStatus(); };
-  model.on("change:history", onHistory);
-  model.on("change:live", onLive);
-  model.on("change:status", drawStatus);
-  model.on("change:error", drawError);
-  model.on("change:mode", onHistory);
-  model.on("change:interactive", onHistory);
+  const timer = setInterval(() => {
+    for (const w of root.querySelectorAll(".flue-wait")) w.textContent = fmtWait(Date.now() / 1000 - Number(w.dataset.since));
+  }, 1000);
+  const events = [["change:history", onHistory], ["change:live", onLive], ["change:status", drawStatus],
+    ["change:error", drawError], ["change:mode", onHistory], ["change:interactive", onHistory], ["change:images", onHistory]];
+  for (const [name, fn] of events) model.on(name, fn);
   draw("all"); drawStatus(); drawError();
-  log.scrollTop = log.scrollHeight;
+  requestAnimationFrame(stick); // start at the newest message once the view is laid out
+  libs = await loadLibs(model);
+  md = makeMarkdown(libs);
+  for (const box of root.querySelectorAll(".flue-history, .flue-live")) box.replaceChildren();
+  draw("all");
+  requestAnimationFrame(stick);
   return () => {
-    model.off("change:history", onHistory);
-    model.off("change:live", onLive);
-    model.off("change:status", drawStatus);
-    model.off("change:error", drawError);
-    model.off("change:mode", onHistory);
-    model.off("change:interactive", onHistory);
+    clearInterval(timer);
+    if (resized) resized.disconnect();
+    for (const [name, fn] of events) model.off(name, fn);
   };
 }
 

@@ -1,0 +1,454 @@
+"""The one fold of a conversation's event stream into typed parts (`view.parts`), for every view.
+
+Pure: no widget, no IPython. `Fold.apply(event)` takes the runtime's events (live, or rebuilt
+from the store by `Session.events()`) and keeps one `Block` per submission with its parts in
+order. The chat widget renders the blocks as JSON (`chat._wire`), a `%%flue` cell as text and
+markdown (`view.transcript`). `Fold(only=sid)` keeps a single submission, and from the moment
+its message joins another live response, that response's events too (they answer it).
+
+Order-proof: a submission's state only moves forward (queued → running → settled), so an event
+published late (a `SubmissionQueued` after its settlement) never brings it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from flue_nb.notebook.cells.view import call_summary
+from flue_nb.notebook.view.parts import (
+    Block,
+    BlockState,
+    CompactionPart,
+    ImageRef,
+    Namespace,
+    NotePart,
+    Part,
+    SignalPart,
+    TaskPart,
+    TextPart,
+    ToolPart,
+    UserPart,
+    one_line,
+)
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.providers import Spend
+from flue_nb.runtime.tools.tool import summary_arg_of
+
+__all__ = ["Fold", "input_text", "summarize_call"]
+
+_SUMMARY_CHARS = 80
+_NOTED_LOGS = {"retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "budget"}
+_PLAIN_LOGS = {"retry", "budget"}
+"""Logs whose message says it all (the others are prefixed with their kind)."""
+_RANK: dict[BlockState, int] = {"queued": 0, "joining": 0, "running": 1, "joined": 2, "settled": 2}
+_USAGE_KEYS = (("input", "input_tokens"), ("output", "output_tokens"),
+               ("cache_read", "cache_read_tokens"), ("cache_write", "cache_write_tokens"))  # fmt: skip
+
+
+def summarize_call(name: str, data: Mapping[str, Any] | None, limit: int = _SUMMARY_CHARS) -> str:
+    """A call in one line: the tool's `summary_arg`, else its first text argument."""
+    data = data if isinstance(data, Mapping) else {}
+    notebook = call_summary(name, data)
+    if notebook is not None:
+        return notebook
+    value = data.get(summary_arg_of(name) or "")
+    if not isinstance(value, str):
+        value = next((v for v in data.values() if isinstance(v, str)), "")
+    return one_line(value, limit)
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [str(k) for k in value]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return []
+
+
+def _namespace(details: Any) -> Namespace | None:
+    """The `python` tool's namespace diff, from its details' `variables` (created/changed/deleted)."""
+    diff = details.get("variables") if isinstance(details, Mapping) else None
+    if not isinstance(diff, Mapping):
+        return None
+    return Namespace(_names(diff.get("created")), _names(diff.get("changed")), _names(diff.get("deleted")))
+
+
+def _images(event: ev.ToolEnd) -> list[ImageRef]:
+    return [ImageRef(i.digest, i.media_type, i.width, i.height, i.label) for i in event.images]
+
+
+class Fold:
+    """Blocks (one per submission) built from events; `only` keeps one submission (a cell's)."""
+
+    def __init__(self, *, only: str | None = None) -> None:
+        self.only = only
+        self.blocks: dict[str, Block] = {}
+        """Submission id → block, in the order first seen (admission order)."""
+        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+        """Token totals of the top-level agent's model calls seen (`TurnEnd` usage)."""
+        self.spend = Spend()
+        """What those calls and their subagents' cost at list prices."""
+        self.models: list[str] = []
+        """Who answered (subagents included), in order of first response."""
+        self.images: dict[str, bytes] = {}
+        """Image bytes seen live, by digest (rebuilt events carry references only)."""
+        self.dirty: set[str] = set()
+        """Blocks changed since the last snapshot (the widget's business)."""
+        self.settled_now: set[str] = set()
+        """Blocks that settled since the last snapshot (they move from live to history)."""
+        self.status_dirty = True
+        """Something that changes the gauge or the queue happened (a turn, a settlement...)."""
+        self.on_other: Callable[[ev.Event], bool] | None = None
+        """With `only`: called with events of other submissions (a cell's recovery notes)."""
+        self._containers: dict[str, list[Part]] = {}
+        """A `task` call's id → the part list its subagent's events go into."""
+        self._tools: dict[str, ToolPart] = {}
+        self._streaming: dict[str | None, TextPart] = {}
+        """Per task id (None: the top level): the text part the next delta extends."""
+        self._streamed: set[str | None] = set()
+        self._following: str | None = None
+        self._one: Block | None = None
+        self._aside = 0
+        self._current_aside: str | None = None
+        self._handlers: dict[type[Any], Callable[[Any], bool]] = {
+            ev.SubmissionQueued: self._queued, ev.SubmissionRunning: self._running,
+            ev.SubmissionRecovery: self._recovery, ev.SubmissionSettled: self._settled,
+            ev.MessageStart: self._message_start, ev.MessageEnd: self._message_end,
+            ev.TextDelta: self._delta, ev.ThinkingDelta: self._delta, ev.ToolStart: self._tool_start,
+            ev.ToolUpdate: self._tool_update, ev.ToolEnd: self._tool_end, ev.TaskStart: self._task_start, ev.TaskEnd: self._task_end,
+            ev.CompactionStart: self._compaction_start, ev.CompactionEnd: self._compaction_end,
+            ev.Signal: self._signal, ev.Log: self._log, ev.TurnEnd: self._turn_end,
+        }  # fmt: skip
+
+    # --- where an event goes --------------------------------------------------------------------
+
+    def block(self, sid: str | None, text: str = "") -> Block:
+        """The block for submission `sid`, created when first seen."""
+        if self.only is not None:
+            # A cell's view: one block, whichever response answers it (and before its id is known).
+            if self._one is None:
+                self._one = self.blocks[self.only] = Block(self.only, text=text)
+            self.dirty.add(self._one.id)
+            return self._one
+        if sid is None:
+            # Conversation-level events (a compaction while idle) go in a block of their own
+            # between the submissions around them, drawn with the history.
+            if self._current_aside is None:
+                self._aside += 1
+                self._current_aside = f"aside-{self._aside}"
+            sid = self._current_aside
+            self.settled_now.add(sid)
+        found = self.blocks.get(sid)
+        if found is None:
+            aside = sid.startswith("aside-")
+            if not aside:
+                self._current_aside = None
+            found = self.blocks[sid] = Block(sid, "aside" if aside else "submission", text)
+            if aside:
+                found.state = "settled"
+        self.dirty.add(sid)
+        return found
+
+    def parts(self, event: ev.Event) -> list[Part]:
+        """The part list an event's parts go into (a subagent's events: its task's list)."""
+        if event.task_id is not None and event.task_id in self._containers:
+            return self._containers[event.task_id]
+        return self.block(event.submission_id).parts
+
+    def bind(self, submission_id: str) -> None:
+        """With `only`: the submission this view shows, once its id is known."""
+        self.only = submission_id
+        if self._one is not None:
+            self.blocks = {submission_id: self._one}
+            self._one.id = submission_id
+
+    def _own(self, event: ev.Event) -> bool:
+        return self.only is None or event.submission_id in (self.only, self._following)
+
+    def apply(self, event: ev.Event) -> bool:
+        """Fold one event in; True when it changed what a view shows."""
+        if not self._own(event):
+            return self._other(event)
+        handler = self._handlers.get(type(event))
+        return handler(event) if handler is not None else False
+
+    def _other(self, event: ev.Event) -> bool:
+        if isinstance(event, ev.MessageEnd) and event.role == "user" and event.from_submission_id == self.only:
+            # This cell's message joined the response already running: that response answers it.
+            self._following = event.submission_id
+            self.block(self.only).parts.append(NotePart("↪ joined the response that was already running"))
+            return True
+        return self.on_other(event) if self.on_other is not None else False
+
+    def _forward(self, block: Block, state: BlockState) -> None:
+        if _RANK[state] >= _RANK[block.state]:
+            block.state = state
+
+    # --- submissions ------------------------------------------------------------------------------
+
+    def _queued(self, e: ev.SubmissionQueued) -> bool:
+        b = self.block(e.submission_id, e.text)
+        b.text = b.text or e.text
+        self._forward(b, "joining" if e.state == "joining" else "queued")
+        self.status_dirty = True
+        return True
+
+    def _running(self, e: ev.SubmissionRunning) -> bool:
+        if e.submission_id == self._following:
+            return False
+        b = self.block(e.submission_id)
+        self._forward(b, "running")
+        b.attempt = e.attempt
+        self.status_dirty = True
+        return True
+
+    def _recovery(self, e: ev.SubmissionRecovery) -> bool:
+        b = self.block(e.submission_id)
+        b.recovered = True
+        note = NotePart(f"↻ recovering after a restart (attempt {e.attempts + 1})")
+        if note not in b.parts:
+            b.parts.append(note)
+        return True
+
+    def _settled(self, e: ev.SubmissionSettled) -> bool:
+        if e.submission_id == self._following:
+            return False  # the response this cell joined settled; this cell's own settlement follows
+        b = self.block(e.submission_id)
+        b.state = "joined" if e.joined_into else "settled"
+        b.outcome, b.result, b.joined_into = e.outcome, e.result, e.joined_into
+        b.recovered = b.recovered or e.recovered
+        b.error = {"type": e.error.type, "message": e.error.message} if e.error else None
+        if e.recovered and e.result and not any(isinstance(p, TextPart) and p.kind == "text" for p in b.parts):
+            # A recovered run's answer may have been written by an earlier kernel.
+            b.parts.append(TextPart(chunks=[e.result], recovered=True))
+        _close_running(b.parts, e.outcome)
+        self._streaming.clear()
+        self.settled_now.add(b.id)
+        self.status_dirty = True
+        return True
+
+    # --- messages and text --------------------------------------------------------------------------
+
+    def _message_start(self, e: ev.MessageStart) -> bool:
+        if e.role == "assistant":
+            self._streaming.pop(e.task_id, None)
+            self._streamed.discard(e.task_id)
+        return False
+
+    def _message_end(self, e: ev.MessageEnd) -> bool:
+        if e.role == "user":
+            return self._user_message(e)
+        streamed = self._streaming.get(e.task_id)
+        parts = self.parts(e)
+        if e.text and e.task_id in self._streamed and streamed is not None:
+            # The stored text is the truth: deltas missed while a redraw read the store (or split
+            # across a reconnect) cannot leave the answer short.
+            streamed.chunks[:] = [e.text]
+        elif e.text and not _ends_with_text(parts, e.text):
+            parts.append(TextPart(chunks=[e.text]))  # rebuilt from the store: no deltas before it
+        if e.aborted:
+            parts.append(NotePart("(the answer was cut off)"))
+        self._streaming.pop(e.task_id, None)
+        self._streamed.discard(e.task_id)
+        return True
+
+    def _user_message(self, e: ev.MessageEnd) -> bool:
+        origin = e.from_submission_id
+        if origin is not None and origin != e.submission_id:
+            if self.only is not None:
+                return False  # this cell's own message, in the response it joined
+            part = UserPart(e.text, origin)
+            if part not in self.parts(e):
+                self.parts(e).append(part)
+            joined = self.block(origin, e.text)
+            self._forward(joined, "joined")
+            joined.joined_into = e.submission_id
+            return True
+        if e.task_id is None:
+            b = self.block(e.submission_id, e.text)
+            b.text = b.text or e.text
+        return False
+
+    def _delta(self, e: ev.TextDelta | ev.ThinkingDelta) -> bool:
+        kind: Literal["text", "thinking"] = "text" if isinstance(e, ev.TextDelta) else "thinking"
+        part = self._streaming.get(e.task_id)
+        if part is None or part.kind != kind:
+            part = TextPart(kind)
+            self.parts(e).append(part)
+            self._streaming[e.task_id] = part
+        part.chunks.append(e.delta)
+        if kind == "text":
+            self._streamed.add(e.task_id)
+        self.dirty.add(self.block(e.submission_id).id)
+        return True
+
+    # --- tools and subagents ------------------------------------------------------------------------
+
+    def _tool_start(self, e: ev.ToolStart) -> bool:
+        if e.call_id in self._tools:
+            return False  # seen twice: once redrawn from the store, once live
+        self._streaming.pop(e.task_id, None)
+        tool = ToolPart(e.call_id, e.name, summarize_call(e.name, e.input), dict(e.input))
+        self.parts(e).append(tool)
+        self._tools[e.call_id] = tool
+        return True
+
+    def _tool_update(self, e: ev.ToolUpdate) -> bool:
+        tool = self._tools.get(e.call_id)
+        if tool is None:
+            return False
+        done = e.progress
+        shown = f"{done:g}/{e.total:g}" if done is not None and e.total else f"{done:g}" if done is not None else ""
+        tool.progress = " · ".join(p for p in (shown, e.message or "") if p)[:_SUMMARY_CHARS]
+        self.dirty.add(self.block(e.submission_id).id)
+        return True
+
+    def _tool_end(self, e: ev.ToolEnd) -> bool:
+        tool = self._tools.get(e.call_id)
+        if tool is None:  # rebuilt history may hold a result without its start
+            tool = self._tools[e.call_id] = ToolPart(e.call_id, e.name)
+            self.parts(e).append(tool)
+        details = e.details if isinstance(e.details, Mapping) else {}
+        approval = details.get("approval")
+        if isinstance(approval, Mapping):
+            tool.approval = {k: approval.get(k) for k in ("approved", "reason", "fallback", "via")}
+        denied = tool.approval is not None and tool.approval.get("approved") is False
+        if e.ended != "completed":
+            tool.status = e.ended
+        else:
+            tool.status = "denied" if denied else ("error" if e.is_error else "ok")
+        tool.duration_ms, tool.result, tool.is_error = e.duration_ms, e.content, e.is_error
+        tool.ask = tool.asked_at = None
+        tool.namespace = _namespace(details) if e.name == "python" else None
+        tool.images = _images(e)
+        tool.details = dict(details) if details else None
+        for image in e.images:
+            if image.data is not None:
+                self.images[image.digest] = image.data
+        self.dirty.add(self.block(e.submission_id).id)
+        return True
+
+    def _task_start(self, e: ev.TaskStart) -> bool:
+        task = TaskPart(e.agent, e.description or "", e.depth)
+        parent = self._tools.get(e.task_id or "")
+        if parent is not None:
+            parent.task = task
+            parent.summary = one_line(f"{e.agent}: {e.description or ''}", _SUMMARY_CHARS)
+        else:
+            self.block(e.submission_id).parts.append(task)
+        self._containers[e.task_id or ""] = task.parts
+        return True
+
+    def _task_end(self, e: ev.TaskEnd) -> bool:
+        parent = self._tools.get(e.task_id or "")
+        task = parent.task if parent is not None else None
+        if task is None:
+            return False
+        task.status = "error" if e.is_error else "ok"
+        task.text, task.error = e.text, e.error
+        self.dirty.add(self.block(e.submission_id).id)
+        return True
+
+    # --- the rest -----------------------------------------------------------------------------------
+
+    def _compaction_start(self, e: ev.CompactionStart) -> bool:
+        self._streaming.pop(e.task_id, None)
+        self.parts(e).append(CompactionPart(e.reason, tokens_before=e.estimated_tokens))
+        return True
+
+    def _compaction_end(self, e: ev.CompactionEnd) -> bool:
+        parts = self.parts(e)
+        part = next((p for p in reversed(parts) if isinstance(p, CompactionPart) and p.running), None)
+        if part is None:
+            part = CompactionPart(e.reason)
+            parts.append(part)
+        part.running, part.reason, part.summary = False, e.reason, e.summary
+        part.tokens_before, part.tokens_after = e.tokens_before, e.tokens_after
+        part.messages_before, part.messages_after = e.messages_before, e.messages_after
+        part.skipped, part.is_error, part.error = e.skipped, e.is_error, e.error
+        self.status_dirty = True
+        return True
+
+    def _signal(self, e: ev.Signal) -> bool:
+        self._streaming.pop(e.task_id, None)
+        chip = SignalPart(e.signal_type, list(e.changes))
+        parts = self.parts(e)
+        if parts and parts[-1] == chip:
+            return False
+        parts.append(chip)
+        return True
+
+    def _log(self, e: ev.Log) -> bool:
+        if e.kind not in _NOTED_LOGS:
+            return False
+        text = e.message if e.kind in _PLAIN_LOGS else f"{e.kind.replace('_', ' ')}: {e.message}"
+        self.parts(e).append(NotePart(text, log=True))
+        return True
+
+    def _turn_end(self, e: ev.TurnEnd) -> bool:
+        self.status_dirty = True
+        if e.usage is None:
+            return False
+        # Tokens are the agent's own; the cost also counts its subagents' calls.
+        if e.task_id is None:
+            for key, name in _USAGE_KEYS:
+                self.usage[key] += getattr(e.usage, name)
+        self.spend.add(e.model, e.usage)
+        if e.model and e.model not in self.models:
+            self.models.append(e.model)
+        return False
+
+    # --- what views ask -------------------------------------------------------------------------------
+
+    def tool(self, call_id: str) -> ToolPart | None:
+        """The card of a tool call, if this fold has seen it start."""
+        return self._tools.get(call_id)
+
+    def mark_tool(self, call_id: str, **fields: Any) -> None:
+        """Change a tool card from outside the event stream (awaiting approval, approved)."""
+        tool = self._tools.get(call_id)
+        if tool is None:
+            return
+        for name, value in fields.items():
+            setattr(tool, name, value)
+        for sid, block in self.blocks.items():
+            if not block.settled:
+                self.dirty.add(sid)
+
+    def text(self) -> str:
+        """Every top-level answer text of every block, joined."""
+        return "".join(
+            p.text for b in self.blocks.values() for p in b.parts if isinstance(p, TextPart) and p.kind == "text"
+        )
+
+    def tool_trace(self) -> list[ToolPart]:
+        """Every tool call seen (subagents' included), in the order they started."""
+        return list(self._tools.values())
+
+
+def _ends_with_text(parts: list[Part], text: str) -> bool:
+    last = parts[-1] if parts else None
+    return isinstance(last, TextPart) and last.kind == "text" and last.text == text
+
+
+def _close_running(parts: list[Part], outcome: str) -> None:
+    """Tool cards still running when their submission settled ended with it."""
+    for p in parts:
+        if isinstance(p, ToolPart):
+            if p.status in ("running", "awaiting_approval"):
+                p.status = "aborted" if outcome == "aborted" else "failed"
+                p.ask = p.asked_at = None
+            if p.task is not None:
+                _close_running(p.task.parts, outcome)
+        elif isinstance(p, CompactionPart):
+            p.running = False
+
+
+def input_text(data: Mapping[str, Any]) -> str:
+    """A call's arguments as the JSON a card shows when no field is code."""
+    try:
+        return json.dumps(dict(data), ensure_ascii=False, indent=1, default=str)
+    except (TypeError, ValueError):
+        return str(data)
