@@ -327,3 +327,14 @@ def test_a_figure_the_python_tool_draws_reaches_the_card_as_an_image(tmp_path: P
     # A new view rebuilt from the store finds the bytes by digest.
     again = ChatWidget(session)
     assert again.images[image["digest"]] == w.images[image["digest"]]
+
+
+def test_a_fresh_chat_names_the_window_of_the_model_that_will_answer(tmp_path: Path) -> None:
+    session = _session(tmp_path, ScriptedModel([reply("ok")]), cid="fresh")
+    w = ChatWidget(session, model="anthropic/claude-sonnet-4-6")
+    assert w.status["model"] == "claude-sonnet-4-6"  # named as a run's own model id names it
+    from flue_nb.runtime.providers import context_window_of
+
+    window = context_window_of("claude-sonnet-4-6")
+    assert window is not None and w.status["context_window"] == window
+    assert w.status["used_tokens"] in (None, 0)

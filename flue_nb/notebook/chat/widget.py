@@ -37,6 +37,7 @@ from flue_nb.notebook.chat._wire import StatusJSON
 from flue_nb.notebook.view.parts import ImageRef, Part, ToolPart
 from flue_nb.notebook.view.transcript import cost_text, share_of
 from flue_nb.runtime.events import Event
+from flue_nb.runtime.providers import context_window_of
 
 __all__ = ["RATE", "ChatWidget", "model_name"]
 
@@ -279,10 +280,10 @@ class ChatWidget(anywidget.AnyWidget):
             next_agent, next_label = self.describe()
             if next_agent and (next_agent != agent or next_label):
                 agent, model = next_agent, next_label or (model if next_agent == agent else "")
-        model = model_name(model)
         window, threshold = get("context_window"), get("compaction_threshold")
-        if window is None and model:
-            window, threshold = _limits(model)  # a fresh chat: the window of the model that will answer
+        if window is None and isinstance(model, str) and model:
+            window = context_window_of(model)  # a fresh chat: the window of the model that will answer
+        model = model_name(model)
         return {
             "agent": agent,
             "model": model,
@@ -418,16 +419,8 @@ def _later(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle | None:
 
 
 def model_name(spec: str) -> str:
-    """A model as every widget's title names it: the id without its provider (`claude-sonnet-4-6`)."""
-    return spec.rsplit("/", 1)[-1] if isinstance(spec, str) else ""
-
-
-def _limits(model: str) -> tuple[int | None, int | None]:
-    from flue_nb.runtime.core.compaction import threshold
-    from flue_nb.runtime.providers._models import model_info
-
-    info = model_info(model)
-    return info.context_window, threshold(info)
+    """A model as every widget's title names it: the id, without the default `anthropic/` prefix."""
+    return spec.removeprefix("anthropic/") if isinstance(spec, str) else ""
 
 
 def _block_images(parts: list[Part]) -> list[ImageRef]:

@@ -35,6 +35,8 @@ __all__ = ["CellView", "Status", "TextView", "summarize_call"]
 Status = Literal["queued", "running", "completed", "failed", "aborted"]
 
 _ARG_CHARS = 60
+_UNSHOWN = (ev.SubmissionQueued, ev.ThinkingDelta)
+"""Events the fold keeps that the transcript does not draw: they must not cause an update."""
 _MARK = {"completed": "✓ completed", "failed": "✗ failed", "aborted": "■ aborted"}
 
 
@@ -164,7 +166,7 @@ class CellView:
                 self._fold.bind(self.submission_id)
             if isinstance(event, ev.TextDelta) and event.task_id is None and self._after_recovered():
                 self._fold._streaming.pop(None, None)  # this cell's answer starts a part of its own
-            changed = self._fold.apply(event)
+            changed = self._fold.apply(event) and not isinstance(event, _UNSHOWN)
             if isinstance(event, ev.SubmissionRunning) and event.submission_id == self.submission_id:
                 self.status = "running"
             elif isinstance(event, ev.SubmissionSettled) and event.submission_id == self.submission_id:

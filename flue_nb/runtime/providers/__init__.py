@@ -15,7 +15,15 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import Usage
 from flue_nb.runtime.providers.model import Model, Price
 
-__all__ = ["ALLOW_MODEL_REQUESTS_ENV", "Spend", "check_model_request", "price_of", "resolve_model", "split_spec"]
+__all__ = [
+    "ALLOW_MODEL_REQUESTS_ENV",
+    "Spend",
+    "check_model_request",
+    "context_window_of",
+    "price_of",
+    "resolve_model",
+    "split_spec",
+]
 
 ALLOW_MODEL_REQUESTS_ENV = "FLUE_ALLOW_MODEL_REQUESTS"
 """Set to `0` (the test suite does) and providers refuse any host but loopback, so no test can
@@ -107,6 +115,24 @@ def price_of(model_id: str) -> Price | None:
     from flue_nb.runtime.providers._catalog import model_info
 
     return model_info(model_id).price
+
+
+def context_window_of(model_id: str) -> int | None:
+    """The context window flue_nb knows for `model_id` (Claude ids, `openai/<id>`), else None.
+
+    What a view shows before the model has answered (after, the run's own model info says it).
+    """
+    provider, sep, rest = model_id.partition("/")
+    if sep and provider == "openai":
+        from flue_nb.runtime.providers._openai_limits import known
+
+        limits = known(rest)
+        return limits.context_window if limits is not None else None
+    if sep and provider != "anthropic":
+        return None
+    from flue_nb.runtime.providers._catalog import model_info
+
+    return model_info(rest if sep else model_id).context_window
 
 
 @dataclass
