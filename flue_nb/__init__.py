@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "define_subagent": "flue_nb.runtime.agent",
     "define_tool": "flue_nb.runtime.tools.tool",
     "init": "flue_nb.runtime.session",
+    "instrument": "flue_nb.runtime.tracing",
     "kernel": "flue_nb.notebook.kernel.sandbox",
     "local": "flue_nb.runtime.sandbox.local",
     "serve": "flue_nb.notebook.serve",

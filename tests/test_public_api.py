@@ -70,6 +70,7 @@ EXPECTED = [
     "define_subagent",
     "define_tool",
     "init",
+    "instrument",
     "kernel",
     "load_ipython_extension",
     "local",
@@ -114,7 +115,20 @@ def _modules_after(code: str) -> set[str]:
 
 def test_importing_flue_nb_is_light():
     mods = _modules_after("import flue_nb")
-    assert not {"anthropic", "openai", "tiktoken", "anywidget", "ipywidgets", "IPython", "pydantic", "mcp"} & mods
+    assert (
+        not {
+            "anthropic",
+            "openai",
+            "tiktoken",
+            "anywidget",
+            "ipywidgets",
+            "IPython",
+            "pydantic",
+            "mcp",
+            "opentelemetry",
+        }
+        & mods
+    )
 
 
 def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
@@ -128,7 +142,7 @@ def test_the_runtime_never_imports_ipython_or_the_sdk_or_widgets():
         "print(flue.init(a, db=':memory:').prompt('hello'))\n"
     )
     mods = _modules_after(code)
-    assert not {"IPython", "ipykernel", "anthropic", "openai", "anywidget", "ipywidgets", "mcp"} & mods
+    assert not {"IPython", "ipykernel", "anthropic", "openai", "anywidget", "ipywidgets", "mcp", "opentelemetry"} & mods
     assert "flue_nb.notebook" not in mods
 
 

@@ -21,7 +21,7 @@ submission_queued      SubmissionQueued     text, accepted_at, state
 submission_running     SubmissionRunning    attempt, agent
 submission_settled     SubmissionSettled    outcome, result, error, joined_into, recovered
 submission_recovery    SubmissionRecovery   attempts
-turn_start             TurnStart            turn
+turn_start             TurnStart            turn (+ model, provider)
 turn                   TurnEnd              turn, stop_reason, usage (+ model)
 message_start          MessageStart         role
 message_end            MessageEnd           role, text, tool_calls, usage, aborted, from_submission_id
@@ -42,7 +42,7 @@ log                    Log                  kind, message, error
 
 Events are a live view; the stored records are the truth (15.3): `Session.events()` rebuilds
 this list from the store (streamed deltas come back whole, one per message; a tool's progress
-updates are live only, its end is stored).
+updates are live only, its end is stored; a turn's requested model and provider are live only).
 """
 
 from __future__ import annotations
@@ -223,6 +223,11 @@ class TurnStart(_Envelope):
 
     type: Literal["turn_start"] = "turn_start"
     turn: int
+    model: str | None = None
+    """The model id the call asks for (the request model; `TurnEnd.model` is the response's).
+    None when the event redraws stored work (a recovered partial response): no call happens."""
+    provider: str | None = None
+    """Who serves it: `anthropic`, `openai`, or `flue_nb` for the offline models."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -439,6 +444,20 @@ Emit = Callable[[Event], Event]
 
 _set = object.__setattr__
 
+_everywhere: list[Observer] = []
+"""Observers of every conversation of the process (`flue.instrument()`'s tracer is one)."""
+
+
+def observe_all(callback: Observer) -> Callable[[], None]:
+    """Call `callback` with every event of every conversation from now on; returns a stopper."""
+    _everywhere.append(callback)
+
+    def stop() -> None:
+        if callback in _everywhere:
+            _everywhere.remove(callback)
+
+    return stop
+
 
 class EventBus:
     """Numbers events per conversation and hands them to observers, in order."""
@@ -473,7 +492,7 @@ class EventBus:
         if event.task_id is None and task_id is not None:
             _set(event, "task_id", task_id)
         self._next_index += 1
-        for cb in list(self._observers):
+        for cb in [*_everywhere, *self._observers] if _everywhere else list(self._observers):
             try:
                 cb(event)
             except Exception:  # noqa: BLE001 - a broken observer must not fail the agent

@@ -282,6 +282,9 @@ class Session:
     """A handle on one conversation. Methods are thread-safe; the work runs on the coordinator."""
 
     def __init__(self, conversation: Conversation) -> None:
+        from flue_nb.runtime.tracing import instrument_from_env
+
+        instrument_from_env()
         self._conv = conversation
         self._stored = StoredConversation(conversation.store, conversation.id)
         self._co = coordinator()

@@ -43,7 +43,15 @@ from flue_nb.runtime.errors import (
 from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
 from flue_nb.runtime.images import cap_images
 from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
-from flue_nb.runtime.providers.model import Model, ModelRequest, ResponseDone, TextChunk, ThinkingChunk, ToolCallDelta
+from flue_nb.runtime.providers.model import (
+    Model,
+    ModelRequest,
+    ResponseDone,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallDelta,
+    provider_of,
+)
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import clean_response
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
@@ -431,7 +439,7 @@ class AgentRun:
     async def _stream(self, request: ModelRequest, model: Model) -> AssistantMessage:
         turn = self.turn + 1
         turn_id = f"t{turn}"
-        self.emit(ev.TurnStart(turn=turn, turn_id=turn_id))
+        self.emit(ev.TurnStart(turn=turn, turn_id=turn_id, model=model.info.id, provider=provider_of(model)))
         self.emit(ev.MessageStart(role="assistant", turn_id=turn_id))
         self.streaming = []
         text: list[str] = []

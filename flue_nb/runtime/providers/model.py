@@ -145,3 +145,15 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one response; raise `ProviderError` on failure. Cancellation aborts it."""
         ...
+
+
+def provider_of(model: Any) -> str:
+    """The GenAI `gen_ai.provider.name` of a model: `anthropic`, `openai`, or `flue_nb` (offline)."""
+    named = getattr(model, "provider_name", None)
+    if isinstance(named, str) and named:
+        return named
+    module = type(model).__module__
+    for name in ("anthropic", "openai"):
+        if module.endswith(f".providers.{name}"):
+            return name
+    return "flue_nb"

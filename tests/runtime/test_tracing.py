@@ -1,0 +1,207 @@
+"""Tracing (issue 25): `flue.instrument()` turns the event union into GenAI spans and metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from agents import make_agent, session
+
+import flue_nb as flue
+from flue_nb import CompactionConfig, define_subagent
+from flue_nb.models import ScriptedModel, reply, tool_call
+from flue_nb.runtime import tracing
+
+pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is in the test extra")
+
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+
+@pytest.fixture
+def traced():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+
+    def start(content: bool = False) -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
+        flue.instrument(tracer_provider=provider, meter_provider=meters, content=content)
+        return exporter, reader
+
+    yield start
+    tracing._uninstrument()
+
+
+def by_name(spans):
+    return {s.name: s for s in spans}
+
+
+@flue.tool
+def ping(word: str) -> str:
+    """Ping back the word."""
+    return f"pong {word}"
+
+
+def delegating_run():
+    @flue.agent
+    def child():
+        return "You are the child."
+
+    model = ScriptedModel(
+        [
+            reply("", tool_call("ping", word="secret-arg"), usage=(100, 10, 30, 5)),
+            reply("", tool_call("task", prompt="look", agent="kid", description="look around")),
+            reply("child answer"),
+            reply("Parent done."),
+        ]
+    )
+    sub = define_subagent("kid", "Looks", agent=child)
+    return session(make_agent(model, tools=(ping,), extra=lambda: flue.use_subagent(sub)))
+
+
+def test_tracing_a_run_with_a_tool_and_a_subagent_is_one_tree_of_genai_spans(traced):
+    exporter, reader = traced()
+    s = delegating_run()
+    assert s.prompt("go") == "Parent done."
+    spans = exporter.get_finished_spans()
+    names = sorted(sp.name for sp in spans)
+    assert names == sorted(
+        [
+            "invoke_agent test_agent",
+            "chat scripted",
+            "execute_tool ping",
+            "chat scripted",
+            "execute_tool task",
+            "invoke_agent kid",
+            "chat scripted",
+            "chat scripted",
+        ]
+    )
+    root = next(sp for sp in spans if sp.name == "invoke_agent test_agent")
+    sid = s.submissions()[0].id
+    assert root.parent is None
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["gen_ai.agent.name"] == "test_agent"
+    assert root.attributes["gen_ai.conversation.id"] == s.conversation_id
+    assert root.attributes["flue.submission.id"] == sid
+    assert root.attributes["flue.submission.outcome"] == "completed"
+    assert root.attributes["flue.submission.recovered"] is False
+    assert tracing.trace_id(sid) == format(root.context.trace_id, "032x")
+    assert {sp.context.trace_id for sp in spans} == {root.context.trace_id}
+
+    ids = {sp.context.span_id: sp for sp in spans}
+    parent_of = {sp.name + str(i): ids[sp.parent.span_id].name for i, sp in enumerate(spans) if sp.parent}
+    tool = next(sp for sp in spans if sp.name == "execute_tool ping")
+    assert ids[tool.parent.span_id] is root
+    assert tool.attributes["gen_ai.tool.name"] == "ping" and tool.attributes["gen_ai.tool.call.id"]
+    task_tool = next(sp for sp in spans if sp.name == "execute_tool task")
+    kid = next(sp for sp in spans if sp.name == "invoke_agent kid")
+    assert ids[kid.parent.span_id] is task_tool and ids[task_tool.parent.span_id] is root
+    kid_chats = [sp for sp in spans if sp.name.startswith("chat") and ids[sp.parent.span_id] is kid]
+    assert len(kid_chats) == 1, parent_of
+
+    chat = min((sp for sp in spans if sp.name == "chat scripted"), key=lambda sp: sp.start_time)
+    assert chat.kind is SpanKind.CLIENT and ids[chat.parent.span_id] is root
+    a = chat.attributes
+    assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "flue_nb"
+    assert a["gen_ai.request.model"] == "scripted" and a["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (100, 10)
+    assert a["gen_ai.usage.cache_read.input_tokens"] == 30 and a["gen_ai.usage.cache_creation.input_tokens"] == 5
+    # Content is off by default: no prompt, answer, argument or result on any span.
+    for sp in spans:
+        for key in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments"):
+            assert key not in sp.attributes
+        assert "secret-arg" not in str(dict(sp.attributes))
+
+    metrics = {
+        m.name: m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    duration = metrics["gen_ai.client.operation.duration"].data.data_points
+    assert sum(p.count for p in duration) == 4
+    tokens = metrics["gen_ai.client.token.usage"].data.data_points
+    assert {p.attributes["gen_ai.token.type"] for p in tokens} == {"input", "output"}
+
+
+def test_tracing_content_when_on_is_redacted_and_cut_to_the_budget(traced, monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", "sk-very-secret-value-123")
+    exporter, _ = traced(content=True)
+
+    @flue.tool
+    def leak() -> str:
+        """Return a secret and a lot of text."""
+        return "key sk-very-secret-value-123 " + "x" * 20_000
+
+    model = ScriptedModel([reply("", tool_call("leak")), reply("done")])
+    s = session(make_agent(model, tools=(leak,)))
+    assert s.prompt("hello there") == "done"
+    spans = by_name(exporter.get_finished_spans())
+    result = spans["execute_tool leak"].attributes["gen_ai.tool.call.result"]
+    assert "sk-very-secret-value-123" not in result and len(result) < 8_100 and "cut" in result
+    assert spans["execute_tool leak"].attributes["gen_ai.tool.call.arguments"] == "{}"
+    assert "hello there" in spans["invoke_agent test_agent"].attributes["gen_ai.input.messages"]
+    assert "done" in spans["chat scripted"].attributes["gen_ai.output.messages"]
+
+
+def test_tracing_a_compaction_is_a_span_with_its_reason(traced):
+    exporter, _ = traced()
+    model = ScriptedModel(
+        [
+            reply("word " * 60, tool_call("task", prompt="x", agent="none"), usage=(8_500, 100)),
+            reply("after compaction"),
+        ],
+        summary="## Goal\nTest.\n## Progress\nSome.",
+        context_window=10_000,
+        max_output_tokens=2_000,
+    )
+
+    @flue.agent
+    def compacting():
+        flue.use_model(model, compaction=CompactionConfig(keep_recent_tokens=40))
+
+    s = session(compacting)
+    assert s.prompt("start " * 50) == "after compaction"
+    spans = exporter.get_finished_spans()
+    (comp,) = [sp for sp in spans if sp.name == "compaction threshold"]
+    root = next(sp for sp in spans if sp.name == "invoke_agent compacting")
+    assert comp.parent.span_id == root.context.span_id
+    assert comp.attributes["flue.compaction.reason"] == "threshold"
+    assert comp.attributes["flue.compaction.messages_before"] == 3
+
+
+def test_tracing_a_failed_submission_ends_its_span_with_the_error(traced):
+    exporter, _ = traced()
+    s = session(make_agent(ScriptedModel([])))
+    with pytest.raises(flue.FlueError):
+        s.prompt("go")
+    root = next(sp for sp in exporter.get_finished_spans() if sp.name.startswith("invoke_agent"))
+    assert root.status.status_code is StatusCode.ERROR
+    assert root.attributes["flue.submission.outcome"] == "failed" and root.attributes["error.type"]
+
+
+RUN = (
+    "import sys, flue_nb as flue\n"
+    "from flue_nb.models import ScriptedModel\n"
+    "@flue.agent\n"
+    "def a():\n"
+    "    flue.use_model(ScriptedModel(['hi']))\n"
+    "print(flue.init(a, db=':memory:').prompt('hello'))\n"
+    "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+)
+
+
+def test_tracing_nothing_imports_opentelemetry_unless_asked():
+    env = {k: v for k, v in os.environ.items() if k != "FLUE_OTEL"}
+    off = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, env=env, check=True)
+    assert off.stdout.split("\n")[:2] == ["hi", "[]"]
+    on = subprocess.run(
+        [sys.executable, "-c", RUN], capture_output=True, text=True, env={**env, "FLUE_OTEL": "1"}, check=True
+    )
+    assert "'opentelemetry.trace'" in on.stdout
