@@ -203,7 +203,7 @@ class FlueMagics(Magics):
     @argument(
         "message",
         nargs="*",
-        help="The message, or a subcommand: chat, status, history, abort, compact, mcp, use, help.",
+        help="The message, or a subcommand: chat, status, history, abort, compact, mcp, serve, use, help.",
     )
     @no_var_expand
     @line_cell_magic
@@ -215,6 +215,10 @@ class FlueMagics(Magics):
         # `--` before the message makes it a message whatever its first word.
         head = line.rstrip()[: len(line.rstrip()) - len(rest)]
         escaped = re.search(r"(^|\s)--\s*$", head) is not None
+        if words and words[0] == "serve" and not escaped and cell is None:
+            from flue_nb.notebook.serve._magic import serve_command
+
+            return serve_command(self, rest[len("serve") :])
         # A subcommand is the whole line ("status of the data?" is a message); `use` always is
         # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
         if words and not escaped and words[0] in SUBCOMMANDS and (not arg or words[0] == "use"):
@@ -432,7 +436,11 @@ class FlueMagics(Magics):
         images = self._attachments(args.attach) if getattr(args, "attach", None) else []
         from flue_nb.runtime.errors import FlueError
 
-        agent, label = self._agent(args)
+        served = self._agents.get(self._key(self._conversation(args), self._db(args)))
+        if served is not None and served[0].name == "mcp-client" and not (args.agent or args.model):
+            agent, label = served[0], "outside MCP client"  # `%flue serve` records its calls here
+        else:
+            agent, label = self._agent(args)
         try:
             session = self._session(args, agent=agent, label=label)
             if args.agent:
@@ -498,7 +506,11 @@ class FlueMagics(Magics):
             return False
         from flue_nb.runtime.errors import FlueError
 
-        agent, label = self._agent(args)
+        served = self._agents.get(self._key(self._conversation(args), self._db(args)))
+        if served is not None and served[0].name == "mcp-client" and not (args.agent or args.model):
+            agent, label = served[0], "outside MCP client"  # `%flue serve` records its calls here
+        else:
+            agent, label = self._agent(args)
         try:
             session = self._session(args, agent=agent, label=label)
             if args.agent:  # as explicit as `%flue use`: later cells and subcommands keep it

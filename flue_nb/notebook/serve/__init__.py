@@ -163,6 +163,7 @@ def serve(
     db: str | None = None,
     cwd: str | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    approval_timeout: float | None = None,
     namespace: dict[str, Any] | None = None,
     on_session: Callable[[str, Any, Any], None] | None = None,
 ) -> Served:
@@ -179,6 +180,7 @@ def serve(
         db: The store (as for `flue.init`); default `$FLUE_DB`, else `.flue/flue.sqlite`.
         cwd: The working directory of the file and shell tools (default: the current one).
         busy_timeout: Seconds a call waits for a running cell before saying the kernel is busy.
+        approval_timeout: Seconds an `ask` waits for a chat's answer before the fallback (deny).
         namespace: Where `python` runs code; default IPython's `user_ns`.
         on_session: Called with `(conversation id, agent, session)` when a conversation opens.
     """
@@ -205,7 +207,14 @@ def serve(
             stacklevel=2,
         )
     workdir = os.path.abspath(cwd or os.getcwd())
-    sandbox = _Offered(workdir, tools, namespace=namespace, approval=approval, runner=_runner(busy_timeout))
+    sandbox = _Offered(
+        workdir,
+        tools,
+        namespace=namespace,
+        approval=approval,
+        runner=_runner(busy_timeout),
+        approval_timeout=approval_timeout,
+    )
     token = secrets.token_urlsafe(32)
 
     def open_session(cid: str, agent: Any) -> Any:
@@ -221,6 +230,8 @@ def serve(
     async def call(client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
         return await recorder.call(client, tool, arguments)
 
+    if conversation:
+        recorder.session(conversation)  # open now: a `%flue chat -c` on it shows this agent at once
     offered = list(recorder.tools.values())
     endpoint = _endpoint(Endpoint, offered, call, host, port, token, workdir)
     served = Served(endpoint, recorder, token, approval)

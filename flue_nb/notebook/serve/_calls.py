@@ -10,6 +10,7 @@ cards, and abort (Stop, `%flue abort`). The client gets the call's `ToolEnd`, or
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -148,6 +149,9 @@ class Recorder:
                 await session.aread(receipt)
             except FlueError as exc:
                 failure = exc
+            except asyncio.CancelledError:
+                session.abort()  # the client cancelled its request: the call stops as on Stop
+                raise
         finally:
             stop()
         end = ended.get("end")
