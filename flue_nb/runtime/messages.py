@@ -164,6 +164,8 @@ class AssistantMessage:
     """True when the stream was cut off (abort, crash); the parts are what arrived."""
     kind: Literal["assistant"] = "assistant"
     stop_details: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    """What `use_response_finish` hooks returned for this response, merged (stored with it)."""
     """What the provider said about why it stopped, verbatim (a refusal's category and
     explanation); None when it said nothing more than `stop_reason`."""
 
@@ -293,6 +295,8 @@ def message_to_dict(m: Message) -> dict[str, Any]:
         }
         if m.stop_details is not None:
             out["stop_details"] = m.stop_details
+        if m.metadata:
+            out["metadata"] = m.metadata
         return out
     if isinstance(m, UserMessage):
         d: dict[str, Any] = {"kind": "user", "text": m.text, "submission_id": m.submission_id}
@@ -325,6 +329,7 @@ def message_from_dict(d: dict[str, Any]) -> Message:
             model=d.get("model"),
             aborted=d.get("aborted", False),
             stop_details=d.get("stop_details"),
+            metadata=d.get("metadata"),
         )
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])

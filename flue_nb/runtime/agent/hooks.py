@@ -23,10 +23,14 @@ from flue_nb.runtime.tools.tool import Tool
 __all__ = [
     "Rendered",
     "render",
+    "use_agent_finish",
+    "use_agent_start",
     "use_instruction",
     "use_mcp",
     "use_model",
     "use_persistent_state",
+    "use_response_finish",
+    "use_response_start",
     "use_sandbox",
     "use_skill",
     "use_subagent",
@@ -55,6 +59,9 @@ class Rendered:
     instructions: list[str] = field(default_factory=list)
     mcp: list[Any] = field(default_factory=list)
     """`McpServer`s declared with `use_mcp`, in order."""
+    lifecycle: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
+    """Lifecycle callbacks by moment (`agent_start`, `agent_finish`, `response_start`,
+    `response_finish`), in the order the hooks were called."""
 
 
 @dataclass(slots=True)
@@ -313,3 +320,30 @@ def use_persistent_state(name: str, default: Any = None) -> tuple[Any, Callable[
         setter_target(name, new)
 
     return (default if value is _MISSING else value), set_value
+
+
+def _on(moment: str, fn: Any) -> None:
+    frame = _current(f"use_{moment}")
+    if not callable(fn):
+        raise ConfigError(f"`use_{moment}()` needs a function (sync or async), got {fn!r}")
+    frame.rendered.lifecycle.setdefault(moment, []).append(fn)
+
+
+def use_agent_start(fn: Callable[[], Any]) -> None:
+    """Run `fn()` (sync or async) once per submission, before its first model call."""
+    _on("agent_start", fn)
+
+
+def use_agent_finish(fn: Callable[[Any], Any]) -> None:
+    """Run `fn(finish)` once when the submission settles; `finish` is an `AgentFinish`."""
+    _on("agent_finish", fn)
+
+
+def use_response_start(fn: Callable[[], Any]) -> None:
+    """Run `fn()` (sync or async) once before each model response."""
+    _on("response_start", fn)
+
+
+def use_response_finish(fn: Callable[[Any], Any]) -> None:
+    """Run `fn(response)` once after each model response; a returned mapping joins its metadata."""
+    _on("response_finish", fn)

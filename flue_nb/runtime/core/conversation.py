@@ -18,6 +18,7 @@ from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.agent.limits import BUDGET_KEYS, Limits
 from flue_nb.runtime.core.failures import Decision, decide
 from flue_nb.runtime.core.lease import LeaseKeeper
+from flue_nb.runtime.core.lifecycle import finish
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
 from flue_nb.runtime.core.recovery import UNKNOWN_OUTCOME, close_dangling, keep_partial, user_recorded
 from flue_nb.runtime.core.transcript import Transcript
@@ -427,7 +428,9 @@ class Conversation:
                 )
                 await self.settings.sleep(min(60.0, 2.0 * 2 ** min(attempt - 1, 5)))
                 continue
-            return self._apply(sub, decision)
+            return self._apply(
+                sub, await finish(self._recorder(sid), sid, agent, decision, self.current_run, self.state)
+            )
 
     def _apply(self, sub: Submission, d: Decision) -> None:
         if d.kind == "completed":

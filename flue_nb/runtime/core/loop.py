@@ -30,6 +30,7 @@ from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
 from flue_nb.runtime.core.budget import Budget
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
 from flue_nb.runtime.core.delegation import scoped
+from flue_nb.runtime.core.lifecycle import Lifecycle
 from flue_nb.runtime.core.task_record import TaskRecorder, step_responses
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 from flue_nb.runtime.errors import (
@@ -136,6 +137,8 @@ class AgentRun:
         self._workspace_skills: list[Skill] | None = None
         self._framework: dict[Any, list[Tool]] = {}
         self.rendered: Rendered | None = None
+        self.lifecycle = Lifecycle(self.recorder, submission_id or "task", agent.name)
+        """Lifecycle callbacks, each run once per submission (a task: per its call's records)."""
         self.model: Model | None = None
         self.tools: list[Tool] = []
         self.turn = sum(
@@ -250,6 +253,7 @@ class AgentRun:
     async def run(self) -> AssistantMessage:
         """Run turns until the model answers without tool calls; return that answer."""
         await self.render()
+        await self._lifecycle("agent_start", "agent_start")
         await self._resume_unresolved()
         overflow_retried = False
         while True:
@@ -394,7 +398,17 @@ class AgentRun:
     async def _call_model(self) -> AssistantMessage:
         """Stream the next response of the conversation, as turns observers see."""
         assert self.model is not None
-        return await self.call_model(self._request(), self.model, visible=True)
+        turn = self.turn + 1
+        await self._lifecycle(f"response_start:{turn}", "response_start")
+        response = await self.call_model(self._request(), self.model, visible=True)
+        for value in await self._lifecycle(f"response_finish:{turn}", "response_finish", response):
+            if value:
+                response.metadata = {**(response.metadata or {}), **value}
+        return response
+
+    async def _lifecycle(self, name: str, moment: str, *args: Any) -> list[Any]:
+        fns = self.rendered.lifecycle.get(moment) if self.rendered is not None else None
+        return await self.lifecycle.run(name, moment, fns, *args) if fns else []
 
     async def call_model(self, request: ModelRequest, model: Model, *, visible: bool = False) -> AssistantMessage:
         """One model call, retrying transient provider errors with backoff (11.3).
