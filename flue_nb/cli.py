@@ -12,12 +12,14 @@ import argparse
 import datetime
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.store import ConversationSummary
 
 __all__ = ["history", "main", "run_notebook", "transcript", "unsettled"]
 
@@ -161,15 +163,13 @@ def history(db: str | None, conversation: str | None) -> str:
     label = mask_url(db) if is_postgres_url(db) else os.path.abspath(db or ".flue/flue.sqlite")
     if not is_postgres_url(db) and not os.path.exists(label):
         raise SystemExit(f"flue-nb history: no store at {label} (pass --db PATH)")
-    if conversation is None:
-        if is_postgres_url(db):
-            raise SystemExit("flue-nb history: name a CONVERSATION to read from a PostgreSQL store")
-        return _conversations(label)
     try:
         store = open_any(db, cwd=os.getcwd())
     except StoreError as exc:  # a directory, not SQLite, read-only: the store's own words
         raise SystemExit(f"flue-nb history: {exc.message}") from None
     try:
+        if conversation is None:
+            return _conversations(store.conversations(), label)
         subs = store.submissions(conversation)
         if not subs:
             raise SystemExit(f"flue-nb history: no conversation {conversation!r} in {label}")
@@ -197,50 +197,23 @@ def _when(t: float) -> str:
     return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _conversations(path: str) -> str:
-    # The Store protocol has no listing of conversations; the SQLite file is read directly,
-    # read-only, with the schema's own tables.
-    from flue_nb.runtime.store.sqlite import read_only, read_only_message
-
-    if os.path.isdir(path):
-        raise SystemExit(
-            f"flue-nb history: `{path}` is a directory, not a store file; name the file in it, "
-            f"e.g. `--db {os.path.join(path, 'flue.sqlite')}`"
-        )
-    try:
-        return _listing(path)
-    except sqlite3.Error as exc:
-        if read_only(path):
-            raise SystemExit(f"flue-nb history: {read_only_message(path)}") from None
-        raise SystemExit(
-            f"flue-nb history: `{path}` is not a flue_nb store, or is damaged ({exc}); name the "
-            "store file with `--db PATH` (by default `.flue/flue.sqlite` under the notebook's directory)"
-        ) from None
-
-
-def _listing(path: str) -> str:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT c.id, c.created_at, COUNT(s.id),"
-            " SUM(s.outcome = 'completed'), SUM(s.outcome = 'failed'),"
-            " SUM(s.outcome = 'aborted'), SUM(s.state != 'settled')"
-            " FROM conversations c LEFT JOIN submissions s ON s.conversation_id = c.id"
-            " GROUP BY c.id ORDER BY c.created_at"
-        ).fetchall()
-    finally:
-        conn.close()
+def _conversations(rows: list[ConversationSummary], label: str) -> str:
     if not rows:
-        return f"no conversations in {path}"
-    lines = [f"conversations in {path}:", ""]
-    for cid, created, total, done, failed, aborted, open_ in rows:
+        return f"no conversations in {label}"
+    lines = [f"conversations in {label}:", ""]
+    for c in rows:
         parts = [
             f"{n} {what}"
-            for n, what in ((done, "completed"), (failed, "failed"), (aborted, "aborted"), (open_, "unsettled"))
+            for n, what in (
+                (c.completed, "completed"),
+                (c.failed, "failed"),
+                (c.aborted, "aborted"),
+                (c.unsettled, "unsettled"),
+            )
             if n
         ]
         lines.append(
-            f"  {cid}  (since {_when(created)}; {total} submission(s)"
+            f"  {c.id}  (since {_when(c.created_at)}; {c.submissions} submission(s)"
             + (f": {', '.join(parts)}" if parts else "")
             + ")"
         )

@@ -152,3 +152,17 @@ def test_history_lists_conversations_and_shows_one_with_its_outcomes(tmp_path):
     assert "assistant: first answer" in one.stdout and "[failed: refused]" in one.stdout
     missing = _cli(["history", "--db", db, "nope"], tmp_path)
     assert missing.returncode != 0 and "no conversation 'nope'" in missing.stderr
+
+
+def test_history_lists_the_conversations_of_a_postgresql_store(pg_url):
+    from flue_nb.cli import history
+    from flue_nb.runtime.store import Outcome
+    from flue_nb.runtime.store.postgres import PostgresStore
+
+    with PostgresStore(pg_url) as store:
+        store.admit("talk", "hello", submission_id="s1", now=1.0)
+        store.settle("s1", Outcome.COMPLETED, result="hi", now=2.0)
+        store.admit("team:report", "draft it", submission_id="s2", now=3.0)
+    listing = history(pg_url, None)
+    assert "talk  (since " in listing and "1 submission(s): 1 completed)" in listing
+    assert "team:report  (since " in listing and "1 submission(s): 1 unsettled)" in listing

@@ -68,7 +68,7 @@ def test_a_recovered_submission_keeps_the_approval_its_cell_was_admitted_with(tm
         now=now - 5,
         settings={"agent": "assistant", "model": "recmodel", "approval": "deny"},
     )
-    store.acquire_lease("notebook", "gone-host:1:0", ttl=0.01, now=now)
+    store.acquire_lease("notebook", "gone-host:1:0", ttl=0.01)
     store.update_submission("sub_crashed", state=SubmissionState.RUNNING, attempts=1, started_at=now - 5)
     store.close()
     time.sleep(0.05)  # the dead owner's lease has lapsed

@@ -128,7 +128,7 @@ def test_a_subagent_that_answered_before_the_crash_is_not_asked_again(tmp_path):
     store = SQLiteStore(path)
     now = time.time()
     store.admit("c", "delegate", submission_id="sub_x", now=now - 5)
-    store.acquire_lease("c", "gone-host:1:0", ttl=0.01, now=now)
+    store.acquire_lease("c", "gone-host:1:0", ttl=0.01)
     store.update_submission("sub_x", state=SubmissionState.RUNNING, attempts=1, started_at=now - 5)
     call = ToolCall("call_task", "task", {"prompt": "sub work", "agent": "helper"})
     store.append(

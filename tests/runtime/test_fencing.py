@@ -35,7 +35,7 @@ def test_a_kernel_that_lost_its_lease_during_a_backoff_starts_no_further_attempt
             store = holder["session"].store
             owner, _ = store.lease("c")
             store.release_lease("c", owner)
-            assert store.acquire_lease("c", "other-kernel", ttl=600, now=0.0)
+            assert store.acquire_lease("c", "other-kernel", ttl=600)
 
     model = ScriptedModel([fail("overloaded")] * 4 + ["a duplicate model call"])
     session = flue.init(make_agent(model), conversation="c", db=db, settings=RunSettings(sleep=sleep))

@@ -17,7 +17,7 @@ from flue_nb.models import FunctionModel, reply
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Outcome, SubmissionState
-from flue_nb.runtime.store._sqlite_schema import Migration
+from flue_nb.runtime.store._rows import Migration
 from flue_nb.runtime.store.url import mask_url
 
 pytestmark = pytest.mark.usefixtures("pg_server")
@@ -169,8 +169,11 @@ def test_conversation_ids_are_per_user_unless_a_namespace_is_named(
         shared = bob.records("team:weekly-report")
         assert [r.data["by"] for r in shared] == ["ann", "bob"]
         assert {r.conversation_id for r in shared} == {"team:weekly-report"}
-        assert ann.acquire_lease("c", "k-ann", ttl=30, now=0.0)
-        assert bob.acquire_lease("c", "k-bob", ttl=30, now=0.0)  # a different conversation
+        assert ann.acquire_lease("c", "k-ann", ttl=30)
+        assert bob.acquire_lease("c", "k-bob", ttl=30)  # a different conversation
+        # Each lists its own conversations and the namespaced ones, never the other's.
+        assert [c.id for c in ann.conversations()] == ["c", "team:weekly-report"]
+        assert [(c.id, c.submissions) for c in bob.conversations()] == [("c", 1), ("team:weekly-report", 0)]
     finally:
         ann.close()
         bob.close()

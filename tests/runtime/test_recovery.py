@@ -30,7 +30,7 @@ def crashed_store(path, text="do it", messages=(), partial=None, abort=False):
     now = time.time()
     store.ensure_conversation(CID, now=now)
     sub = store.admit(CID, text, submission_id="sub_crashed", now=now - 5)
-    store.acquire_lease(CID, "dead-owner", ttl=1, now=now - 10)
+    store.acquire_lease(CID, "dead-owner", ttl=1)
     store.update_submission(
         sub.id,
         state=SubmissionState.RUNNING,
@@ -167,7 +167,7 @@ def test_recovery_11_1_a_live_lease_of_another_owner_is_respected_until_it_expir
     path = tmp_path / "s.sqlite"
     crashed_store(path)
     store = SQLiteStore(path)
-    store.acquire_lease(CID, "other-owner", ttl=1.5, now=time.time())
+    store.acquire_lease(CID, "other-owner", ttl=1.5)
     store.close()
     model = ScriptedModel(["after the lease"])
     s = session(make_agent(model), db=str(path), conversation=CID)

@@ -354,7 +354,7 @@ def test_a_settled_submission_never_changes_state_again(store: SQLiteStore) -> N
 
 def test_settle_first_terminal_outcome_wins(store: SQLiteStore) -> None:
     store.admit("c", "hi", submission_id="s1", now=1.0)
-    store.acquire_lease("c", "k1", ttl=30, now=1.0)
+    store.acquire_lease("c", "k1", ttl=30)
     store.update_submission("s1", state=RUNNING, lease_owner="k1", lease_expires=31.0)
     err = {"type": "submission_aborted", "message": "stop"}
     assert store.settle("s1", Outcome.ABORTED, error=err, now=5.0)
@@ -563,25 +563,25 @@ def _expires_in(store: Any, conversation: str) -> float:
 
 def test_lease_acquire_is_exclusive_until_expiry(store: SQLiteStore) -> None:
     assert store.lease("c") is None
-    assert store.acquire_lease("c", "k1", ttl=30, now=time.time())
+    assert store.acquire_lease("c", "k1", ttl=30)
     assert store.lease("c")[0] == "k1"  # type: ignore[index]
     assert 28 < _expires_in(store, "c") <= 30.5
-    assert not store.acquire_lease("c", "k2", ttl=30, now=time.time())
-    assert store.acquire_lease("c", "k1", ttl=60, now=time.time())  # ours: renewed
+    assert not store.acquire_lease("c", "k2", ttl=30)
+    assert store.acquire_lease("c", "k1", ttl=60)  # ours: renewed
     assert 58 < _expires_in(store, "c") <= 60.5
-    assert store.acquire_lease("c", "k1", ttl=0.05, now=time.time())
+    assert store.acquire_lease("c", "k1", ttl=0.05)
     time.sleep(0.15)
-    assert store.acquire_lease("c", "k2", ttl=30, now=time.time())  # expired: free
+    assert store.acquire_lease("c", "k2", ttl=30)  # expired: free
     assert store.lease("c")[0] == "k2"  # type: ignore[index]
 
 
 def test_a_live_lease_is_taken_only_from_the_owner_named_as_replaced(store: SQLiteStore) -> None:
     # `replacing` names an owner the caller proved dead (issue 12.8): only that one is displaced.
-    assert store.acquire_lease("c", "dead", ttl=30, now=time.time())
-    assert not store.acquire_lease("c", "k2", ttl=30, now=time.time(), replacing="someone-else")
-    assert store.acquire_lease("c", "k2", ttl=30, now=time.time(), replacing="dead")
+    assert store.acquire_lease("c", "dead", ttl=30)
+    assert not store.acquire_lease("c", "k2", ttl=30, replacing="someone-else")
+    assert store.acquire_lease("c", "k2", ttl=30, replacing="dead")
     assert store.lease("c")[0] == "k2"  # type: ignore[index]
-    assert not store.acquire_lease("c", "k3", ttl=30, now=time.time(), replacing="dead")
+    assert not store.acquire_lease("c", "k3", ttl=30, replacing="dead")
 
 
 def test_a_submission_keeps_the_settings_it_was_admitted_with(store: SQLiteStore) -> None:
@@ -595,65 +595,65 @@ def test_a_submission_keeps_the_settings_it_was_admitted_with(store: SQLiteStore
 def test_leases_use_the_stores_clock_not_the_callers(store: SQLiteStore) -> None:
     # A kernel whose clock runs minutes ahead (or behind) can neither steal a live lease nor
     # make its own outlive the ttl: expiry is measured by the store's clock.
-    assert store.acquire_lease("c", "k1", ttl=30, now=time.time())
-    assert not store.acquire_lease("c", "ahead", ttl=30, now=time.time() + 600)
-    assert store.acquire_lease("d", "behind", ttl=0.05, now=time.time() - 600)
+    assert store.acquire_lease("c", "k1", ttl=30)
+    assert not store.acquire_lease("c", "ahead", ttl=30)
+    assert store.acquire_lease("d", "behind", ttl=0.05)
     time.sleep(0.15)
-    assert store.acquire_lease("d", "k2", ttl=30, now=time.time() - 600)
-    assert store.renew_lease("c", "k1", ttl=30, now=time.time() + 600)
+    assert store.acquire_lease("d", "k2", ttl=30)
+    assert store.renew_lease("c", "k1", ttl=30)
     assert _expires_in(store, "c") <= 30.5
 
 
 def test_release_lease_only_releases_our_own(store: SQLiteStore) -> None:
-    store.acquire_lease("c", "k1", ttl=30, now=0.0)
+    store.acquire_lease("c", "k1", ttl=30)
     store.release_lease("c", "k2")
     assert store.lease("c")[0] == "k1"  # type: ignore[index]
     store.release_lease("c", "k1")
     assert store.lease("c") is None
-    assert store.acquire_lease("c", "k2", ttl=30, now=1.0)
+    assert store.acquire_lease("c", "k2", ttl=30)
     store.release_lease("nobody", "k1")
 
 
 def test_renew_lease_extends_ours_and_the_running_submissions(store: SQLiteStore) -> None:
     store.admit("c", "run", submission_id="s1", now=0.0)
     store.admit("c", "wait", submission_id="s2", now=0.0)
-    store.acquire_lease("c", "k1", ttl=30, now=0.0)
+    store.acquire_lease("c", "k1", ttl=30)
     store.update_submission("s1", state=RUNNING, lease_owner="k1", lease_expires=30.0)
-    assert store.renew_lease("c", "k1", ttl=60, now=20.0)
+    assert store.renew_lease("c", "k1", ttl=60)
     owner, expires = store.lease("c")  # type: ignore[misc]
     assert owner == "k1" and 58 < expires - time.time() <= 60.5
     s1, s2 = store.submissions("c")
     assert (s1.lease_owner, s1.lease_expires) == ("k1", expires)
     assert (s2.lease_owner, s2.lease_expires) == (None, None)
     # Expired but nobody took it: still ours.
-    assert store.renew_lease("c", "k1", ttl=0.05, now=0.0)
+    assert store.renew_lease("c", "k1", ttl=0.05)
     time.sleep(0.15)
-    assert store.renew_lease("c", "k1", ttl=30, now=0.0)
+    assert store.renew_lease("c", "k1", ttl=30)
 
 
 def test_renew_lease_fails_once_lost(store: SQLiteStore) -> None:
     store.admit("c", "run", submission_id="s1", now=0.0)
-    store.acquire_lease("c", "k1", ttl=0.05, now=0.0)
+    store.acquire_lease("c", "k1", ttl=0.05)
     store.update_submission("s1", state=RUNNING, lease_owner="k1", lease_expires=30.0)
     time.sleep(0.15)
-    assert store.acquire_lease("c", "k2", ttl=30, now=31.0)
-    assert not store.renew_lease("c", "k1", ttl=30, now=32.0)
+    assert store.acquire_lease("c", "k2", ttl=30)
+    assert not store.renew_lease("c", "k1", ttl=30)
     assert store.lease("c")[0] == "k2"  # type: ignore[index]
     s1 = store.submission("s1")
     assert s1 is not None and s1.lease_owner == "k1"  # the loser did not touch it
     store.release_lease("c", "k2")
-    assert not store.renew_lease("c", "k1", ttl=30, now=33.0)  # released is not ours either
-    assert not store.renew_lease("nobody", "k1", ttl=30, now=33.0)
+    assert not store.renew_lease("c", "k1", ttl=30)  # released is not ours either
+    assert not store.renew_lease("nobody", "k1", ttl=30)
 
 
 def test_owner_fence_keeps_a_writer_that_lost_its_lease_out(store: SQLiteStore) -> None:
     store.admit("c", "hi", submission_id="s1", now=0.0)
-    store.acquire_lease("c", "stalled", ttl=0.05, now=0.0)
+    store.acquire_lease("c", "stalled", ttl=0.05)
     store.append("c", "s1", [("event", {"n": 1})], now=0.5, owner="stalled")
     time.sleep(0.15)
     # Expired but nobody took it: still the stalled owner's, its writes are safe.
     store.append("c", "s1", [("event", {"n": 2})], now=5.0, owner="stalled")
-    assert store.acquire_lease("c", "taker", ttl=30, now=6.0)
+    assert store.acquire_lease("c", "taker", ttl=30)
     assert store.settle("s1", Outcome.COMPLETED, result="taker's", now=7.0, owner="taker")
     before = store.records("c")
     with pytest.raises(SessionBusyError, match="'taker' does"):
@@ -683,11 +683,11 @@ def test_owner_fence_covers_attempt_start_updates_and_partials(store: SQLiteStor
     # Issue 12.7: a kernel that lost its lease between two attempts must not restart the
     # submission (state, attempts, lease_owner) nor overwrite its partial response.
     store.admit("c", "hi", submission_id="s1", now=0.0)
-    store.acquire_lease("c", "k1", ttl=0.05, now=0.0)
+    store.acquire_lease("c", "k1", ttl=0.05)
     assert store.update_submission("s1", owner="k1", state=RUNNING, attempts=1, lease_owner="k1", lease_expires=1.0)
     store.put_partial("s1", {"text": "k1's"}, owner="k1")
     time.sleep(0.15)
-    assert store.acquire_lease("c", "k2", ttl=30, now=0.0)
+    assert store.acquire_lease("c", "k2", ttl=30)
     with pytest.raises(SessionBusyError, match="'k2' does"):
         store.update_submission("s1", owner="k1", state=RUNNING, attempts=2, lease_owner="k1", lease_expires=2.0)
     with pytest.raises(SessionBusyError):
@@ -725,7 +725,7 @@ def test_everything_persists_across_reopen(db: str) -> None:
     path = db
     with reopen(path) as s:
         s.admit("c", "hi", submission_id="s1", now=1.0)
-        s.acquire_lease("c", "k1", ttl=30, now=1.0)
+        s.acquire_lease("c", "k1", ttl=30)
         s.update_submission("s1", state=RUNNING, attempts=1, started_at=1.5)
         s.append(
             "c",
@@ -780,7 +780,7 @@ def test_store_file_never_contains_the_api_key(tmp_path: Path, monkeypatch: pyte
     path = tmp_path / ".flue" / "flue.sqlite"
     with open_store(None, cwd=str(tmp_path)) as s:
         s.admit("c", "what is 2+2?", submission_id="s1", now=1.0)
-        s.acquire_lease("c", "kernel-1", ttl=30, now=1.0)
+        s.acquire_lease("c", "kernel-1", ttl=30)
         s.update_submission("s1", expect=[QUEUED], state=RUNNING, attempts=1, started_at=1.0)
         s.append(
             "c",
@@ -825,7 +825,7 @@ _LEASE_WORKER = textwrap.dedent(
     (tmp / f"ready-{owner}").touch()
     while not (tmp / "go").exists():
         time.sleep(0.005)
-    out = {"owner": owner, "first": store.acquire_lease("c", owner, ttl=ttl, now=time.time())}
+    out = {"owner": owner, "first": store.acquire_lease("c", owner, ttl=ttl)}
     if out["first"]:
         time.sleep(0.5)  # hold it while the other one keeps trying
         if mode == "release":
@@ -838,7 +838,7 @@ _LEASE_WORKER = textwrap.dedent(
         while True:
             now = time.time()
             tries += 1
-            if store.acquire_lease("c", owner, ttl=ttl, now=now):
+            if store.acquire_lease("c", owner, ttl=ttl):
                 # After the call: the store's clock said "expired" during it, not before.
                 out.update(acquired_at=time.time(), tries=tries)
                 break
@@ -968,5 +968,66 @@ def test_blobs_are_kept_once_by_digest_in_parts_and_read_back_whole(store: Any) 
     store.put_blob(digest, big)
     store.put_blob(digest, big)  # the same image again (another figure, another request)
     assert store.blob(digest) == big
-    store.put_blob("e" * 64, b"")
-    assert store.blob("e" * 64) == b""
+    empty = hashlib.sha256(b"").hexdigest()
+    store.put_blob(empty, b"")
+    assert store.blob(empty) == b""
+
+
+# -- what the store refuses (issue 20.8) -----------------------------------------------------------
+
+
+def test_put_blob_refuses_bytes_whose_sha256_is_not_the_digest(store: Any) -> None:
+    import hashlib
+
+    with pytest.raises(StoreError, match="sha256"):
+        store.put_blob("e" * 64, b"not these bytes")
+    assert store.blob("e" * 64) is None
+    first = hashlib.sha256(b"first").hexdigest()
+    store.put_blob(first, b"first")
+    with pytest.raises(StoreError, match="sha256"):
+        store.put_blob(first, b"second")  # an existing digest with other bytes: loud, not kept
+    assert store.blob(first) == b"first"
+
+
+def test_put_blob_fails_loudly_when_other_bytes_are_kept_under_the_digest(store: Any) -> None:
+    import hashlib
+
+    data = b"the real image"
+    digest = hashlib.sha256(data).hexdigest()
+    # Bytes that do not match their digest can only be there by damage (or a writer older than
+    # the check): plant some through the store's own transaction.
+    store._run(
+        lambda tx: tx.run("INSERT INTO blobs (digest, part, data) VALUES (?, 0, ?)", (digest, b"damaged")), write=True
+    )
+    with pytest.raises(StoreError, match="damaged"):
+        store.put_blob(digest, data)
+    assert store.blob(digest) == b"damaged"  # nothing was overwritten or mixed in
+
+
+def test_append_refuses_a_record_naming_a_submission_of_another_conversation(store: Any) -> None:
+    store.admit("c", "mine", submission_id="s1", now=1.0)
+    store.admit("d", "theirs", submission_id="s2", now=1.0)
+    with pytest.raises(StoreError, match="'s2' belongs to conversation 'd', not 'c'"):
+        store.append("c", "s2", [("message", {"x": 1})], now=2.0)
+    with pytest.raises(StoreError, match="'s2' belongs to conversation 'd'"):
+        store.append("c", "s1", [("message", {"x": 1})], now=2.0, updates=[SubmissionUpdate("s2", (), {"attempts": 3})])
+    with pytest.raises(StoreError, match="'nobody' is unknown"):
+        store.append("c", "nobody", [("message", {"x": 1})], now=2.0)
+    assert store.records("c") == [] and store.records("d") == []
+    assert store.submission("s2").attempts == 0  # type: ignore[union-attr]
+    assert [r.submission_id for r in store.append("c", "s1", [("message", {"x": 1})], now=3.0)] == ["s1"]
+
+
+def test_conversations_lists_each_with_its_outcomes_oldest_first(store: Any) -> None:
+    assert store.conversations() == []
+    store.ensure_conversation("old", now=1.0)
+    store.admit("new", "a", submission_id="s1", now=5.0)
+    store.admit("new", "b", submission_id="s2", now=6.0)
+    store.admit("new", "c", submission_id="s3", now=7.0)
+    store.settle("s1", Outcome.COMPLETED, result="ok", now=8.0)
+    store.settle("s2", Outcome.FAILED, error={"type": "x", "message": "m"}, now=8.0)
+    listed = store.conversations()
+    assert [(c.id, c.created_at) for c in listed] == [("old", 1.0), ("new", 5.0)]
+    old, new = listed
+    assert (old.submissions, old.completed, old.failed, old.aborted, old.unsettled) == (0, 0, 0, 0, 0)
+    assert (new.submissions, new.completed, new.failed, new.aborted, new.unsettled) == (3, 1, 1, 0, 1)

@@ -92,7 +92,7 @@ class Conversation:
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
         self.lease = LeaseKeeper(
-            store, conversation_id, owner, ttl=lease_ttl, clock=settings.clock, bus=self.bus,
+            store, conversation_id, owner, ttl=lease_ttl, bus=self.bus,
             on_lost=self._stop_run, on_beat=self._notice_abort,
         )  # fmt: skip
         self._recovering: set[str] = set()
@@ -578,7 +578,7 @@ class Conversation:
         """Compact now (contract 13.5), even with threshold compaction off."""
         if self.busy:
             raise SessionBusyError("a run is in progress; compact when it has finished (or abort it first)")
-        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl, now=self.settings.clock()):
+        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl):
             holder = self.store.lease(self.id)
             who = holder[0] if holder else "another process"
             raise SessionBusyError(f"another process ({who}) owns this conversation; try again when it is idle")

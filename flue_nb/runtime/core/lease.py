@@ -32,7 +32,6 @@ class LeaseKeeper:
         owner: str,
         *,
         ttl: float,
-        clock: Callable[[], float],
         bus: EventBus,
         on_lost: Callable[[], None],
         on_beat: Callable[[], None],
@@ -41,7 +40,6 @@ class LeaseKeeper:
         self.cid = conversation_id
         self.owner = owner
         self.ttl = ttl
-        self.clock = clock
         self.bus = bus
         self.on_lost = on_lost
         """Called once when another owner took the lease over: stop the local run."""
@@ -52,7 +50,7 @@ class LeaseKeeper:
 
     def acquire(self) -> bool:
         """Take the lease if it is free, ours, expired, or held by a provably dead owner."""
-        return self.store.acquire_lease(self.cid, self.owner, ttl=self.ttl, now=self.clock()) or self._take_over()
+        return self.store.acquire_lease(self.cid, self.owner, ttl=self.ttl) or self._take_over()
 
     async def own(self, work_remains: Callable[[], bool]) -> bool:
         """Hold the lease, waiting while another owner has it and work remains; start beating."""
@@ -77,7 +75,7 @@ class LeaseKeeper:
         held = self.store.lease(self.cid)
         if held is None or not provably_dead(held[0]):
             return False
-        if not self.store.acquire_lease(self.cid, self.owner, ttl=self.ttl, now=self.clock(), replacing=held[0]):
+        if not self.store.acquire_lease(self.cid, self.owner, ttl=self.ttl, replacing=held[0]):
             return False
         self.bus.publish(
             ev.Log(
@@ -99,7 +97,7 @@ class LeaseKeeper:
                 continue
             due = every
             try:
-                renewed = self.store.renew_lease(self.cid, self.owner, ttl=self.ttl, now=self.clock())
+                renewed = self.store.renew_lease(self.cid, self.owner, ttl=self.ttl)
             except StoreError as exc:  # try again at the next beat; the worker meets it too
                 log.warning("flue_nb: could not renew the lease on conversation %r: %s", self.cid, exc.message)
                 continue

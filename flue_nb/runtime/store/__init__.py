@@ -3,8 +3,9 @@
 The runtime writes through this protocol only; `SQLiteStore` (sqlite.py) is the embedded
 implementation, `db=":memory:"` gives a private in-memory one for tests, and `PostgresStore`
 (postgres.py) serves a team from one server. Every method is synchronous and each call is one
-transaction: what it returns has been committed. Lease expiry is measured by the store's own clock
-(the `now` arguments date what is written, never who owns what).
+transaction: what it returns has been committed. Leases are measured by the store's own clock
+alone (the lease calls take no `now`; the other `now` arguments date what is written).
+Both backends are one `SQLStore` (_sql.py) over a dialect each.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from enum import Enum
 from typing import Any, Literal, Protocol
 
 __all__ = [
+    "ConversationSummary",
     "Outcome",
     "Record",
     "RecordKind",
@@ -97,6 +99,19 @@ class Record:
     created_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """One conversation as `Store.conversations()` lists it: when it began, how its submissions ended."""
+
+    id: str
+    created_at: float
+    submissions: int
+    completed: int
+    failed: int
+    aborted: int
+    unsettled: int
+
+
 @dataclass(slots=True)
 class SubmissionUpdate:
     """A compare-and-set on a submission, applied in the same transaction as an append.
@@ -119,9 +134,11 @@ class Store(Protocol):
         """Create the conversation if it does not exist."""
         ...
 
-    def acquire_lease(
-        self, conversation_id: str, owner: str, *, ttl: float, now: float, replacing: str | None = None
-    ) -> bool:
+    def conversations(self) -> list[ConversationSummary]:
+        """Every conversation (the caller's, on a shared server), oldest first, with its counts."""
+        ...
+
+    def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, replacing: str | None = None) -> bool:
         """Take (or renew) ownership if free, expired, or already ours.
 
         With `replacing`, also take it while `replacing` holds it, expired or not: the caller has
@@ -129,7 +146,7 @@ class Store(Protocol):
         """
         ...
 
-    def renew_lease(self, conversation_id: str, owner: str, *, ttl: float, now: float) -> bool:
+    def renew_lease(self, conversation_id: str, owner: str, *, ttl: float) -> bool:
         """Extend our lease (and the running submissions' lease columns); False if lost."""
         ...
 
@@ -216,7 +233,8 @@ class Store(Protocol):
     ) -> list[Record]:
         """Append records (and apply `updates`, and upsert `state` records) atomically.
 
-        With `owner`, raises `SessionBusyError` (writing nothing) unless it still holds the
+        Every submission named (`submission_id`, the updates') must be one of this conversation's,
+        else `StoreError` and nothing is written. With `owner`, raises `SessionBusyError` (writing nothing) unless it still holds the
         conversation's lease: the fence that keeps a writer stalled past its lease out.
         """
         ...
@@ -252,10 +270,11 @@ class Store(Protocol):
     # image bytes, content-addressed: messages keep an `ImagePart`'s digest, the store its bytes
     # once, however many messages, requests or submissions refer to them
     def put_blob(self, digest: str, data: bytes) -> None:
-        """Keep `data` under `digest` (its sha256 hex); a no-op when already kept.
+        """Keep `data` under `digest` (its sha256 hex); a no-op when the same bytes are kept.
 
-        Not fenced by the lease: the same digest always means the same bytes, and a blob that no
-        record refers to (a writer stopped between the two) is harmless.
+        Raises `StoreError` when `digest` is not the sha256 of `data`, or when other bytes are
+        kept under it. Not fenced by the lease: the same digest always means the same bytes, and
+        a blob that no record refers to (a writer stopped between the two) is harmless.
         """
         ...
 

@@ -1,4 +1,4 @@
-"""The SQL side of `PostgresStore`: schema migrations, row decoding and in-transaction helpers.
+"""The PostgreSQL side of `PostgresStore`: its schema migrations, its clock and its namespace.
 
 Same rules as the SQLite schema: a migration is frozen once released; a change is a new entry at
 the end of `MIGRATIONS`. Everything lives in the `flue` schema of the database the URL names.
@@ -10,36 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flue_nb.runtime.errors import SessionBusyError, StoreError
-from flue_nb.runtime.store import Submission, SubmissionState
-from flue_nb.runtime.store._sqlite_schema import (
-    Migration,
-    assignments,
-    dump_json,
-    load_json,
-    submission_from_row,
-)
+from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.store._rows import Migration
 
-__all__ = [
-    "BLOB_CHUNK",
-    "MIGRATIONS",
-    "NOW",
-    "RECORD_COLUMNS",
-    "SCHEMA",
-    "SCHEMA_VERSION",
-    "SUBMISSION_COLUMNS",
-    "apply_update",
-    "encode_fields",
-    "fence",
-    "lock_conversation",
-    "migrate",
-    "select_submission",
-    "submission_from_pg",
-]
-
-_SETTLED = SubmissionState.SETTLED.value
-_FINAL = frozenset({"state", "result", "error"})
-"""Columns a settled submission keeps forever (its outcome is written by `settle` only)."""
+__all__ = ["MIGRATIONS", "NOW", "SCHEMA", "SCHEMA_VERSION", "migrate"]
 
 SCHEMA = "flue"
 """The PostgreSQL schema (namespace) holding flue_nb's tables."""
@@ -117,9 +91,6 @@ _V2 = Migration(
     ),
 )
 
-BLOB_CHUNK = 512 * 1024
-"""Bytes per `blobs` row."""
-
 # Per-submission settings, as in the SQLite store's migration 3 (issue 12.8).
 _V3 = Migration(3, ("ALTER TABLE submissions ADD COLUMN settings json",))
 
@@ -128,16 +99,6 @@ MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version
 """The schema version this code reads and writes."""
-
-SUBMISSION_COLUMNS = (
-    "id, conversation_id, seq, text::text, state, accepted_at, attempts, started_at, lease_owner,"
-    " lease_expires, abort_requested, joined_into, outcome, result::text, error::text, settled_at,"
-    " settings::text"
-)
-"""The SELECT list `submission_from_pg` decodes."""
-
-RECORD_COLUMNS = "seq, conversation_id, submission_id, kind, data::text, created_at"
-"""The SELECT list `record_from_row` decodes."""
 
 # Any constant works: it only has to be the same in every process that migrates this database.
 _MIGRATION_LOCK = 0x666C7565
@@ -180,77 +141,3 @@ def migrate(conn: Any, label: str, migrations: tuple[Migration, ...] = MIGRATION
             conn.execute("ROLLBACK")
         raise
     return int(version)
-
-
-def submission_from_pg(row: tuple[Any, ...]) -> Submission:
-    """A `Submission` from a row selected with `SUBMISSION_COLUMNS` (text and result are JSON)."""
-    values = list(row)
-    values[3] = load_json(values[3])
-    values[13] = load_json(values[13])
-    return submission_from_row(tuple(values))
-
-
-# -- helpers that run inside a transaction --------------------------------------------------------
-
-
-def lock_conversation(conn: Any, key: str, now: float) -> str | None:
-    """Create the conversation if needed and lock its row; return the lease holder."""
-    conn.execute(
-        "INSERT INTO conversations (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-        (key, now),
-    )
-    (holder,) = conn.execute("SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)).fetchone()
-    return None if holder is None else str(holder)
-
-
-def fence(conn: Any, key: str, cid: str, owner: str) -> None:
-    """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease."""
-    row = conn.execute("SELECT lease_owner FROM conversations WHERE id = %s FOR UPDATE", (key,)).fetchone()
-    holder = None if row is None else row[0]
-    if holder != owner:
-        raise SessionBusyError(
-            f"{owner!r} no longer owns conversation {cid!r} "
-            f"({'it is free' if holder is None else f'{holder!r} does'}); nothing was written",
-            conversation_id=cid,
-            owner=owner,
-            holder=holder,
-        )
-
-
-def select_submission(conn: Any, submission_id: str) -> tuple[Any, ...] | None:
-    """One submission row (`SUBMISSION_COLUMNS`), or None."""
-    row = conn.execute(f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s", (submission_id,)).fetchone()
-    return None if row is None else tuple(row)
-
-
-def apply_update(conn: Any, submission_id: str, expect: tuple[Any, ...], encoded: list[tuple[str, Any]]) -> bool:
-    """One compare-and-set on a submission (its row locked); True if it matched and applied."""
-    row = conn.execute("SELECT state FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)).fetchone()
-    if row is None:
-        return False
-    state = row[0]
-    if expect and state not in {SubmissionState(s).value for s in expect}:
-        return False
-    if state == _SETTLED and any(name in _FINAL for name, _ in encoded):
-        return False  # the first terminal outcome wins, with its result and error
-    if encoded:
-        columns = ", ".join(
-            f"{name} = %s::json" if name in ("result", "error") else f"{name} = %s" for name, _ in encoded
-        )
-        conn.execute(
-            f"UPDATE submissions SET {columns} WHERE id = %s",
-            (*(value for _, value in encoded), submission_id),
-        )
-    return True
-
-
-def encode_fields(fields: dict[str, Any]) -> list[tuple[str, Any]]:
-    """`assignments(fields)` as PostgreSQL columns take them (booleans, free text as JSON)."""
-    out = []
-    for name, value in assignments(fields):
-        if name == "abort_requested":
-            value = bool(value)
-        elif name == "result" and value is not None:
-            value = dump_json(value, "a submission result")
-        out.append((name, value))
-    return out
