@@ -114,3 +114,27 @@ def test_delegation_14_1_a_chain_of_five_fails_at_depth_five_as_an_error_result(
     (failed,) = results(model.requests[5])
     assert failed.is_error and "delegation_depth_exceeded" in failed.content
     assert results(model.requests[6])[0].content == "answer 4"
+
+
+def test_delegation_a_tasks_cwd_view_keeps_the_parents_streaming_writes(tmp_path):
+    import asyncio
+
+    from flue_nb.runtime.core.delegation import ScopedSandbox, scoped
+    from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
+
+    (tmp_path / "sub").mkdir()
+    view = scoped(flue.local(str(tmp_path)), "sub")
+    assert isinstance(view, Sandbox) and isinstance(view, StreamingWrites)
+
+    async def chunks():
+        yield b"big "
+        yield b"file"
+
+    assert asyncio.run(view.write_chunks("out.txt", chunks())) == 8
+    assert (tmp_path / "sub" / "out.txt").read_bytes() == b"big file"
+
+    class Plain(ScopedSandbox):  # a sandbox without the capability: the view has none either
+        pass
+
+    plain = scoped(Plain(flue.local(str(tmp_path)), str(tmp_path)), "sub")
+    assert isinstance(plain, Sandbox) and not isinstance(plain, StreamingWrites)

@@ -134,7 +134,7 @@ def python_tool(namespace: Namespace, *, runner: Runner | None = None) -> Tool:
         result: ToolOutput = await run_on(lambda: _run_cell(args.code, ns))
         return result
 
-    return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")  # type: ignore[arg-type]
+    return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")
 
 
 def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:

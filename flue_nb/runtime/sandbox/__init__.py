@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["DirEntry", "ExecResult", "FileStat", "Sandbox"]
+__all__ = ["DirEntry", "ExecResult", "FileStat", "Sandbox", "StreamingWrites"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +93,17 @@ class Sandbox(Protocol):
 
     async def realpath(self, path: str) -> str:
         """The absolute, normalised path (symlinks resolved)."""
+        ...
+
+
+@runtime_checkable
+class StreamingWrites(Protocol):
+    """An optional capability: write a file from a stream of chunks, never holding it whole.
+
+    `write` and `edit` use it for big files where a sandbox has it (`LocalSandbox` does); a
+    wrapper around a sandbox (a task's `cwd` view) has it exactly when what it wraps does.
+    """
+
+    async def write_chunks(self, path: str, chunks: AsyncIterator[bytes]) -> int:
+        """Replace the file with the chunks' bytes (atomically); return the size written."""
         ...

@@ -90,4 +90,4 @@ def bash_tool(sandbox: Sandbox) -> Tool:
             details={"exit_code": res.exit_code, "timed_out": res.timed_out},
         )
 
-    return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command")  # type: ignore[arg-type]
+    return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command")

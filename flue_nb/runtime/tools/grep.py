@@ -185,4 +185,4 @@ def grep_tool(sandbox: Sandbox) -> Tool:
             )
         return ToolOutput(out, details={"engine": "rg" if rg else "grep", "matches": len(shown)})
 
-    return Tool("grep", DESCRIPTION, GrepInput, run, summary_arg="pattern")  # type: ignore[arg-type]
+    return Tool("grep", DESCRIPTION, GrepInput, run, summary_arg="pattern")

@@ -13,9 +13,10 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from typing_extensions import TypeVar
 
 from flue_nb.runtime._redact import redact, redact_value, secret_values
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
@@ -114,17 +115,21 @@ def summary_arg_of(name: str) -> str | None:
     return _SUMMARY_ARGS.get(name)
 
 
-RunFn = Callable[[BaseModel, ToolContext], "Awaitable[ToolOutput | str] | ToolOutput | str"]
+InputT = TypeVar("InputT", bound=BaseModel, default=Any)
+"""A tool's input model; a bare `Tool` is a tool of any input (a list of tools, a wrapper)."""
+
+RunFn = Callable[[InputT, ToolContext], "Awaitable[ToolOutput | str] | ToolOutput | str"]
+"""A tool's `run`: validated input of its own model and the call's context."""
 
 
 @dataclass(slots=True)
-class Tool:
-    """A tool the model can call."""
+class Tool(Generic[InputT]):
+    """A tool the model can call: `run` gets input validated by `input_model`."""
 
     name: str
     description: str
-    input_model: type[BaseModel]
-    run: RunFn
+    input_model: type[InputT]
+    run: RunFn[InputT]
     durable: bool = False
     """Durable tools get `ctx.step` and are re-run on recovery with recorded steps replayed."""
     blocking: bool = False

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -43,7 +43,7 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
     async def run(args: WriteInput, ctx: ToolContext) -> ToolOutput:
         # Big content is encoded and written a piece at a time (one more whole copy is what a
         # 20 MB write costs otherwise), where the sandbox can take a stream.
-        stream = len(args.content) > STREAM_CHARS and callable(getattr(sandbox, "write_chunks", None))
+        stream = sandbox if len(args.content) > STREAM_CHARS and isinstance(sandbox, StreamingWrites) else None
         data = b"" if stream else args.content.encode("utf-8", "surrogatepass")
         # Taken before any await, so same-path calls of a batch queue in dispatch order (4.4).
         async with locks.hold(args.path, cwd=sandbox.cwd):
@@ -54,11 +54,11 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 kind = "file"
             if kind != "file":  # writing a FIFO would block until someone reads it
                 return ToolOutput(f"`{args.path}` is not a regular file; give a file path.", is_error=True)
-            if stream:
-                size = await sandbox.write_chunks(args.path, _encoded(args.content))  # type: ignore[attr-defined]
+            if stream is not None:
+                size = await stream.write_chunks(args.path, _encoded(args.content))
             else:
                 await sandbox.write_file(args.path, data)
                 size = len(data)
         return ToolOutput(f"Wrote {size} bytes to `{args.path}`.")
 
-    return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path")  # type: ignore[arg-type]
+    return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path")
