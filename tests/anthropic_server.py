@@ -248,83 +248,95 @@ class AnthropicServer:
 
 
 def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.1 so the client keeps connections alive and chunked bodies are possible.
-        protocol_version = "HTTP/1.1"
+    return type("Handler", (_Handler,), {"fake": server})
 
-        def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
-            pass  # keep test output clean
 
-        def do_POST(self) -> None:  # the stdlib dispatches on this name
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            server.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
-            reply = server.next_reply()
-            try:
-                if isinstance(reply, ErrorReply):
-                    self._send_error(reply)
-                else:
-                    self._send_stream(reply)
-            except (BrokenPipeError, ConnectionResetError):
-                # The client hung up (a test stopped reading or cancelled): not a server failure.
-                self.close_connection = True
+class _Handler(BaseHTTPRequestHandler):
+    """Answers each POST with the fake server's next reply."""
 
-        def _send_error(self, reply: ErrorReply) -> None:
-            body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
-            data = body.encode()
-            self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", "req_test")
-            for k, v in reply.headers.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+    fake: AnthropicServer
+    # HTTP/1.1 so the client keeps connections alive and chunked bodies are possible.
+    protocol_version = "HTTP/1.1"
 
-        def _send_stream(self, reply: StreamReply) -> None:
-            events = reply.events()
-            if reply.delay:
-                time.sleep(reply.delay)
-            chunked = reply.cut_after is None or reply.cut_mode == "chunk"
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            for k, v in reply.headers.items():
-                self.send_header(k, v)
-            if chunked:
-                self.send_header("transfer-encoding", "chunked")
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
+        pass  # keep test output clean
+
+    def do_POST(self) -> None:  # the stdlib dispatches on this name
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
+        reply = self.fake.next_reply()
+        try:
+            if isinstance(reply, ErrorReply):
+                self._send_error(reply)
             else:
-                # No length, no chunking: the body ends when the connection closes.
-                self.send_header("connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            for n, (name, data) in enumerate(events):
-                if n in reply.raw_before:
-                    self._write(reply.raw_before[n], chunked)
-                if reply.stall_after is not None and n == reply.stall_after:
-                    time.sleep(reply.stall_seconds)
-                if reply.error_after is not None and n == reply.error_after:
-                    err = {
-                        "type": "error",
-                        "error": {"type": reply.error_type, "message": "mid-stream failure"},
-                    }
-                    self._write(f"event: error\ndata: {json.dumps(err)}\n\n".encode(), chunked)
-                    break
-                if reply.cut_after is not None and n == reply.cut_after:
-                    if chunked:
-                        # Announce a chunk longer than what follows, then hang up.
-                        self.wfile.write(b"400\r\nevent: content_block_delta\n")
-                        self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self._write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), chunked)
-            if chunked:
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+                self._send_stream(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client hung up (a test stopped reading or cancelled): not a server failure.
+            self.close_connection = True
 
-        def _write(self, data: bytes, chunked: bool) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+    def _send_error(self, reply: ErrorReply) -> None:
+        body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
+        data = body.encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_test")
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_stream(self, reply: StreamReply) -> None:
+        events = reply.events()
+        if reply.delay:
+            time.sleep(reply.delay)
+        chunked = self._stream_headers(reply)
+        for n, (name, data) in enumerate(events):
+            if n in reply.raw_before:
+                self._write(reply.raw_before[n], chunked)
+            if reply.stall_after is not None and n == reply.stall_after:
+                time.sleep(reply.stall_seconds)
+            if reply.error_after is not None and n == reply.error_after:
+                err = {
+                    "type": "error",
+                    "error": {"type": reply.error_type, "message": "mid-stream failure"},
+                }
+                self._write(f"event: error\ndata: {json.dumps(err)}\n\n".encode(), chunked)
+                break
+            if reply.cut_after is not None and n == reply.cut_after:
+                self._hang_up(chunked)
+                return
+            self._write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), chunked)
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
-    return Handler
+    def _stream_headers(self, reply: StreamReply) -> bool:
+        """Send the status and headers of an event stream; True when its body is chunked."""
+        chunked = reply.cut_after is None or reply.cut_mode == "chunk"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        if chunked:
+            self.send_header("transfer-encoding", "chunked")
+        else:
+            # No length, no chunking: the body ends when the connection closes.
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        return chunked
+
+    def _hang_up(self, chunked: bool) -> None:
+        if chunked:
+            # Announce a chunk longer than what follows, then hang up.
+            self.wfile.write(b"400\r\nevent: content_block_delta\n")
+            self.wfile.flush()
+        self.close_connection = True
+
+    def _write(self, data: bytes, chunked: bool) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        self.wfile.flush()

@@ -267,106 +267,110 @@ class OpenAIServer:
 
 
 def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    return type("Handler", (_Handler,), {"fake": server})
 
-        def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
-            pass
 
-        def _record(self, method: str) -> dict[str, Any]:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw or b"{}")
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            server.requests.append(RecordedRequest(method, self.path, headers, body))
-            return body
+class _Handler(BaseHTTPRequestHandler):
+    """Answers each request from the fake server's state and replies."""
 
-        def do_GET(self) -> None:  # the stdlib dispatches on this name
-            self._record("GET")
-            path = self.path.split("?")[0]
-            if path.endswith("/models") and server.models is not None:
-                self._json(200, {"object": "list", "data": server.models})
-            elif path.startswith("/api/v0/models/") and path[len("/api/v0/models/") :] in server.lmstudio:
-                self._json(200, server.lmstudio[path[len("/api/v0/models/") :]])
-            elif path == "/props" and server.props is not None:
-                self._json(200, server.props)
-            elif path == "/api/ps":
-                loaded = [
-                    {"name": k, "model": k, "context_length": v["loaded_context"]}
-                    for k, v in server.ollama.items()
-                    if "loaded_context" in v
-                ]
-                self._json(200, {"models": loaded})
+    fake: OpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
+        pass
+
+    def _record(self, method: str) -> dict[str, Any]:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw or b"{}")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.requests.append(RecordedRequest(method, self.path, headers, body))
+        return body
+
+    def do_GET(self) -> None:  # the stdlib dispatches on this name
+        self._record("GET")
+        path = self.path.split("?")[0]
+        if path.endswith("/models") and self.fake.models is not None:
+            self._json(200, {"object": "list", "data": self.fake.models})
+        elif path.startswith("/api/v0/models/") and path[len("/api/v0/models/") :] in self.fake.lmstudio:
+            self._json(200, self.fake.lmstudio[path[len("/api/v0/models/") :]])
+        elif path == "/props" and self.fake.props is not None:
+            self._json(200, self.fake.props)
+        elif path == "/api/ps":
+            loaded = [
+                {"name": k, "model": k, "context_length": v["loaded_context"]}
+                for k, v in self.fake.ollama.items()
+                if "loaded_context" in v
+            ]
+            self._json(200, {"models": loaded})
+        else:
+            self._json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # the stdlib dispatches on this name
+        body = self._record("POST")
+        path = self.path.split("?")[0]
+        if path == "/api/show":
+            found = self.fake.ollama.get(body.get("model", ""))
+            if found is None:
+                self._json(404, {"error": f"model '{body.get('model')}' not found"})
             else:
-                self._json(404, {"error": {"message": "not found"}})
+                self._json(200, {k: v for k, v in found.items() if k != "loaded_context"})
+            return
+        if not path.endswith("/chat/completions"):
+            self._json(404, {"error": {"message": "not found"}})
+            return
+        reply = self.fake.next_reply()
+        try:
+            if isinstance(reply, ErrorReply):
+                self._json(reply.status, reply.body, reply.headers)
+            else:
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._stream(reply, include)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
-        def do_POST(self) -> None:  # the stdlib dispatches on this name
-            body = self._record("POST")
-            path = self.path.split("?")[0]
-            if path == "/api/show":
-                found = server.ollama.get(body.get("model", ""))
-                if found is None:
-                    self._json(404, {"error": f"model '{body.get('model')}' not found"})
-                else:
-                    self._json(200, {k: v for k, v in found.items() if k != "loaded_context"})
-                return
-            if not path.endswith("/chat/completions"):
-                self._json(404, {"error": {"message": "not found"}})
-                return
-            reply = server.next_reply()
-            try:
-                if isinstance(reply, ErrorReply):
-                    self._json(reply.status, reply.body, reply.headers)
-                else:
-                    include = bool((body.get("stream_options") or {}).get("include_usage"))
-                    self._stream(reply, include)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("x-request-id", "req_test")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("x-request-id", "req_test")
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+    def _stream(self, reply: ChatReply, include_usage: bool) -> None:
+        if reply.delay:
+            import time
 
-        def _stream(self, reply: ChatReply, include_usage: bool) -> None:
-            if reply.delay:
+            time.sleep(reply.delay)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for n, chunk in enumerate(reply.chunks(include_usage)):
+            if n in reply.raw_before:
+                self._write(reply.raw_before[n])
+            if reply.stall_after is not None and n == reply.stall_after:
                 import time
 
-                time.sleep(reply.delay)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for n, chunk in enumerate(reply.chunks(include_usage)):
-                if n in reply.raw_before:
-                    self._write(reply.raw_before[n])
-                if reply.stall_after is not None and n == reply.stall_after:
-                    import time
+                time.sleep(reply.stall_seconds)
+            if reply.error_after is not None and n == reply.error_after:
+                self._write(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
+                break
+            if reply.cut_after is not None and n == reply.cut_after:
+                self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced longer than sent
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self._write(f"data: {json.dumps(chunk)}\n\n".encode())
+        else:
+            if reply.done:
+                self._write(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
-                    time.sleep(reply.stall_seconds)
-                if reply.error_after is not None and n == reply.error_after:
-                    self._write(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
-                    break
-                if reply.cut_after is not None and n == reply.cut_after:
-                    self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced longer than sent
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self._write(f"data: {json.dumps(chunk)}\n\n".encode())
-            else:
-                if reply.done:
-                    self._write(b"data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-        def _write(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-    return Handler
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()

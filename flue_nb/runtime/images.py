@@ -242,21 +242,9 @@ def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
         buf = io.BytesIO()
         obj.save(buf, format="PNG")
         return buf.getvalue(), None
-    svg: Any = None
-    bundle_fn = getattr(obj, "_repr_mimebundle_", None)
-    if callable(bundle_fn) and not isinstance(obj, type):
-        try:
-            bundle = bundle_fn(include=None, exclude=None)
-        except Exception:  # noqa: BLE001 - a broken repr means no image, not a failed call
-            bundle = None
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        if isinstance(bundle, dict):
-            for mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
-                data = _decode(bundle.get(mime))
-                if data:
-                    return data, None
-            svg = bundle.get("image/svg+xml")
+    data, svg = _from_bundle(obj)
+    if data:
+        return data, None
     for name in ("_repr_png_", "_repr_jpeg_"):
         fn = getattr(obj, name, None)
         if callable(fn) and not isinstance(obj, type):
@@ -277,6 +265,26 @@ def rich_image(obj: Any) -> tuple[bytes | None, str | None]:
     if isinstance(svg, (str, bytes)) and svg:
         return svg_png(svg)
     return None, None
+
+
+def _from_bundle(obj: Any) -> tuple[bytes | None, Any]:
+    """(raster bytes, None) or (None, the SVG or None) from an object's `_repr_mimebundle_`."""
+    bundle_fn = getattr(obj, "_repr_mimebundle_", None)
+    if not callable(bundle_fn) or isinstance(obj, type):
+        return None, None
+    try:
+        bundle = bundle_fn(include=None, exclude=None)
+    except Exception:  # noqa: BLE001 - a broken repr means no image, not a failed call
+        return None, None
+    if isinstance(bundle, tuple):
+        bundle = bundle[0]
+    if not isinstance(bundle, dict):
+        return None, None
+    for mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+        data = _decode(bundle.get(mime))
+        if data:
+            return data, None
+    return None, bundle.get("image/svg+xml")
 
 
 _SVG_ROOT = re.compile(rb"<svg\b[^>]*>", re.IGNORECASE)

@@ -307,6 +307,16 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
                 f"{absorber.id} is {absorber.state.value}/{absorber.outcome}"
             )
 
+    results = _check_tool_runs(t, where, d, records, runs)
+    _check_reads(t, where, d, by_id)
+    t.problems += _check_recovered(mode, d, marker, by_id, records, runs, results)
+    return t
+
+
+def _check_tool_runs(
+    t: Tally, where: str, d: Path, records: list[Any], runs: Counter[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Count real tool runs and note calls run twice, or whose recorded result no run explains."""
     # Tools: one real run per call at most; a recorded success was produced by exactly one run.
     calls = dict(_tool_calls(records))
     names = {
@@ -329,24 +339,35 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         if call_id not in calls:
             t.problems.append(f"{where}: tool call {call_id} ran but no assistant message records it")
     for call_id in calls:
-        got = results.get(call_id, [])
-        if len(got) != 1:
-            t.problems.append(f"{where}: tool call {call_id} has {len(got)} recorded results, expected 1")
-            continue
-        (result,) = got
-        if result["is_error"]:
-            if "outcome is unknown" not in result["content"]:
-                t.problems.append(f"{where}: tool call {call_id} has an unexpected error result {result['content']!r}")
-        elif names[call_id] == "durable_work":
-            if steps[f"{call_id}:charge"] != 1 or steps[f"{call_id}:ship"] != 1:
-                t.problems.append(f"{where}: durable call {call_id} has a result but its steps ran {dict(steps)}")
-        elif runs[call_id] != 1:
-            t.problems.append(f"{where}: tool call {call_id} has a recorded result but ran {runs[call_id]} times")
+        problem = _result_problem(call_id, names[call_id], results.get(call_id, []), runs, steps)
+        if problem:
+            t.problems.append(f"{where}: {problem}")
     for call_id in results:
         if call_id not in calls:
             t.problems.append(f"{where}: a tool result for {call_id} answers no recorded call")
+    return results
 
-    # What the recovering process's `read` returned agrees with the store.
+
+def _result_problem(
+    call_id: str, name: str, got: list[dict[str, Any]], runs: Counter[str], steps: Counter[str]
+) -> str | None:
+    """What is wrong with the recorded result(s) of one tool call, if anything."""
+    if len(got) != 1:
+        return f"tool call {call_id} has {len(got)} recorded results, expected 1"
+    (result,) = got
+    if result["is_error"]:
+        if "outcome is unknown" not in result["content"]:
+            return f"tool call {call_id} has an unexpected error result {result['content']!r}"
+    elif name == "durable_work":
+        if steps[f"{call_id}:charge"] != 1 or steps[f"{call_id}:ship"] != 1:
+            return f"durable call {call_id} has a result but its steps ran {dict(steps)}"
+    elif runs[call_id] != 1:
+        return f"tool call {call_id} has a recorded result but ran {runs[call_id]} times"
+    return None
+
+
+def _check_reads(t: Tally, where: str, d: Path, by_id: dict[str, Any]) -> None:
+    """What the recovering process's `read` returned must be what the store says."""
     read = json.loads((d / "outcomes.json").read_text())
     if set(read) != set(by_id):
         t.problems.append(f"{where}: the recovering process read {sorted(read)}, not every submission")
@@ -355,9 +376,6 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
         want = "completed" if s and s.outcome == Outcome.COMPLETED else (s and s.error or {}).get("type")
         if got.split(":")[0] != want:
             t.problems.append(f"{where}: read({sid}) gave {got!r}; the store says {want!r}")
-
-    t.problems += _check_recovered(mode, d, marker, by_id, records, runs, results)
-    return t
 
 
 def _check_recovered(

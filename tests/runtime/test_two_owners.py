@@ -112,46 +112,58 @@ def _owner_main() -> None:
     report: dict[str, Any] = {"owner": store.lease(CONVERSATION)}
 
     if role == "a":
-        receipt = session.dispatch(A_MESSAGE)
-        report["result"] = session.read(receipt, timeout=60.0)
-        # A's worker also runs what B queued meanwhile (it holds the lease): wait until all
-        # settled and A gave the lease up, then stay alive (idle) while B takes over.
-        deadline = time.monotonic() + 60.0
-        while store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None:
-            if time.monotonic() > deadline:
-                raise SystemExit("owner a: the conversation never went idle")
-            time.sleep(0.02)
-        (d / "a_idle").touch()
-        while not (d / "b_done").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        report["lease_after_b"] = store.lease(CONVERSATION)
+        _run_a(session, d, report)
     else:
-        (a_sub,) = store.submissions(CONVERSATION)
-        receipts = [session.dispatch(text) for text in B_MESSAGES]
-        report["admitted"] = [
-            (store.submission(r.submission_id).state.value, r.submission_id)
-            for r in receipts  # type: ignore[union-attr]
-        ]
-        a_now = store.submission(a_sub.id)
-        report["a_state_at_admission"] = a_now.state.value if a_now else None
-        report["lease_at_admission"] = store.lease(CONVERSATION)
-        report["b_owner"] = session._conv.owner
-        try:
-            session.compact()
-            report["compact"] = "no error"
-        except flue.FlueError as exc:
-            report["compact"] = [type(exc).__name__, exc.type, exc.message]
-        report["results"] = [session.read(r, timeout=60.0) for r in receipts]
-        # A is alive but idle and has released the lease: now B owns the conversation.
-        deadline = time.monotonic() + 60.0
-        while not (d / "a_idle").exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("owner b: owner a never went idle")
-            time.sleep(0.02)
-        late = session.dispatch(B_LATE)
-        report["late"] = [late.submission_id, session.read(late, timeout=60.0)]
-        (d / "b_done").touch()
+        _run_b(session, d, report)
     (d / f"{role}.json").write_text(json.dumps(report))
+
+
+def _run_a(session: Any, d: Path, report: dict[str, Any]) -> None:
+    """Owner A: a slow answer, then idle while B takes the conversation over."""
+    store = session.store
+    receipt = session.dispatch(A_MESSAGE)
+    report["result"] = session.read(receipt, timeout=60.0)
+    # A's worker also runs what B queued meanwhile (it holds the lease): wait until all
+    # settled and A gave the lease up, then stay alive (idle) while B takes over.
+    deadline = time.monotonic() + 60.0
+    while store.submissions(CONVERSATION, unsettled=True) or store.lease(CONVERSATION) is not None:
+        if time.monotonic() > deadline:
+            raise SystemExit("owner a: the conversation never went idle")
+        time.sleep(0.02)
+    (d / "a_idle").touch()
+    while not (d / "b_done").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    report["lease_after_b"] = store.lease(CONVERSATION)
+
+
+def _run_b(session: Any, d: Path, report: dict[str, Any]) -> None:
+    """Owner B: messages admitted while A runs, a compaction, and a message after A went idle."""
+    store = session.store
+    (a_sub,) = store.submissions(CONVERSATION)
+    receipts = [session.dispatch(text) for text in B_MESSAGES]
+    report["admitted"] = [
+        (store.submission(r.submission_id).state.value, r.submission_id)
+        for r in receipts  # type: ignore[union-attr]
+    ]
+    a_now = store.submission(a_sub.id)
+    report["a_state_at_admission"] = a_now.state.value if a_now else None
+    report["lease_at_admission"] = store.lease(CONVERSATION)
+    report["b_owner"] = session._conv.owner
+    try:
+        session.compact()
+        report["compact"] = "no error"
+    except flue.FlueError as exc:
+        report["compact"] = [type(exc).__name__, exc.type, exc.message]
+    report["results"] = [session.read(r, timeout=60.0) for r in receipts]
+    # A is alive but idle and has released the lease: now B owns the conversation.
+    deadline = time.monotonic() + 60.0
+    while not (d / "a_idle").exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("owner b: owner a never went idle")
+        time.sleep(0.02)
+    late = session.dispatch(B_LATE)
+    report["late"] = [late.submission_id, session.read(late, timeout=60.0)]
+    (d / "b_done").touch()
 
 
 STALE_MESSAGE = "a question whose owner stalls"

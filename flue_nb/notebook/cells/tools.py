@@ -170,9 +170,9 @@ def read_tools(nb: NotebookContext) -> list[Tool]:
         return ToolOutput(body)
 
     return [
-        Tool("cells", _CELLS_DESC, CellsInput, cells),  # type: ignore[arg-type]
-        Tool("cell", _CELL_DESC, CellInput, cell),  # type: ignore[arg-type]
-        Tool("variables", _VARIABLES_DESC, VariablesInput, variables),  # type: ignore[arg-type]
+        Tool("cells", _CELLS_DESC, CellsInput, cells),
+        Tool("cell", _CELL_DESC, CellInput, cell),
+        Tool("variables", _VARIABLES_DESC, VariablesInput, variables),
     ]
 
 

@@ -163,9 +163,9 @@ def write_tools(nb: NotebookContext) -> list[Tool]:
         return ToolOutput(f"{head}\n{body}", is_error=record.outcome == "error", details=details)
 
     return [
-        Tool("insert_cell", _INSERT_DESC, InsertInput, insert_cell),  # type: ignore[arg-type]
-        Tool("edit_cell", _EDIT_DESC, EditInput, edit_cell),  # type: ignore[arg-type]
-        Tool("run_cell", _RUN_DESC, RunInput, run_cell),  # type: ignore[arg-type]
+        Tool("insert_cell", _INSERT_DESC, InsertInput, insert_cell),
+        Tool("edit_cell", _EDIT_DESC, EditInput, edit_cell),
+        Tool("run_cell", _RUN_DESC, RunInput, run_cell),
     ]
 
 

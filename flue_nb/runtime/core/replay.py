@@ -66,14 +66,7 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
         d = r.data
         if r.kind == "event" and "attempt" in d:
             assert sid is not None
-            if sid in running:
-                yield ev.AgentEnd(agent=running.pop(sid), **stamp)
-            if d.get("recovered") and sid not in recovered:
-                recovered.add(sid)
-                yield ev.SubmissionRecovery(attempts=int(d["attempt"]) - 1, **stamp)
-            running[sid] = str(d.get("agent", ""))
-            yield ev.SubmissionRunning(attempt=int(d["attempt"]), agent=running[sid], **stamp)
-            yield ev.AgentStart(agent=running[sid], **stamp)
+            yield from _attempt_events(sid, d, stamp, running, recovered)
         elif r.kind == "message":
             yield from tasks.before(d, stamp)
             yield from _message_events(d, sid, stamp, turns)
@@ -126,6 +119,20 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
     if idle_pending:
         yield ev.Idle(timestamp=records[-1].created_at if records else 0.0)
     yield from admitted_until(float("inf"))
+
+
+def _attempt_events(
+    sid: str, d: dict[str, Any], stamp: dict[str, Any], running: dict[str, str], recovered: set[str]
+) -> Iterator[Event]:
+    """An attempt starts: the previous one's agent ends, a recovery is noted once, the agent starts."""
+    if sid in running:
+        yield ev.AgentEnd(agent=running.pop(sid), **stamp)
+    if d.get("recovered") and sid not in recovered:
+        recovered.add(sid)
+        yield ev.SubmissionRecovery(attempts=int(d["attempt"]) - 1, **stamp)
+    running[sid] = str(d.get("agent", ""))
+    yield ev.SubmissionRunning(attempt=int(d["attempt"]), agent=running[sid], **stamp)
+    yield ev.AgentStart(agent=running[sid], **stamp)
 
 
 class _Tasks:

@@ -290,7 +290,7 @@ class LocalSandbox:
         """Replace the whole file atomically, creating missing parent directories.
 
         A concurrent reader (or a crash) sees the old content or the new one, never a truncated
-        file: the bytes go to a temporary file beside the target, renamed over it (contract 19.9).
+        file: the bytes go to a temporary file beside the target, renamed over it (issue 19.9).
         """
 
         async def once() -> AsyncIterator[bytes]:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.sandbox import Sandbox
+from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -146,62 +146,66 @@ async def _matches(
             await aclose()
 
 
+async def _in_memory(sandbox: Sandbox, args: EditInput) -> ToolOutput:
+    """Edit a file read whole."""
+    raw = await sandbox.read_file(args.path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _not_utf8(args.path)
+    del raw
+    count = text.count(args.old_text)
+    if count == 0:
+        return _not_found(args.path, args.replace_all, len(args.old_text) > len(text))
+    if count > 1 and not args.replace_all:
+        return _ambiguous(args.path, count)
+    new = text.replace(args.old_text, args.new_text)
+    del text
+    await sandbox.write_file(args.path, new.encode("utf-8", "surrogatepass"))
+    return _done(args.path, count)
+
+
+async def _streamed(sandbox: Sandbox, args: EditInput, size: int, writer: StreamingWrites) -> ToolOutput:
+    """Edit a big file in two streamed passes: count, then replace into a renamed temporary file."""
+    needle = args.old_text.encode("utf-8", "surrogatepass")
+    # Pass 1: count (and check the encoding), stopping at a second match when one must do.
+    counted = [0]
+    scan = _matches(
+        sandbox.read_chunks(args.path, _CHUNK),
+        needle,
+        counted,
+        stop_after=None if args.replace_all else 2,
+        check_utf8=True,
+    )
+    try:
+        async for _ in scan:
+            pass
+    except UnicodeDecodeError:
+        return _not_utf8(args.path)
+    count = counted[0]
+    if count == 0:
+        return _not_found(args.path, args.replace_all, len(needle) > size)
+    if count > 1 and not args.replace_all:
+        return _ambiguous(args.path, count, at_least=True)
+    # Pass 2: replace into a temporary file that is renamed over the original.
+    replaced = _matches(
+        sandbox.read_chunks(args.path, _CHUNK),
+        needle,
+        [0],
+        replacement=args.new_text.encode("utf-8", "surrogatepass"),
+        expect=count,
+    )
+    try:
+        await writer.write_chunks(args.path, replaced)
+    except _Changed:  # something else (bash) wrote the file between the passes
+        return _error(
+            f"`{args.path}` changed while it was being edited; nothing was replaced. Read it again and retry."
+        )
+    return _done(args.path, count)
+
+
 def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
     """The `edit` tool on `sandbox`; takes the per-path lock shared with `write`."""
-
-    async def in_memory(args: EditInput) -> ToolOutput:
-        raw = await sandbox.read_file(args.path)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return _not_utf8(args.path)
-        del raw
-        count = text.count(args.old_text)
-        if count == 0:
-            return _not_found(args.path, args.replace_all, len(args.old_text) > len(text))
-        if count > 1 and not args.replace_all:
-            return _ambiguous(args.path, count)
-        new = text.replace(args.old_text, args.new_text)
-        del text
-        await sandbox.write_file(args.path, new.encode("utf-8", "surrogatepass"))
-        return _done(args.path, count)
-
-    async def streamed(args: EditInput, size: int) -> ToolOutput:
-        needle = args.old_text.encode("utf-8", "surrogatepass")
-        # Pass 1: count (and check the encoding), stopping at a second match when one must do.
-        counted = [0]
-        scan = _matches(
-            sandbox.read_chunks(args.path, _CHUNK),
-            needle,
-            counted,
-            stop_after=None if args.replace_all else 2,
-            check_utf8=True,
-        )
-        try:
-            async for _ in scan:
-                pass
-        except UnicodeDecodeError:
-            return _not_utf8(args.path)
-        count = counted[0]
-        if count == 0:
-            return _not_found(args.path, args.replace_all, len(needle) > size)
-        if count > 1 and not args.replace_all:
-            return _ambiguous(args.path, count, at_least=True)
-        # Pass 2: replace into a temporary file that is renamed over the original.
-        replaced = _matches(
-            sandbox.read_chunks(args.path, _CHUNK),
-            needle,
-            [0],
-            replacement=args.new_text.encode("utf-8", "surrogatepass"),
-            expect=count,
-        )
-        try:
-            await sandbox.write_chunks(args.path, replaced)  # type: ignore[attr-defined]
-        except _Changed:  # something else (bash) wrote the file between the passes
-            return _error(
-                f"`{args.path}` changed while it was being edited; nothing was replaced. Read it again and retry."
-            )
-        return _done(args.path, count)
 
     async def run(args: EditInput, ctx: ToolContext) -> ToolOutput:
         if not args.old_text:
@@ -217,18 +221,18 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
             if st.kind != "file":  # a directory, FIFO or device: reading it fails or blocks
                 return _error(f"`{args.path}` is not a regular file.")
             if st.size <= IN_MEMORY_BYTES:
-                return await in_memory(args)
-            if callable(getattr(sandbox, "write_chunks", None)):
-                return await streamed(args, st.size)
+                return await _in_memory(sandbox, args)
+            if isinstance(sandbox, StreamingWrites):
+                return await _streamed(sandbox, args, st.size, sandbox)
             if st.size <= MAX_IN_MEMORY_BYTES:
-                return await in_memory(args)
+                return await _in_memory(sandbox, args)
             return _error(
                 f"`{args.path}` is {st.size / 2**20:,.0f} MiB; `edit` changes files up to "
                 f"{MAX_IN_MEMORY_BYTES // 2**20} MiB in this sandbox. Use `bash` (e.g. `sed -i`) "
                 "for bigger files."
             )
 
-    return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path")  # type: ignore[arg-type]
+    return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path")
 
 
 def _done(path: str, count: int) -> ToolOutput:

@@ -96,6 +96,25 @@ class _Window:
     """Lines in the file; exact only when the whole file was read."""
     binary: bool = False
 
+    def take(self, head: bytearray, length: int, line_no: int, limit: int | None) -> bool:
+        """Place line `line_no` (its first bytes `head`, `length` long); True when it is the end."""
+        if limit is not None and len(self.lines) >= limit:
+            return True  # cut by `limit` only: no marker (2.2)
+        extra = length + (1 if self.lines else 0)
+        if len(self.lines) >= MAX_LINES or self.size + extra > MAX_BYTES:
+            if not self.lines:  # a single line over 50 KB (2.4)
+                self.lines.append(_redacted_prefix(bytes(head)))
+                self.long_line = line_no
+                return False  # read on: is there a line after it?
+            self.next_line = line_no
+            return True
+        if self.long_line is not None:
+            self.next_line = line_no
+            return True
+        self.lines.append(bytes(head))
+        self.size += extra
+        return False
+
 
 # A giant line's head is read a little past 50 KB so a secret across the cut is redacted whole
 # before the cut (issue 20.2): cut first, its prefix would reach the model.
@@ -119,25 +138,6 @@ async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> 
     length = 0
     sniffed = False
     skipped_partial = False  # the skipped text ended inside a line (it counts, 2.3)
-
-    def take() -> bool:
-        """Place the line just read; True when no more input is needed."""
-        if limit is not None and len(win.lines) >= limit:
-            return True  # cut by `limit` only: no marker (2.2)
-        extra = length + (1 if win.lines else 0)
-        if len(win.lines) >= MAX_LINES or win.size + extra > MAX_BYTES:
-            if not win.lines:  # a single line over 50 KB (2.4)
-                win.lines.append(_redacted_prefix(bytes(head)))
-                win.long_line = line_no
-                return False  # read on: is there a line after it?
-            win.next_line = line_no
-            return True
-        if win.long_line is not None:
-            win.next_line = line_no
-            return True
-        win.lines.append(bytes(head))
-        win.size += extra
-        return False
 
     async for chunk in chunks:
         if not sniffed:
@@ -166,7 +166,7 @@ async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> 
             length += end - pos
             if nl < 0:
                 break
-            if take():
+            if win.take(head, length, line_no, limit):
                 win.total_lines = line_no
                 return win
             line_no += 1
@@ -174,7 +174,7 @@ async def _scan(chunks: AsyncIterator[bytes], start: int, limit: int | None) -> 
             length = 0
             pos = nl + 1
     if length:  # a last line without a newline
-        if take():
+        if win.take(head, length, line_no, limit):
             win.total_lines = line_no
             return win
         line_no += 1
@@ -223,35 +223,40 @@ def read_tool(sandbox: Sandbox) -> Tool:
                 "text only. Use `bash` (e.g. `file`, `xxd | head`) to inspect it.",
                 is_error=True,
             )
-        if not win.lines:
-            if start == 1:
-                return ToolOutput(f"(`{args.path}` is empty.)")
-            return ToolOutput(
-                f"offset={start} is past the end of `{args.path}`: the file has "
-                f"{win.total_lines} line{'s' if win.total_lines != 1 else ''}.",
-                is_error=True,
-            )
-        text = b"\n".join(win.lines).decode("utf-8", "replace")
-        last = start + len(win.lines) - 1
-        if win.long_line is not None:
-            note = (
-                f"[Line {win.long_line} is longer than 50 KB: showing its first 50 KB. The rest of "
-                "this line cannot be reached with offset/limit; use `bash` (e.g. `cut -c` or "
-                "`head -c`) to see it."
-            )
-            if win.next_line is not None:
-                note += f" Use offset={win.next_line} to continue.]"
-            else:
-                note += "]"
-            return ToolOutput(f"{text}\n\n{note}")
-        if win.next_line is not None:
-            why = f"{MAX_LINES}-line" if len(win.lines) >= MAX_LINES else "50 KB"
-            return ToolOutput(
-                f"{text}\n\n[Showing lines {start}-{last} ({why} limit). Use offset={win.next_line} to continue.]"
-            )
-        return ToolOutput(text)
+        return _shown(args.path, start, win)
 
-    return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path")  # type: ignore[arg-type]
+    return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path")
+
+
+def _shown(path: str, start: int, win: _Window) -> ToolOutput:
+    """The result for the lines of a text file `_scan` collected from line `start`."""
+    if not win.lines:
+        if start == 1:
+            return ToolOutput(f"(`{path}` is empty.)")
+        return ToolOutput(
+            f"offset={start} is past the end of `{path}`: the file has "
+            f"{win.total_lines} line{'s' if win.total_lines != 1 else ''}.",
+            is_error=True,
+        )
+    text = b"\n".join(win.lines).decode("utf-8", "replace")
+    last = start + len(win.lines) - 1
+    if win.long_line is not None:
+        note = (
+            f"[Line {win.long_line} is longer than 50 KB: showing its first 50 KB. The rest of "
+            "this line cannot be reached with offset/limit; use `bash` (e.g. `cut -c` or "
+            "`head -c`) to see it."
+        )
+        if win.next_line is not None:
+            note += f" Use offset={win.next_line} to continue.]"
+        else:
+            note += "]"
+        return ToolOutput(f"{text}\n\n{note}")
+    if win.next_line is not None:
+        why = f"{MAX_LINES}-line" if len(win.lines) >= MAX_LINES else "50 KB"
+        return ToolOutput(
+            f"{text}\n\n[Showing lines {start}-{last} ({why} limit). Use offset={win.next_line} to continue.]"
+        )
+    return ToolOutput(text)
 
 
 # What marks the start of the pixel data: a file without it is only a header.

@@ -91,7 +91,7 @@ def test_write_of_20_mib_streams_instead_of_holding_another_copy(tmp_path: Path,
     assert (tmp_path / "big.txt").read_text(encoding="utf-8") == content
 
 
-def test_write_and_edit_19_9_a_concurrent_reader_sees_old_or_new_never_a_torn_file(
+def test_write_and_edit_issue_19_9_a_concurrent_reader_sees_old_or_new_never_a_torn_file(
     tmp_path: Path, tools, run, acall
 ) -> None:
     """A reader thread racing write/edit sees one of the whole contents, never an empty or partial file."""
@@ -128,7 +128,7 @@ def test_write_and_edit_19_9_a_concurrent_reader_sees_old_or_new_never_a_torn_fi
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only file; nothing to refuse")
-def test_write_19_9_a_read_only_file_is_refused_as_before(tmp_path: Path, tools, call) -> None:
+def test_write_issue_19_9_a_read_only_file_is_refused_as_before(tmp_path: Path, tools, call) -> None:
     """The rename could replace a file the user made read-only: it is refused, as an in-place write was."""
     (tmp_path / "ro.txt").write_text("keep")
     os.chmod(tmp_path / "ro.txt", 0o444)
