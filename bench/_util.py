@@ -168,7 +168,6 @@ class ReadLoop:
     benchmarks so they measure the same thing."""
 
     def __init__(self, workdir: str, turns: int, *, usage: bool = True) -> None:
-        import flue_nb as flue
         from flue_nb.models import FunctionModel, reply, tool_call
 
         with open(os.path.join(workdir, "small.txt"), "w") as f:
@@ -184,16 +183,24 @@ class ReadLoop:
                 return reply("", tool_call("read", path="small.txt"), usage=u)
             return reply("done", usage=u)
 
-        model = FunctionModel(fn)
+        self.model = FunctionModel(fn)
 
-        # A long conversation on purpose: lift the per-submission turn limit (default 100).
-        @flue.agent(max_turns=self.turns + 10)
+    @property
+    def agent(self) -> object:
+        """The agent, its turn limit lifted above `turns` as they are now (default limit: 100)."""
+        import flue_nb as flue
+
+        model, workdir = self.model, self.workdir
+
+        # A long conversation on purpose; the memory benchmark raises `turns` after a warm-up,
+        # so the limit is read at each session, not fixed when the loop was made.
+        @flue.agent(name="bench_agent", max_turns=self.turns + 10)
         def bench_agent() -> str:
             flue.use_model(model)
             flue.use_sandbox(flue.local(workdir))
             return "You are helpful."
 
-        self.agent = bench_agent
+        return bench_agent
 
     def session(self, db: str, conversation: str) -> object:
         """A fresh conversation on the file store `db`; the turn count starts again."""
