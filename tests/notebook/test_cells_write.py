@@ -157,7 +157,7 @@ def test_a_crash_during_run_cell_does_not_run_the_cell_again_on_recovery(tmp_pat
     now = time.time()
     store.ensure_conversation(cid, now=now)
     sub = store.admit(cid, "run it", submission_id="sub_crashed", now=now - 5)
-    store.acquire_lease(cid, "dead-owner", ttl=1, now=now - 10)
+    store.acquire_lease(cid, "dead-owner", ttl=1)
     store.update_submission(sub.id, state=SubmissionState.RUNNING, attempts=1, started_at=now - 5,
                             lease_owner="dead-owner", lease_expires=now - 9)  # fmt: skip
     call = ToolCall("c_run", "run_cell", {"source": "ran_again = True"})
