@@ -160,3 +160,32 @@ def test_the_kernels_interrupt_stops_a_chat_run_while_no_cell_runs_19_6(tmp_path
     text = " ".join(p["text"] for p in block["parts"] if p["kind"] == "text")
     assert 0 < len(text.split()) < 3000  # stopped part-way
     assert "still works" in after.stdout
+
+
+def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(tmp_path: Path) -> None:
+    """Kernel B's message, run and answer appear in kernel A's chat, which ends idle with no queue."""
+    a = Kernel(tmp_path / "ja", tmp_path)
+    b = Kernel(tmp_path / "jb", tmp_path)
+    try:
+        for k in (a, b):
+            k.ok(SETUP)
+            k.ok("%flue chat --agent helper -c both")
+            k.ok("w = open_widgets()[-1]")
+        b.ok("w.send_message('from kernel B')")
+        b.ok("settled(w, 1)")
+        seen = json.loads(
+            a.ok(
+                "for _ in range(100):\n"
+                "    if w.history and w.history[-1]['outcome'] and not w.status['queued']: break\n"
+                "    time.sleep(0.1)\n"
+                "print(json.dumps([w.history, w.status]))"
+            ).stdout
+        )
+    finally:
+        a.shutdown()
+        b.shutdown()
+    history, status = seen
+    [block] = [blk for blk in history if blk["kind"] == "submission"]
+    assert block["text"] == "from kernel B" and block["outcome"] == "completed", block
+    assert [p["text"] for p in block["parts"] if p["kind"] == "text"] == ["helper answers"]
+    assert status["queued"] == 0 and status["running"] is False, status

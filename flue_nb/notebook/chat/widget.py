@@ -104,14 +104,17 @@ class ChatWidget(anywidget.AnyWidget):
         redraw: bool = True,
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[], tuple[str, str]] | None = None,
+        follow: bool = True,
     ) -> None:
         super().__init__(mode=mode, interactive=interactive, vendor=vendor())
         self.session = session
         self.model_label = model
         self.describe = describe
+        """Who answers the next message: (agent name, model label), asked at each status."""
         self.saved: Any = None
         """The static copy under a chat (`_saved.SavedCopy`), rewritten when a submission settles."""
-        """Who answers the next message: (agent name, model label), asked at each status."""
+        self.follower: Any = None
+        """A chat's poll of the store for what other kernels do (`_follow.StoreFollower`)."""
         self.fold = ChatFold(only=None)
         self.interval = 1.0 / rate
         self.updates = 0
@@ -138,6 +141,10 @@ class ChatWidget(anywidget.AnyWidget):
         _open.add(self)
         if mode == "chat":
             self._replace_the_cells_previous_chat()
+            if redraw and follow:
+                from flue_nb.notebook.chat._follow import StoreFollower
+
+                self.follower = StoreFollower(self)
         self._push(status=True)
 
     def _replace_the_cells_previous_chat(self) -> None:
@@ -174,6 +181,8 @@ class ChatWidget(anywidget.AnyWidget):
     # --- events (runtime thread) --------------------------------------------------------------
 
     def _feed(self, event: Event) -> None:
+        if self.follower is not None:
+            self.follower.own_event()
         with self._lock:
             if self._pending is not None:
                 self._pending.append(event)
@@ -387,8 +396,20 @@ class ChatWidget(anywidget.AnyWidget):
         loop.call_soon_threadsafe(_resolve, fut, approved)
         return True
 
+    def redraw_from_store(self) -> None:
+        """Draw the conversation again from the store (another kernel changed it); any thread."""
+        fold = ChatFold(only=None)
+        for event in _stored_events(self.session):
+            fold.apply(event)
+        with self._lock:
+            self.fold = fold
+            self.fold.settled_now.add("store")  # send the whole history, not only the live part
+        self._push(status=True)
+
     def detach(self) -> None:
         """Stop following the conversation (a cell view whose submission settled)."""
+        if getattr(self, "follower", None) is not None:
+            self.follower.stop()
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop()
@@ -396,6 +417,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     def close(self) -> None:
         """Stop observing and close the comm."""
+        if getattr(self, "follower", None) is not None:
+            self.follower.stop()
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop()
