@@ -4,7 +4,7 @@ These are measurements on a shared, noisy machine, not timed tests: each figure 
 a ratio of medians) taken in this one run; nothing here fails a build. Details (the loop
 profile, the raw outputs of the reused scripts) are printed before the table.
 
-    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images,celllog]
+    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images,celllog,serve]
 
 `make bench` runs it in full (about 3-5 minutes on 2 cores).
 """
@@ -141,6 +141,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("bigfiles", "memory of a 1 GiB edit and a 20 MiB write", _module("big_files")),
     ("images", "store of a 1,000-turn conversation with 50 figures", _module("images")),
     ("celllog", "cell log overhead on the user's cells", _module("cell_log")),
+    ("serve", "%flue serve: an MCP call into a kernel", _module("serve")),
     ("cache", "prompt-cache share of a 100-call session", _module("prompt_cache")),
 ]
 
