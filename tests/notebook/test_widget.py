@@ -338,3 +338,17 @@ def test_a_fresh_chat_names_the_window_of_the_model_that_will_answer(tmp_path: P
     window = context_window_of("claude-sonnet-4-6")
     assert window is not None and w.status["context_window"] == window
     assert w.status["used_tokens"] in (None, 0)
+
+
+def test_a_message_sent_with_an_echo_id_is_admitted_once_and_the_id_names_its_submission(tmp_path: Path) -> None:
+    """Issue 19.7: the browser draws the message at once and sends it with an id; a re-send is a no-op."""
+    session = _session(tmp_path, ScriptedModel(["one", "two"]), cid="echo")
+    w = ChatWidget(session)
+    w._on_browser_msg(w, {"type": "send", "text": "hello", "id": "e1"}, [])
+    w._on_browser_msg(w, {"type": "send", "text": "hello", "id": "e1"}, [])  # the same message again
+    w._on_browser_msg(w, {"type": "send", "text": "x", "id": 7}, [])
+    assert w.error == "not sent: the message id must be a string"
+    [sub] = session.submissions()
+    assert w.sent == {"e1": sub.id}
+    session.read(sub.id)
+    w.close()

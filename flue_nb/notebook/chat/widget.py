@@ -45,6 +45,8 @@ RATE = 30.0
 """Most updates sent to the browser per second while text streams."""
 _STATIC = Path(__file__).resolve().parent.parent / "static"
 
+_ECHOES = 50
+"""How many recent browser message ids a chat remembers (to admit a re-sent message once)."""
 _open: weakref.WeakSet[ChatWidget] = weakref.WeakSet()
 _by_cell: weakref.WeakValueDictionary[str, ChatWidget] = weakref.WeakValueDictionary()
 """The chat widget each notebook cell made last (by the frontend's cell id)."""
@@ -87,6 +89,9 @@ class ChatWidget(anywidget.AnyWidget):
     """Whether clicks reach the kernel while a run goes on: True for a chat (the kernel stays
     idle) and a `--background` cell; False for a blocking `%%flue` cell, whose run holds the
     kernel's main thread (Stop is then the kernel's interrupt, approvals go to stdin)."""
+    sent = traitlets.Dict().tag(sync=True)
+    """The browser's id of each recent message it sent -> its submission id ("" when refused):
+    the optimistic echo drawn at once (a user cell may hold the kernel) finds its message here."""
     error = traitlets.Unicode("").tag(sync=True)
     """A problem the last browser request ran into (a message not accepted), shown once."""
     images = traitlets.Dict().tag(sync=True)
@@ -316,11 +321,19 @@ class ChatWidget(anywidget.AnyWidget):
             return
         kind = content.get("type")
         if kind == "send":
-            text = content.get("text")
+            text, echo = content.get("text"), content.get("id")
             if not isinstance(text, str):
                 self.error = "not sent: the message text must be a string"
+            elif echo is not None and not isinstance(echo, str):
+                self.error = "not sent: the message id must be a string"
+            elif echo is not None and echo in self.sent:
+                return  # the same message again (the browser re-sent its echo): admitted once
             elif text.strip():
-                self.send_message(text.strip())
+                receipt = self.send_message(text.strip())
+                if echo is not None:
+                    # Tells the browser's optimistic echo what became of it (issue 19.7).
+                    done = {echo: receipt.submission_id if receipt is not None else ""}
+                    self.sent = dict(list({**self.sent, **done}.items())[-_ECHOES:])
         elif kind == "stop":
             self.stop()
         elif kind == "approve":
