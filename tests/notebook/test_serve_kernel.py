@@ -165,3 +165,15 @@ def test_a_token_is_never_printed_in_status(served):
     assert url in run.stdout
     assert token not in run.stdout
     assert re.search(r"calls=\d+", run.stdout)
+
+
+def test_the_notebook_tools_see_the_kernels_variables(served):
+    kernel, url, token, _ = served
+    kernel.ok("seen_by_variables = [1, 2, 3]")
+
+    async def steps(s):
+        return await s.call_tool("variables", {})
+
+    result = mcp(url, token, steps)
+    assert not result.is_error, text(result)
+    assert "seen_by_variables" in text(result)
