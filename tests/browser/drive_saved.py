@@ -15,10 +15,10 @@ import time
 import traceback
 from pathlib import Path
 
+from drive_chat import TIMEOUT, run_cell, wait_done  # the first tab's cells: one notebook open
 from playwright.sync_api import Page, expect, sync_playwright
 
 URL, OUT, CHROMIUM, NB_DIR = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-TIMEOUT = 60_000
 started = time.monotonic()
 ERROR = "Error displaying widget"
 
@@ -31,24 +31,6 @@ def step(page: Page, text: str, shot: str) -> None:
 def cell(page: Page, i: int):
     """Cell i of the notebook in view (Lab keeps the other tabs' notebooks in the page, hidden)."""
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(i)
-
-
-def run_cell(page: Page, i: int) -> None:
-    prompt = cell(page, i).locator(".jp-InputPrompt")
-    before = prompt.inner_text()
-    for _ in range(3):
-        cell(page, i).locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        try:  # a kernel that was still connecting can drop the first request
-            expect(prompt).not_to_have_text(before, timeout=10_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"cell {i} did not start running after three Shift+Enter")
-
-
-def wait_done(page: Page, i: int) -> None:
-    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=TIMEOUT)
 
 
 def save(page: Page) -> None:

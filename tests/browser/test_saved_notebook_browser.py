@@ -8,7 +8,6 @@ kernel, and reopens it in Notebook 7. Screenshots of each step stay in the test'
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
-from _lab import Lab, Unavailable, browser_venv, chromium
+from _lab import Lab
 from kernel_helpers import _spec_manager, jupyter_env
-from test_chat_browser import _notebook
+from test_chat_browser import _notebook, prerequisites  # noqa: F401 - the shared fixture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
@@ -34,18 +33,9 @@ m = ScriptedModel([
 """
 
 
-@pytest.fixture(scope="module")
-def prerequisites() -> tuple[str, Path]:
-    try:
-        return chromium(), browser_venv()
-    except Unavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the browser test must run under CI, but: {exc}")
-        pytest.skip(f"no real browser here: {exc}")
-
-
 def test_saved_notebook_is_readable_reopened_with_no_kernel_and_in_notebook7(
-    prerequisites: tuple[str, Path], tmp_path: Path
+    prerequisites: tuple[str, Path],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
 ) -> None:
     browser, python = prerequisites
     (tmp_path / "nb").mkdir()
