@@ -105,12 +105,17 @@ def test_an_approval_answered_in_the_chat_runs_the_call_and_a_denial_refuses_it(
     assert not result.is_error and "flue.sqlite" in text(result), text(result)
 
 
-def test_an_abort_stops_the_running_call_and_the_client_is_told(magic):
-    kernel, out, root = magic
-    url, token = _url_token(out)
+def _sleeping_call(kernel: Kernel, url: str, token: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """A call approved in the chat whose code now sleeps 60 s on the kernel's main thread."""
     thread, box = _in_thread(lambda: _call(url, token, "python", {"code": "import time\ntime.sleep(60)"}))
     kernel.ok("assert w.answer(pending(w), True)")
-    time.sleep(1.0)  # the code now sleeps on the kernel's main thread
+    time.sleep(1.0)
+    return thread, box
+
+
+def test_an_abort_stops_the_running_call_and_the_client_is_told(magic):
+    kernel, out, root = magic
+    thread, box = _sleeping_call(kernel, *_url_token(out))
     started = time.monotonic()
     # An abort recorded elsewhere (`flue-nb`, another process, the chat's Stop) reaches the owner.
     open_conversation("watched", db=str(root / "flue.sqlite")).abort()
@@ -123,10 +128,7 @@ def test_an_abort_stops_the_running_call_and_the_client_is_told(magic):
 
 def test_interrupting_the_kernel_interrupts_the_running_call(magic):
     kernel, out, _ = magic
-    url, token = _url_token(out)
-    thread, box = _in_thread(lambda: _call(url, token, "python", {"code": "import time\ntime.sleep(60)"}))
-    kernel.ok("assert w.answer(pending(w), True)")
-    time.sleep(1.0)
+    thread, box = _sleeping_call(kernel, *_url_token(out))
     kernel.interrupt()
     thread.join(30)
     assert box["result"].is_error
