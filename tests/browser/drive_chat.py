@@ -185,6 +185,9 @@ def lab(page: Page) -> None:
         gal.screenshot(path=str(README_PNG.with_name("chat-parts.png")))
     step("chat: thinking, long result, subagent, compaction, signal chip, failure drawn")
 
+    # 6b. Reading: a figure in its card (full size on click), markdown, a denied call, the input.
+    rich_steps(page)
+
     # 7. Reload the page: the saved notebook's widgets come back from the kernel, and a new
     #    `%flue chat` redraws the whole conversation from the store.
     page.keyboard.press("Control+s")
@@ -204,6 +207,108 @@ def lab(page: Page) -> None:
     restored = cell(page, 2).locator(".flue-chat")
     expect(restored.locator(".flue-user", has_text="approve me")).to_be_visible(timeout=TIMEOUT)
     step("reload: the saved chat widget was restored from the kernel too")
+
+    # 8. A long conversation opens at its newest message and follows unless scrolled up.
+    run_cell(page, 11)
+    wait_done(page, 11)
+    run_cell(page, 12)
+    wait_done(page, 12)
+    long = cell(page, 12).locator(".flue-chat")
+    log = long.locator(".flue-log")
+    expect(long.locator(".flue-user", has_text="question 39")).to_be_visible(timeout=TIMEOUT)
+    time.sleep(1.0)
+    at = log.evaluate("l => [l.scrollTop, l.clientHeight, l.scrollHeight]")
+    assert at[2] > 2 * at[1] and at[0] + at[1] >= at[2] - 40, f"the chat did not open at its newest message: {at}"
+    long.screenshot(path=str(OUT / "long.png"))
+    log.evaluate("l => { l.scrollTop = 0; }")
+    time.sleep(0.3)
+    run_cell(page, 13)  # new content arrives while the user reads the top
+    wait_done(page, 13)
+    expect(long.locator(".flue-user", has_text="one more")).to_be_attached(timeout=TIMEOUT)
+    time.sleep(0.5)
+    top = log.evaluate("l => l.scrollTop")
+    assert top < 50, f"the chat scrolled away from where the user read (scrollTop {top})"
+    step("long chat: opened at the newest of 40 messages; scrolled up, it stayed while new ones came")
+
+
+def rich_steps(page: Page) -> None:
+    run_cell(page, 8)
+    wait_done(page, 8)
+    run_cell(page, 9)
+    wait_done(page, 9)
+    rich = cell(page, 9).locator(".flue-chat")
+    box = rich.locator(".flue-input textarea")
+    expect(box).to_have_attribute("aria-label", "Message the agent")
+    expect(rich.locator(".flue-log")).to_have_attribute("role", "log")
+    send(rich, "plot it")
+    fig = rich.locator(".flue-tool", has_text="python").locator(".flue-fig img")
+    expect(fig).to_be_visible(timeout=TIMEOUT)
+    assert fig.evaluate("i => i.naturalWidth > 100 && i.getBoundingClientRect().width <= 480"), (
+        "figure not drawn scaled"
+    )
+    code = rich.locator(".flue-tool", has_text="python").locator("code.language-python")
+    expect(code).to_contain_text("plt.plot([1, 3, 2])")
+    assert "\\n" not in code.inner_text(), "code shown as a JSON string"
+    fig.click()
+    overlay = rich.locator(".flue-overlay")
+    expect(overlay).to_be_visible()
+    page.screenshot(path=str(OUT / "figure-full.png"))
+    overlay.click()
+    expect(overlay).to_be_hidden()
+    step("figure: drawn in the python card, scaled; full size on click")
+    answer = rich.locator(".flue-answer").last
+    expect(answer.locator("table td").first).to_have_text("north", timeout=TIMEOUT)
+    expect(answer.locator("ul ul li").first).to_contain_text("north")
+    expect(answer.locator("pre code .hljs-keyword").first).to_have_text("def")
+    expect(answer.locator("a[href='https://example.org/docs']")).to_have_attribute("target", "_blank")
+    expect(answer.locator(".katex").first).to_be_visible()
+    expect(answer.locator("img[onerror]")).to_have_count(0)  # the <img> may stay, its handler may not
+    assert not page.evaluate("() => window.pwned"), "hostile HTML ran"
+    expect(rich.locator(".flue-announce")).to_contain_text("answer:")
+    step("markdown: table, nested list, highlighted code, link, math; hostile HTML removed; answer announced")
+
+    # Escape leaves the input; Ctrl+S saves the notebook while the input has focus.
+    box.click()
+    box.press("Escape")
+    assert not box.evaluate("b => b === document.activeElement"), "Escape did not leave the input"
+    box.click()
+    box.type("draft")
+    dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty")
+    expect(dirty).to_have_count(1)  # the cells just run left the notebook unsaved
+    box.press("Control+s")
+    expect(dirty).to_have_count(0, timeout=10_000)
+    expect(box).to_have_value("draft")
+    box.fill("")
+    step("input: Escape leaves it, Ctrl+S saved the notebook")
+
+    # A message sent while a user cell runs shows at once as waiting for the kernel.
+    run_cell(page, 10)
+    # Read in the same tick as the key press: the echo must not wait for any answer from the
+    # kernel (this ipykernel may admit the message at once, or only when the cell ends).
+    seen = box.evaluate(
+        """b => { b.value = "remove it";
+                  b.dispatchEvent(new KeyboardEvent("keydown", {key: "Enter", bubbles: true}));
+                  const w = b.closest(".flue-chat").querySelector(".flue-waiting");
+                  return w ? w.textContent : ""; }"""
+    )
+    assert "remove it" in seen and "waiting for the kernel" in seen, f"no local echo: {seen!r}"
+    rich.screenshot(path=str(OUT / "waiting.png"))
+    wait_done(page, 10, timeout=TIMEOUT)
+    expect(rich.locator(".flue-waiting")).to_have_count(0, timeout=TIMEOUT)
+    step("chat: a message sent while a cell ran showed 'waiting for the kernel' until admitted")
+
+    card = rich.locator(".flue-tool-awaiting_approval")
+    expect(card.locator(".flue-wait")).to_have_text(re.compile(r"\d+ s"), timeout=TIMEOUT)
+    time.sleep(2.2)
+    waited = int(card.locator(".flue-wait").inner_text().split()[0])
+    assert waited >= 2, f"the wait did not count up: {waited}"
+    card.locator(".flue-deny").click()
+    denied = rich.locator(".flue-tool-denied")
+    expect(denied).to_contain_text("denied by the user", timeout=TIMEOUT)
+    expect(rich.locator(".flue-tool-error")).to_have_count(0)
+    expect(rich.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
+    rich.screenshot(path=str(OUT / "rich.png"))
+    step("approval: the card said how long it waited; Deny drew the call as denied")
 
 
 def notebook7(page: Page) -> None:
@@ -226,6 +331,21 @@ def notebook7(page: Page) -> None:
     expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
     chat.screenshot(path=str(OUT / "notebook7.png"))
     step("Notebook 7: cell view and chat (Approve) work")
+    # A fresh chat names its model's window before the first reply; at 600 px the gauge stays
+    # on one line.
+    page.set_viewport_size({"width": 600, "height": 1200})
+    run_cell(page, 3)
+    wait_done(page, 3)
+    fresh = cell(page, 3).locator(".flue-chat")
+    expect(fresh.locator(".flue-title")).to_contain_text("claude-sonnet-4-6", timeout=TIMEOUT)
+    expect(fresh.locator(".flue-gauge-text")).to_contain_text("0 / 1M tokens")
+    height = fresh.locator(".flue-gauge-text").evaluate("g => g.getBoundingClientRect().height")
+    assert height < 20, f"the gauge wrapped at 600 px ({height} px high)"
+    send(chat, "approve me")  # and the other chat still works at this width
+    chat.locator(".flue-approve").click(timeout=TIMEOUT)
+    expect(chat.locator(".flue-outcome.flue-completed")).to_have_count(2, timeout=TIMEOUT)
+    page.screenshot(path=str(OUT / "notebook7-600.png"))
+    step("Notebook 7: a fresh chat names its window (1M); at 600 px the gauge is one line")
 
 
 def main() -> int:

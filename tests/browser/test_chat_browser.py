@@ -123,6 +123,56 @@ except flue.FlueError as exc:
 """
 
 
+# Reading (19.4, 19.5): a figure in a tool card, markdown a person reads, a denied call.
+RICH = r'''\
+RICH_TEXT = """Here is the plot and a summary.
+
+| region | units |
+|---|---:|
+| north | 120 |
+| south | 95 |
+
+- growth
+  - north: *fast*
+  - south: slow
+- see [the docs](https://example.org/docs)
+
+```python
+def growth(a, b):
+    return (b - a) / a
+```
+
+Euler: $e^{i\\pi} + 1 = 0$ <img src=x onerror="window.pwned = 1">"""
+rich_model = ScriptedModel([
+    reply("Plotting.", tool_call("python", code="import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])")),
+    reply(RICH_TEXT),
+    reply("", tool_call("bash", command="rm -rf scratch")),
+    reply("Not run, as you said."),
+], delay=0.01)
+
+@flue.agent
+def richy():
+    flue.use_model(rich_model)
+    flue.use_sandbox(flue.kernel(approval={"bash": "ask", "python": "allow"}))
+    return "Be brief."
+'''
+
+
+# A long conversation (19.5): a chat opened on it starts at the newest message.
+LONG = """\
+many_model = FunctionModel(lambda req: reply(f"Answer {len(req.messages)}: " + "words " * 30))
+
+@flue.agent
+def many():
+    flue.use_model(many_model)
+    return "Be brief."
+
+ms = flue.init(many, conversation="many")
+for i in range(40):
+    ms.prompt(f"question {i}")
+"""
+
+
 def _notebook(path: Path, cells: list[str]) -> None:
     nb = {
         "cells": [
@@ -160,11 +210,18 @@ def test_chat_widget_in_jupyterlab_and_notebook7(prerequisites: tuple[str, Path]
         GALLERY,
         "%flue chat --agent gal -c gallery",
         GALLERY_RUN,
+        RICH,
+        "%flue chat --agent richy -c rich",
+        "import time; time.sleep(8)",
+        LONG,
+        "%flue chat --agent many -c many",
+        'ms.prompt("one more")',
     ])  # fmt: skip
     _notebook(tmp_path / "nb" / "nb7.ipynb", [
         SETUP,
         "%%flue --agent helper -c nb7cell\nWhat is six times seven?",
         "%flue chat --agent chatty -c nb7talk",
+        "flue.chat(model='anthropic/claude-sonnet-4-6', conversation='nb7fresh')",
     ])  # fmt: skip
     lab = Lab(python, tmp_path, jupyter_env(tmp_path))
     readme = ROOT / "docs" / "chat-widget.png" if os.environ.get("FLUE_README_SCREENSHOT") else None

@@ -472,7 +472,14 @@ async function render({ model, el }) {
 
   let lastStatus = "";
   let announcedFor = new Set((model.get("history") || []).map((b) => b.id));
-  const announce = (text) => { $(".flue-announce").textContent = text; };
+  const announce = (text) => {
+    // Appended, not replaced: an answer and the "idle" right after it are both read out.
+    const box = $(".flue-announce");
+    const line = document.createElement("div");
+    line.textContent = text;
+    box.appendChild(line);
+    while (box.children.length > 3) box.firstElementChild.remove();
+  };
 
   function drawPending() {
     const known = [...(model.get("history") || []), ...(model.get("live") || [])];
