@@ -205,3 +205,30 @@ def test_tracing_nothing_imports_opentelemetry_unless_asked():
         [sys.executable, "-c", RUN], capture_output=True, text=True, env={**env, "FLUE_OTEL": "1"}, check=True
     )
     assert "'opentelemetry.trace'" in on.stdout
+
+
+def test_tracing_a_recovered_submission_has_no_spans_for_work_done_before_the_crash(traced, tmp_path):
+    from test_recovery import CID, crashed_store
+
+    from flue_nb.runtime.messages import AssistantMessage, TextPart, ToolCall, ToolResultMessage, UserMessage
+
+    exporter, _ = traced()
+    path = tmp_path / "s.sqlite"
+    crashed_store(
+        path,
+        messages=[
+            UserMessage("do it", "sub_crashed"),
+            AssistantMessage([TextPart("Pinging."), ToolCall("c_done", "ping", {"word": "a"})]),
+            ToolResultMessage("c_done", "ping", "pong a"),
+        ],
+        partial={"text": "The answer is", "thinking": ""},
+    )
+    s = session(make_agent(ScriptedModel([" forty-two."]), tools=(ping,)), db=str(path), conversation=CID)
+    assert s.read("sub_crashed", timeout=20) == " forty-two."
+    spans = exporter.get_finished_spans()
+    # The done tool call and the kept half-streamed response are not traced again: one new call.
+    assert sorted(sp.name for sp in spans) == ["chat scripted", "invoke_agent test_agent"]
+    root = by_name(spans)["invoke_agent test_agent"]
+    assert root.attributes["flue.submission.recovered"] is True
+    assert root.attributes["flue.submission.crashed_attempts"] == 1
+    assert root.attributes["flue.submission.outcome"] == "completed"

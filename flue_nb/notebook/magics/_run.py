@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from IPython.display import display
 from flue_nb.notebook.magics._line import FlueCellError
 from flue_nb.notebook.magics._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.view.transcript import CellView
+from flue_nb.runtime import tracing
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 from flue_nb.runtime.events import ErrorInfo
@@ -85,6 +87,9 @@ def run_message(
                 "total": u.total,
             }
         _show_recovery(session, view, opened_at)
+        trace = tracing.trace_id(view.submission_id) if view.submission_id else None
+        if trace is not None:  # the saved notebook links to the run's trace
+            view.notes["trace_id"] = trace
         live.finish(result)
         if not watched:
             display(view if chat is None else chat.final(view, None))
@@ -108,6 +113,8 @@ def run_message(
             if isinstance(exc, FlueError):
                 raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
             raise
+        if tracing.instrumented():
+            tracing.tag_submission(receipt.submission_id, _cell_attributes())
         if chat is not None:
             chat.bind(receipt.submission_id)
         if background:
@@ -190,3 +197,16 @@ def _note_lease(session: Any, view: CellView) -> None:
     if lease is not None and not lease.here and not lease.gone and lease.expires > time.time():
         left = lease.expires - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")
+
+
+def _cell_attributes() -> dict[str, str]:
+    """The notebook path and cell id of the running cell, for its submission's span."""
+    from IPython import get_ipython
+
+    attrs = {"flue.notebook.path": os.environ.get("JPY_SESSION_NAME", "")}
+    kernel = getattr(get_ipython(), "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
+    cell = ((parent or {}).get("metadata") or {}).get("cellId")
+    if cell:
+        attrs["flue.cell.id"] = str(cell)
+    return {k: v for k, v in attrs.items() if v}

@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Enum, Float, Unicode, validate
+from traitlets import Bool, Enum, Float, Unicode, validate
 
 from flue_nb.notebook.magics._commands import (
     compact,
@@ -91,6 +91,11 @@ class FlueMagics(Magics):
         0.0,
         help="Dollars (list prices) one message may spend, its subagents included, before it fails "
         "with budget_exceeded; 0: no budget. `%%flue --max-cost USD` sets one cell's.",
+    ).tag(config=True)
+    otel = Bool(
+        False,
+        help="Trace every run with OpenTelemetry (as flue.instrument() does; needs flue_nb[otel] and "
+        "an SDK with an exporter); FLUE_OTEL=1 does the same.",
     ).tag(config=True)
     lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(
         config=True
@@ -367,8 +372,11 @@ class FlueMagics(Magics):
             store.append(cid, None, [("state", {"name": AGENT_CHOICE, "value": name})], now=now)
 
     def _session(self, args: Any, *, agent: Any = None, label: str = "") -> Any:
+        from flue_nb.runtime import tracing
         from flue_nb.runtime.session import init
 
+        if self.otel and not tracing.instrumented():
+            tracing.instrument()
         cid = self._conversation(args)
         db = self._db(args)
         if agent is None:
