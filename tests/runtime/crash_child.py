@@ -14,8 +14,9 @@ whose model streams slowly: it marks mid-stream (after a partial snapshot) and i
 
 Files in DIR: `marker` (JSON: what was reached), `receipts` (one submission id per line,
 written after `dispatch` returned), `tool_runs` (one call id per line, appended each time the
-`work` tool really runs), `step_runs` (`call_id:step` each time a durable step really runs)
-and, for `recover`, `outcomes.json`.
+`work` tool really runs), `step_runs` (`call_id:step` each time a durable step really runs),
+`hook_runs` (a line each time a lifecycle callback really runs: `agent_start`,
+`response_finish`, `agent_finish:<submission id>`) and, for `recover`, `outcomes.json`.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ class Child:
             f.write(f"{call_id}:{step}\n")
         return {"charge": "charged", "ship": "shipped"}[step]
 
+    def hook_ran(self, line: str) -> None:
+        with open(self.dir / "hook_runs", "a") as f:
+            f.write(line + "\n")
+
     def receipt(self, sid: str) -> None:
         with open(self.dir / "receipts", "a") as f:
             f.write(sid + "\n")
@@ -150,6 +155,9 @@ class Child:
             flue.use_model(model, compaction=False)
             flue.use_tool(work)
             flue.use_tool(durable_work)
+            flue.use_agent_start(lambda: child.hook_ran("agent_start"))
+            flue.use_response_finish(lambda response: child.hook_ran("response_finish"))
+            flue.use_agent_finish(lambda done: child.hook_ran(f"agent_finish:{done.submission_id}"))
             return "You are the crash-test agent."
 
         return crash_agent

@@ -3,8 +3,8 @@
 A child process (crash_child.py) runs an agent on a file store and is SIGKILLed at a chosen
 point; a new process opens the same store and conversation and reads every submission to its
 outcome. For every kill point, over REPS repetitions: every accepted submission has exactly one
-terminal outcome, no recorded tool result was produced by a second run of the tool, and no
-queued message is lost. The matrix of outcomes is printed at the end of the module.
+terminal outcome, no recorded tool result was produced by a second run of the tool, no
+queued message is lost, and each lifecycle callback ran exactly once (issue 25.4). The matrix of outcomes is printed at the end of the module.
 """
 
 from __future__ import annotations
@@ -310,6 +310,7 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     results = _check_tool_runs(t, where, d, records, runs)
     _check_reads(t, where, d, by_id)
     t.problems += _check_recovered(mode, d, marker, by_id, records, runs, results)
+    t.problems += _check_hooks(d, subs, records)
     return t
 
 
@@ -376,6 +377,26 @@ def _check_reads(t: Tally, where: str, d: Path, by_id: dict[str, Any]) -> None:
         want = "completed" if s and s.outcome == Outcome.COMPLETED else (s and s.error or {}).get("type")
         if got.split(":")[0] != want:
             t.problems.append(f"{where}: read({sid}) gave {got!r}; the store says {want!r}")
+
+
+def _check_hooks(d: Path, subs: list[Any], records: list[Record]) -> list[str]:
+    """Lifecycle callbacks ran once each: per submission that reached the model (agent_start),
+    per stored complete response (response_finish), per settled submission that ran (agent_finish)."""
+    where, problems = d.name, []
+    hooks = Counter(_lines(d / "hook_runs"))
+    assistant = [r for r in _messages(records) if r.data["kind"] == "assistant"]
+    reached = {r.submission_id for r in assistant}
+    if hooks["agent_start"] != len(reached):
+        problems.append(f"{where}: agent_start ran {hooks['agent_start']} times for {len(reached)} submissions")
+    complete = sum(1 for r in assistant if not r.data["aborted"])
+    if hooks["response_finish"] != complete:
+        problems.append(f"{where}: response_finish ran {hooks['response_finish']} times for {complete} responses")
+    for s in subs:
+        n = hooks[f"agent_finish:{s.id}"]
+        want = 1 if s.id in reached and s.joined_into is None else n
+        if n > 1 or n != want:
+            problems.append(f"{where}: agent_finish ran {n} times for {s.id} ({s.outcome}), expected {want}")
+    return problems
 
 
 def _check_recovered(
