@@ -87,9 +87,7 @@ def run_message(
                 "total": u.total,
             }
         _show_recovery(session, view, opened_at)
-        trace = tracing.trace_id(view.submission_id) if view.submission_id else None
-        if trace is not None:  # the saved notebook links to the run's trace
-            view.notes["trace_id"] = trace
+        _note_trace(view)
         live.finish(result)
         if not watched:
             display(view if chat is None else chat.final(view, None))
@@ -113,8 +111,7 @@ def run_message(
             if isinstance(exc, FlueError):
                 raise FlueCellError(f"flue: the message was not accepted: {exc.message}") from None
             raise
-        if tracing.instrumented():
-            tracing.tag_submission(receipt.submission_id, _cell_attributes())
+        _tag_cell(receipt.submission_id)
         if chat is not None:
             chat.bind(receipt.submission_id)
         if background:
@@ -197,6 +194,19 @@ def _note_lease(session: Any, view: CellView) -> None:
     if lease is not None and not lease.here and not lease.gone and lease.expires > time.time():
         left = lease.expires - time.time()
         view.note(f"(waiting up to {math.ceil(left)} s for an earlier kernel's claim to lapse)")
+
+
+def _note_trace(view: CellView) -> None:
+    """Keep the run's trace id in the cell's metadata, so the saved notebook links to its trace."""
+    trace = tracing.trace_id(view.submission_id) if view.submission_id else None
+    if trace is not None:
+        view.notes["trace_id"] = trace
+
+
+def _tag_cell(submission_id: str) -> None:
+    """Name the notebook and the cell on the submission's span (when tracing is on)."""
+    if tracing.instrumented():
+        tracing.tag_submission(submission_id, _cell_attributes())
 
 
 def _cell_attributes() -> dict[str, str]:

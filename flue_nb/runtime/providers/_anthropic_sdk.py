@@ -34,9 +34,15 @@ class SdkTransport:
         name, secret = credential
         key, token = (secret, None) if name == "api_key" else (None, secret)
         http_client = anthropic.DefaultAsyncHttpxClient(verify=verify)
-        client = anthropic.AsyncAnthropic(
+        kw: dict[str, Any] = dict(
             api_key=key, auth_token=token, base_url=base_url, max_retries=0, http_client=http_client, timeout=timeout
         )
+        try:
+            # flue.instrument()'s `chat` span covers this transport and the cold-start one alike;
+            # the SDK's own span of the same call would count its tokens twice.
+            client = anthropic.AsyncAnthropic(**kw, open_telemetry=False)
+        except TypeError:  # an SDK older than its OpenTelemetry support emits no spans
+            client = anthropic.AsyncAnthropic(**kw)
         return cls(client, owned=True)
 
     @property
