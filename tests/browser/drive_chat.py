@@ -136,7 +136,8 @@ def lab(page: Page) -> None:
         # The whole conversation in one picture: let the log grow instead of scrolling.
         page.add_style_tag(content=".flue-log { max-height: none !important; }")
         chat.screenshot(path=str(README_PNG))
-        cell(page, 1).locator(".flue-chat").screenshot(path=str(README_PNG.with_name("cell-view.png")))
+        # Settled, a cell shows its static bundle (issue 19.1): that is the cell's picture.
+        cell(page, 1).locator(".flue-static").screenshot(path=str(README_PNG.with_name("cell-view.png")))
         step(f"screenshots saved: {README_PNG} and cell-view.png")
     chat.screenshot(path=str(OUT / "chat.png"))
 
