@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+import httpx2
 import pytest
 from kernel_helpers import Kernel
 from test_serve_kernel import mcp, text
@@ -157,3 +158,24 @@ def test_status_then_stop_then_serve_again_on_the_same_port(magic):
     kernel.ok("%flue serve stop")
     bad = kernel.run("%flue serve --tools python,nope")
     assert "unknown tools ['nope']" in bad.all_text()
+
+
+def test_a_restart_ends_the_server_and_serve_takes_the_same_port_again(tmp_path):
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        url, token = _url_token(kernel.ok("%flue serve").stdout)
+        kernel.restart()
+        with pytest.raises(httpx2.ConnectError):
+            httpx2.post(url, headers={"Authorization": f"Bearer {token}"}, content=b"{}", trust_env=False)
+        again, new_token = _url_token(kernel.ok("%flue serve").stdout)
+        assert again == url and new_token != token
+        result = _call(again, new_token, "python", {"code": "21 * 2"})
+        assert "Out: 42" in text(result), text(result)
+        assert _post_status(url, token) == 401  # the old token is no longer good
+    finally:
+        kernel.shutdown()
+
+
+def _post_status(url: str, token: str) -> int:
+    response = httpx2.post(url, headers={"Authorization": f"Bearer {token}"}, content=b"{}", trust_env=False)
+    return response.status_code
