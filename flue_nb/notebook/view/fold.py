@@ -12,17 +12,15 @@ published late (a `SubmissionQueued` after its settlement) never brings it back.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from flue_nb.notebook.cells.view import call_summary
+from flue_nb.notebook.view._calls import SUMMARY_CHARS as _SUMMARY_CHARS
+from flue_nb.notebook.view._calls import images_of, input_text, namespace_of, summarize_call
 from flue_nb.notebook.view.parts import (
     Block,
     BlockState,
     CompactionPart,
-    ImageRef,
-    Namespace,
     NotePart,
     Part,
     SignalPart,
@@ -34,49 +32,15 @@ from flue_nb.notebook.view.parts import (
 )
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.providers import Spend
-from flue_nb.runtime.tools.tool import summary_arg_of
 
 __all__ = ["Fold", "input_text", "summarize_call"]
 
-_SUMMARY_CHARS = 80
 _NOTED_LOGS = {"retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "budget"}
 _PLAIN_LOGS = {"retry", "budget"}
 """Logs whose message says it all (the others are prefixed with their kind)."""
 _RANK: dict[BlockState, int] = {"queued": 0, "joining": 0, "running": 1, "joined": 2, "settled": 2}
 _USAGE_KEYS = (("input", "input_tokens"), ("output", "output_tokens"),
                ("cache_read", "cache_read_tokens"), ("cache_write", "cache_write_tokens"))  # fmt: skip
-
-
-def summarize_call(name: str, data: Mapping[str, Any] | None, limit: int = _SUMMARY_CHARS) -> str:
-    """A call in one line: the tool's `summary_arg`, else its first text argument."""
-    data = data if isinstance(data, Mapping) else {}
-    notebook = call_summary(name, data)
-    if notebook is not None:
-        return notebook
-    value = data.get(summary_arg_of(name) or "")
-    if not isinstance(value, str):
-        value = next((v for v in data.values() if isinstance(v, str)), "")
-    return one_line(value, limit)
-
-
-def _names(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [str(k) for k in value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return []
-
-
-def _namespace(details: Any) -> Namespace | None:
-    """The `python` tool's namespace diff, from its details' `variables` (created/changed/deleted)."""
-    diff = details.get("variables") if isinstance(details, Mapping) else None
-    if not isinstance(diff, Mapping):
-        return None
-    return Namespace(_names(diff.get("created")), _names(diff.get("changed")), _names(diff.get("deleted")))
-
-
-def _images(event: ev.ToolEnd) -> list[ImageRef]:
-    return [ImageRef(i.digest, i.media_type, i.width, i.height, i.label) for i in event.images]
 
 
 class Fold:
@@ -321,8 +285,8 @@ class Fold:
             tool.status = "denied" if denied else ("error" if e.is_error else "ok")
         tool.duration_ms, tool.result, tool.is_error = e.duration_ms, e.content, e.is_error
         tool.ask = tool.asked_at = None
-        tool.namespace = _namespace(details) if e.name == "python" else None
-        tool.images = _images(e)
+        tool.namespace = namespace_of(details) if e.name == "python" else None
+        tool.images = images_of(e)
         tool.details = dict(details) if details else None
         for image in e.images:
             if image.data is not None:
@@ -444,11 +408,3 @@ def _close_running(parts: list[Part], outcome: str) -> None:
                 _close_running(p.task.parts, outcome)
         elif isinstance(p, CompactionPart):
             p.running = False
-
-
-def input_text(data: Mapping[str, Any]) -> str:
-    """A call's arguments as the JSON a card shows when no field is code."""
-    try:
-        return json.dumps(dict(data), ensure_ascii=False, indent=1, default=str)
-    except (TypeError, ValueError):
-        return str(data)
