@@ -110,6 +110,12 @@ export function makeMarkdown(libs) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
     }
+    // An image in the model's text would be fetched from anywhere when drawn: only inline ones
+    // are shown; a remote one keeps its alt text and says where it was.
+    if (node.tagName === "IMG" && !/^data:image\//i.test(node.getAttribute("src") || "")) {
+      node.setAttribute("title", `not loaded: ${node.getAttribute("src") || ""}`);
+      node.removeAttribute("src");
+    }
   });
   purify.__flueHooked = true;
   return (src) => {
