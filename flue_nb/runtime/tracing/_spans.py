@@ -28,6 +28,26 @@ CONTENT_BUDGET = 8_000
 """Characters of content one span attribute may carry (the rest is cut, saying so)."""
 
 
+_SHAPING = frozenset(
+    {
+        ev.SubmissionQueued,
+        ev.SubmissionRunning,
+        ev.SubmissionRecovery,
+        ev.SubmissionSettled,
+        ev.TaskStart,
+        ev.TaskEnd,
+        ev.TurnStart,
+        ev.MessageEnd,
+        ev.TurnEnd,
+        ev.ToolStart,
+        ev.ToolEnd,
+        ev.CompactionStart,
+        ev.CompactionEnd,
+    }
+)
+"""The event types `SpanObserver._handle` acts on."""
+
+
 class SpanObserver:
     """Consumes every event of the process; keeps the open spans per conversation."""
 
@@ -70,6 +90,8 @@ class SpanObserver:
         return ("", submission_id)
 
     def __call__(self, event: ev.Event) -> None:
+        if type(event) not in _SHAPING:  # most events (every streamed delta) shape no span
+            return
         with self._lock:
             self._handle(event)
 
