@@ -114,3 +114,17 @@ def test_a_tool_registers_its_card_in_one_line() -> None:
     [tool] = fold.live()[0]["parts"]
     assert tool["code"][0]["arg"] == "source" and tool["result_kind"] == "list"
     assert tool["summary"] == "1 + 1"
+
+
+def test_the_notebook_tools_cards_show_a_cells_source_as_code_and_cells_as_a_list() -> None:
+    fold = ChatFold()
+    fold.apply(
+        ev.ToolStart(submission_id="s", call_id="c1", name="edit_cell", input={"id": "ab12", "source": "x = 1\n"})
+    )
+    fold.apply(ev.ToolEnd(submission_id="s", call_id="c1", name="edit_cell", is_error=False, content="edited"))
+    fold.apply(ev.ToolStart(submission_id="s", call_id="c2", name="cells", input={}))
+    fold.apply(ev.ToolEnd(submission_id="s", call_id="c2", name="cells", is_error=False, content="#1 ok\n#2 raised"))
+    edit, listing = fold.live()[0]["parts"]
+    [code] = edit["code"]
+    assert (code["arg"], code["lang"], code["value"]["text"]) == ("source", "python", "x = 1\n")
+    assert listing["result_kind"] == "list"

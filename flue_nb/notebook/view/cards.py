@@ -37,6 +37,11 @@ _CARDS: dict[str, Card] = {
     "edit": Card(code={"old_text": "", "new_text": ""}),
     "glob": Card(result="list"),
     "task": Card(code={"prompt": "markdown"}, result="markdown"),
+    # The notebook tools: a cell's source is code; `cells` lists one cell a line.
+    "cells": Card(result="list"),
+    "insert_cell": Card(code={"source": "python"}),
+    "edit_cell": Card(code={"source": "python"}),
+    "run_cell": Card(code={"source": "python"}),
 }
 _DEFAULT = Card()
 
