@@ -281,3 +281,10 @@ def test_errors_16_1_a_stored_model_not_configured_is_caught_as_such_with_the_no
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "caught", out.stderr
+
+
+def test_events_a_turn_start_names_the_requested_model_and_its_provider():
+    # What tracing names its `chat {model}` span by (issue 25.1); live only (15.3 leaves it out).
+    _, events = run_with_events(ScriptedModel(["hi"], id="claude-test"))
+    (start,) = [e for e in events if isinstance(e, ev.TurnStart)]
+    assert (start.model, start.provider) == ("claude-test", "flue_nb")
