@@ -232,3 +232,39 @@ def test_tracing_a_recovered_submission_has_no_spans_for_work_done_before_the_cr
     assert root.attributes["flue.submission.recovered"] is True
     assert root.attributes["flue.submission.crashed_attempts"] == 1
     assert root.attributes["flue.submission.outcome"] == "completed"
+
+
+def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
+    # A recovering owner re-emits task_start/task for a subagent whose answer is recorded
+    # (loop._run_task); no work is done again, so no span is made again.
+    from opentelemetry.sdk.metrics import MeterProvider as Meters
+
+    from flue_nb.runtime import events as ev
+    from flue_nb.runtime.tracing._spans import SpanObserver
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = SpanObserver(provider.get_tracer("t"), Meters().get_meter("t"))
+    stamp = dict(conversation_id="c", submission_id="s")
+    feed = [
+        ev.SubmissionRunning(attempt=2, agent="parent", **stamp),
+        ev.ToolStart(call_id="t1", name="task", **stamp),
+        ev.TaskStart(agent="kid", task_id="t1", **stamp),
+        ev.TaskEnd(agent="kid", text="recorded answer", task_id="t1", **stamp),
+        ev.ToolEnd(call_id="t1", name="task", is_error=False, content="recorded answer", **stamp),
+        ev.ToolStart(call_id="t2", name="task", **stamp),
+        ev.TaskStart(agent="kid", task_id="t2", **stamp),
+        ev.TurnStart(turn=1, model="m", provider="flue_nb", task_id="t2", **stamp),
+        ev.TurnEnd(turn=1, task_id="t2", **stamp),
+        ev.TaskEnd(agent="kid", text="new answer", task_id="t2", **stamp),
+        ev.ToolEnd(call_id="t2", name="task", is_error=False, content="new answer", **stamp),
+        ev.SubmissionSettled(outcome="completed", **stamp),
+    ]
+    for e in feed:
+        observer(e)
+    spans = exporter.get_finished_spans()
+    kids = [sp for sp in spans if sp.name == "invoke_agent kid"]
+    assert len(kids) == 1 and kids[0].attributes["flue.task.id"] == "t2"
+    chat = next(sp for sp in spans if sp.name == "chat m")
+    assert chat.parent.span_id == kids[0].context.span_id

@@ -106,14 +106,25 @@ class SpanObserver:
     def _parent(self, e: ev.Event) -> Any:
         cid = e.conversation_id
         if e.task_id is not None and (cid, e.task_id) in self._tasks:
-            return self._tasks[(cid, e.task_id)]
+            return self._task_span((cid, e.task_id))
         if e.submission_id is not None:
             return self._agents.get((cid, e.submission_id))
         return None
 
-    def _start(self, name: str, parent: Any, attributes: dict[str, Any], *, kind: Any = None) -> Any:
+    def _task_span(self, key: tuple[str, str]) -> Any:
+        task = self._tasks[key]
+        if isinstance(task, tuple):  # its first event: the span starts when the task did
+            name, parent, attrs, started = task
+            task = self._tasks[key] = self._start(name, parent, attrs, start_time=started)
+        return task
+
+    def _start(
+        self, name: str, parent: Any, attributes: dict[str, Any], *, kind: Any = None, start_time: int | None = None
+    ) -> Any:
         ctx = self._trace.set_span_in_context(parent) if parent is not None else None
         kw: dict[str, Any] = {"context": ctx, "attributes": attributes}
+        if start_time is not None:
+            kw["start_time"] = start_time
         if kind is not None:
             kw["kind"] = kind
         return self._tracer.start_span(name, **kw)
@@ -163,20 +174,26 @@ class SpanObserver:
                     self._fail(span, error.type, error.message)
                 span.end()
             case ev.TaskStart(agent=agent, depth=depth) if e.task_id:
+                # Started when the subagent first does something: a task that a recovering owner
+                # finds already answered in its records ends at once and gets no span again.
                 parent = self._tools.get((cid, e.task_id)) or self._agents.get((cid, e.submission_id or ""))
-                self._tasks[(cid, e.task_id)] = self._start(
-                    f"invoke_agent {agent}",
-                    parent,
-                    {
-                        "gen_ai.operation.name": "invoke_agent",
-                        "gen_ai.agent.name": agent,
-                        "gen_ai.conversation.id": cid,
-                        "flue.task.id": e.task_id,
-                        "flue.task.depth": depth,
-                    },
-                )
+                attrs = {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": agent,
+                    "gen_ai.conversation.id": cid,
+                    "flue.task.id": e.task_id,
+                    "flue.task.depth": depth,
+                }
+                self._tasks[(cid, e.task_id)] = (f"invoke_agent {agent}", parent, attrs, time.time_ns())
             case ev.TaskEnd(is_error=is_error, error=error) if e.task_id:
-                span = self._tasks.pop((cid, e.task_id), None)
+                key = (cid, e.task_id)
+                # A task that failed before doing anything still shows, with its error.
+                span = (
+                    self._task_span(key)
+                    if key in self._tasks and (is_error or not isinstance(self._tasks[key], tuple))
+                    else None
+                )
+                self._tasks.pop(key, None)
                 if span is not None:
                     if is_error:
                         self._fail(span, "task_failed", error or "")
