@@ -25,18 +25,33 @@ POLL_INTERVAL = 0.5
 class StoreFollower:
     """Polls the conversation's store for changes made by other processes; redraws the chat."""
 
-    def __init__(self, widget: Any, *, interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        widget: Any,
+        *,
+        interval: float = POLL_INTERVAL,
+        baseline: tuple[int, tuple[tuple[str, str], ...]] | None = None,
+    ) -> None:
         self.widget = widget
         self.interval = interval
         self.redraws = 0
         """How many times the store showed a change from elsewhere (for tests)."""
-        self._seq: int | None = None
-        self._unsettled: tuple[tuple[str, str], ...] | None = None
+        # What the chat was drawn from (`snapshot` taken before the draw): the first look compares
+        # with it, so another kernel's run that ends before that look is still drawn.
+        self._seq: int | None = baseline[0] if baseline is not None else None
+        self._unsettled: tuple[tuple[str, str], ...] | None = baseline[1] if baseline is not None else None
         self._own = False
         self._lock = threading.Lock()
         self._stopped = False
         self._handle: Any = None
         self._schedule()
+
+    @staticmethod
+    def snapshot(session: Any) -> tuple[int, tuple[tuple[str, str], ...]]:
+        """The newest record's seq and the unsettled submissions: what a redraw now would show."""
+        store, cid = session.store, session.conversation_id
+        seq = max((r.seq for r in store.records(cid)), default=0)
+        return seq, tuple((s.id, s.state.value) for s in store.submissions(cid, unsettled=True))
 
     def own_event(self) -> None:
         """An event of this process arrived: what it wrote to the store is already drawn."""

@@ -135,6 +135,11 @@ class ChatWidget(anywidget.AnyWidget):
         # redraw: a run going on meanwhile (a recovery) loses nothing (the fold drops repeats).
         self._pending = []
         self._stop = session.observe(self._feed)
+        baseline = None
+        if redraw and follow and mode == "chat":
+            from flue_nb.notebook.chat._follow import StoreFollower
+
+            baseline = StoreFollower.snapshot(session)
         if redraw:
             for event in _stored_events(session):
                 self.fold.apply(event)
@@ -149,7 +154,7 @@ class ChatWidget(anywidget.AnyWidget):
             if redraw and follow:
                 from flue_nb.notebook.chat._follow import StoreFollower
 
-                self.follower = StoreFollower(self)
+                self.follower = StoreFollower(self, baseline=baseline)
         self._push(status=True)
 
     def _replace_the_cells_previous_chat(self) -> None:
