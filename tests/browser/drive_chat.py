@@ -261,7 +261,7 @@ def rich_steps(page: Page) -> None:
     expect(answer.locator("table td").first).to_have_text("north", timeout=TIMEOUT)
     expect(answer.locator("ul ul li").first).to_contain_text("north")
     expect(answer.locator("pre code .hljs-keyword").first).to_have_text("def")
-    expect(answer.locator("a[href='https://example.org/docs']")).to_have_attribute("target", "_blank")
+    expect(answer.locator("a[href='https://docs.example.test/docs']")).to_have_attribute("target", "_blank")
     expect(answer.locator(".katex").first).to_be_visible()
     expect(answer.locator("img[onerror]")).to_have_count(0)  # the <img> may stay, its handler may not
     assert not page.evaluate("() => window.pwned"), "hostile HTML ran"

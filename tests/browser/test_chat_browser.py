@@ -135,7 +135,7 @@ RICH_TEXT = """Here is the plot and a summary.
 - growth
   - north: *fast*
   - south: slow
-- see [the docs](https://example.org/docs)
+- see [the docs](https://docs.example.test/docs)
 
 ```python
 def growth(a, b):

@@ -26,8 +26,8 @@ const code = md("```python\ndef f(x):\n    return x + 1\n```");
 assert.match(code, /<pre class="flue-code"><code class="hljs language-python">/);
 assert.match(code, /<span class="hljs-keyword">def<\/span>/);
 
-const link = md("see [the docs](https://example.org/a?b=1)");
-assert.match(link, /<a href="https:\/\/example\.org\/a\?b=1">the docs<\/a>/);
+const link = md("see [the docs](https://docs.example.test/a?b=1)");
+assert.match(link, /<a href="https:\/\/docs\.example\.test\/a\?b=1">the docs<\/a>/);
 
 const math = md("Euler: $e^{i\\pi} + 1 = 0$ and $$\\sum_{k=1}^n k = \\frac{n(n+1)}{2}$$ but $5 and $6 stay.");
 assert.match(math, /class="katex"/);

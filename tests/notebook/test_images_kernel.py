@@ -63,7 +63,7 @@ def test_attach_of_an_unknown_name_is_a_usage_error(kernel):
 SVG_SETUP = r"""
 SVG_CODE = (
     "from IPython.display import SVG, display\n"
-    "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"40000\" height=\"20000\">"
+    "display(SVG('<svg width=\"40000\" height=\"20000\">"
     "<rect width=\"40000\" height=\"20000\" fill=\"teal\"/></svg>'))"
 )
 

@@ -25,7 +25,7 @@ SEARCH_RESULT = {
     "content": [
         {
             "type": "web_search_result",
-            "url": "https://example.com/weather",
+            "url": "https://weather.example.test/today",
             "title": "Weather",
             "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1",
             "page_age": "April 30, 2025",
@@ -34,7 +34,7 @@ SEARCH_RESULT = {
 }
 CITATION = {
     "type": "web_search_result_location",
-    "url": "https://example.com/weather",
+    "url": "https://weather.example.test/today",
     "title": "Weather",
     "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm",
     "cited_text": "It is sunny.",

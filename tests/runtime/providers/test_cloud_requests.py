@@ -92,5 +92,5 @@ def test_azure_goes_to_the_deployment_with_its_api_version_and_key(openai_server
 
 def test_azure_without_a_key_says_which_variable_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLUE_ALLOW_MODEL_REQUESTS", "1")
-    _, exc = run(OpenAIModel("dep", azure_endpoint="https://res.openai.azure.com", context_window=8000))
+    _, exc = run(OpenAIModel("dep", azure_endpoint="https://res.azure.test", context_window=8000))
     assert isinstance(exc, ModelNotConfiguredError) and "AZURE_OPENAI_API_KEY" in exc.message

@@ -158,13 +158,13 @@ def test_specs_split_on_the_first_separator(spec: str, parts: tuple[str, str]) -
 
 
 def test_every_spec_form_resolves_to_its_provider(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://res.azure.test")
     assert isinstance(resolve_model("anthropic/claude-sonnet-4-6"), AnthropicModel)
     openai_model = resolve_model("openai:gpt-4o", api_key="k")
     assert isinstance(openai_model, OpenAIModel) and openai_model.provider == "openai"
     azure = resolve_model("azure/my-gpt4o")
     assert isinstance(azure, OpenAIModel) and azure.provider == "azure"
-    assert azure.base_url == "https://res.openai.azure.com/openai"
+    assert azure.base_url == "https://res.azure.test/openai"
     bedrock = resolve_model("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert isinstance(bedrock, CloudClaudeModel) and bedrock.info.context_window == 200_000
     vertex = resolve_model("vertex/claude-opus-4-1@20250805")
