@@ -9,10 +9,10 @@ Edits are refused: Colab offers no way for the kernel to change the document.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from flue_nb.notebook.cells.document import DocumentError, NotebookCell
+from flue_nb.notebook.cells.document import DocumentError, NotebookCell, ReadOnlyDocument
 
 __all__ = ["ColabDocument", "colab_document"]
 
@@ -23,8 +23,10 @@ _READ_ONLY = "Colab's notebook can be read from the kernel but not edited"
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 
-class ColabDocument:
+class ColabDocument(ReadOnlyDocument):
     """The notebook Colab's front end shows, fetched at each read."""
+
+    read_only_reason = _READ_ONLY
 
     live = False
     path: str | None = None
@@ -48,30 +50,6 @@ class ColabDocument:
         if not isinstance(nb, dict):
             raise DocumentError(f"Colab's front end did not answer with the notebook within {TIMEOUT:g} s")
         return [_cell(i, c) for i, c in enumerate(nb.get("cells", [])) if isinstance(c, dict)]
-
-    async def insert_cell(
-        self,
-        source: str,
-        *,
-        kind: Literal["code", "markdown"] = "code",
-        after: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Always refused."""
-        raise DocumentError(_READ_ONLY)
-
-    async def edit_cell(self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None) -> str:
-        """Always refused."""
-        raise DocumentError(_READ_ONLY)
-
-    async def write_outputs(
-        self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
-    ) -> None:
-        """Always refused."""
-        raise DocumentError(_READ_ONLY)
-
-    async def close(self) -> None:
-        """Nothing to release."""
 
 
 def _cell(index: int, raw: dict[str, Any]) -> NotebookCell:

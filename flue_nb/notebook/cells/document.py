@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CellKind", "Document", "DocumentError", "NotebookCell"]
+__all__ = ["CellKind", "Document", "DocumentError", "NotebookCell", "ReadOnlyDocument"]
 
 CellKind = Literal["code", "markdown", "raw"]
 
@@ -76,3 +76,34 @@ class Document(Protocol):
     async def close(self) -> None:
         """Release the connection (idempotent)."""
         ...
+
+
+class ReadOnlyDocument:
+    """The writing half of `Document` for documents flue_nb can only read: every write refused."""
+
+    read_only_reason = "this notebook can be read but not edited"
+    """The `DocumentError` message every write gets (written for the model)."""
+
+    async def insert_cell(
+        self,
+        source: str,
+        *,
+        kind: Literal["code", "markdown"] = "code",
+        after: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Always refused."""
+        raise DocumentError(self.read_only_reason)
+
+    async def edit_cell(self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None) -> str:
+        """Always refused."""
+        raise DocumentError(self.read_only_reason)
+
+    async def write_outputs(
+        self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
+    ) -> None:
+        """Always refused."""
+        raise DocumentError(self.read_only_reason)
+
+    async def close(self) -> None:
+        """Nothing to release."""

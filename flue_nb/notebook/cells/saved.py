@@ -12,10 +12,10 @@ import asyncio
 import inspect
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from flue_nb.notebook.cells.document import Document, DocumentError, NotebookCell
+from flue_nb.notebook.cells.document import Document, DocumentError, NotebookCell, ReadOnlyDocument
 
 __all__ = ["SavedDocument", "find_document", "notebook_path", "reset_document"]
 
@@ -24,8 +24,16 @@ LIVE_TIMEOUT = 5.0
 _RETRY_LIVE_AFTER = 60.0
 
 
-class SavedDocument:
+_READ_ONLY = (
+    "the notebook is known only from its saved file, which is read-only here: writing it would "
+    "fight the editor that has it open"
+)
+
+
+class SavedDocument(ReadOnlyDocument):
     """The saved `.ipynb`, read again whenever it changes on disk; it cannot be edited."""
+
+    read_only_reason = _READ_ONLY
 
     live = False
 
@@ -45,36 +53,6 @@ class SavedDocument:
         cells = _read(self.path)
         self._cached = (mtime, cells)
         return cells
-
-    async def insert_cell(
-        self,
-        source: str,
-        *,
-        kind: Literal["code", "markdown"] = "code",
-        after: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Always refused: the saved file is not the document the person sees."""
-        raise DocumentError(_READ_ONLY)
-
-    async def edit_cell(self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None) -> str:
-        """Always refused (see `insert_cell`)."""
-        raise DocumentError(_READ_ONLY)
-
-    async def write_outputs(
-        self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
-    ) -> None:
-        """Always refused (see `insert_cell`)."""
-        raise DocumentError(_READ_ONLY)
-
-    async def close(self) -> None:
-        """Nothing to release."""
-
-
-_READ_ONLY = (
-    "the notebook is known only from its saved file, which is read-only here: writing it would "
-    "fight the editor that has it open"
-)
 
 
 def _read(path: str) -> list[NotebookCell]:
