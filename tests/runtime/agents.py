@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -48,3 +49,15 @@ def session(agent: Any, *, sleeps: Sleeps | None = None, db: Any = ":memory:", *
     """A session on an in-memory store with instant sleeps."""
     settings = RunSettings(sleep=sleeps or Sleeps())
     return flue.init(agent, db=db, settings=settings, **kw)
+
+
+def wait_for_event(s: Any, type_: str, timeout: float = 10.0) -> Callable[[], None]:
+    """Block until the session emits an event of `type_` (returns a callable to wait)."""
+    seen = threading.Event()
+    stop = s.observe(lambda e: seen.set() if e.type == type_ else None)
+
+    def wait() -> None:
+        assert seen.wait(timeout), f"no {type_} event within {timeout}s"
+        stop()
+
+    return wait

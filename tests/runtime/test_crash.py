@@ -384,7 +384,8 @@ def _check_reads(t: Tally, where: str, d: Path, by_id: dict[str, Any]) -> None:
 
 def _check_hooks(d: Path, subs: list[Any], records: list[Record], *, slack: int = 0) -> list[str]:
     """Lifecycle callbacks ran once each: per submission that reached the model (agent_start),
-    per stored complete response (response_finish), per settled submission that ran (agent_finish)."""
+    per stored complete response (response_finish), per settled submission that did not join
+    another's response (agent_finish), whether it ran or was aborted before it could."""
     where, problems = d.name, []
     hooks = Counter(_lines(d / "hook_runs"))
     assistant = [r for r in _messages(records) if r.data["kind"] == "assistant"]
@@ -396,7 +397,7 @@ def _check_hooks(d: Path, subs: list[Any], records: list[Record], *, slack: int 
         problems.append(f"{where}: response_finish ran {hooks['response_finish']} times for {complete} responses")
     for s in subs:
         n = hooks[f"agent_finish:{s.id}"]
-        want = 1 if s.id in reached and s.joined_into is None else n
+        want = 1 if s.outcome is not None and s.joined_into is None else n
         if not want <= n <= max(want, 1) + slack or (slack == 0 and n > 1):
             problems.append(f"{where}: agent_finish ran {n} times for {s.id} ({s.outcome}), expected {want}")
     return problems

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
-from agents import session
+from agents import session, wait_for_event
 
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, fail, reply, tool_call
@@ -18,7 +19,7 @@ def ping() -> str:
     return "pong"
 
 
-def hooked(model, calls, *, raise_in=None):
+def hooked(model, calls, *, raise_in=None, tools=(ping,)):
     async def start():
         await asyncio.sleep(0)
         calls.append("agent_start")
@@ -42,7 +43,8 @@ def hooked(model, calls, *, raise_in=None):
     @flue.agent
     def hooks_agent():
         flue.use_model(model)
-        flue.use_tool(ping)
+        for t in tools:
+            flue.use_tool(t)
         flue.use_agent_start(start)
         flue.use_agent_finish(finish)
         flue.use_response_start(response_start)
@@ -103,3 +105,30 @@ def test_a_hook_needs_a_function():
 
     with pytest.raises(flue.ConfigError, match="use_agent_start"):
         session(bad).prompt("go")
+
+
+def test_agent_finish_runs_for_a_submission_aborted_before_it_ran():
+    """Once per settled submission (25.4), also one that never reached its agent function."""
+    calls: list = []
+    release = threading.Event()
+
+    @flue.tool
+    def wait() -> str:
+        """Wait."""
+        release.wait(10)
+        return "waited"
+
+    s = session(hooked(ScriptedModel([reply("", tool_call("wait")), reply("late")]), calls, tools=(wait,)))
+    started = wait_for_event(s, "tool_start")
+    live = s.dispatch("run")
+    started()
+    queued = s.dispatch("and this")
+    assert set(s.abort()) == {live.submission_id, queued.submission_id}
+    release.set()
+    for r in (live, queued):
+        with pytest.raises(flue.SubmissionAbortedError):
+            s.read(r, timeout=10)
+    finishes = [c for c in calls if isinstance(c, tuple) and c[0] == "agent_finish"]
+    assert [c[1] for c in finishes] == ["aborted", "aborted"]
+    assert calls.count("agent_start") == 1  # the queued one never started: only its finish ran
+    assert all(sub.joined_into is None for sub in s.submissions())

@@ -8,24 +8,12 @@ import threading
 import time
 
 import pytest
-from agents import Sleeps, make_agent, session
+from agents import Sleeps, make_agent, session, wait_for_event
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
 from flue_nb.runtime.messages import ToolResultMessage, UserMessage
 from flue_nb.runtime.store import Outcome, SubmissionState
-
-
-def wait_for_event(s, type_, timeout=10.0):
-    """Block until the session emits an event of `type_` (returns a callable to wait)."""
-    seen = threading.Event()
-    stop = s.observe(lambda e: seen.set() if e.type == type_ else None)
-
-    def wait():
-        assert seen.wait(timeout), f"no {type_} event within {timeout}s"
-        stop()
-
-    return wait
 
 
 def test_submissions_10_1_admission_commits_before_any_model_work():

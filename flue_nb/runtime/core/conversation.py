@@ -368,20 +368,19 @@ class Conversation:
             if sub.abort_requested:
                 self._load()
                 self._close_dangling(sid, "Aborted by the user before this tool call finished.")
-                return self._settle(sub, Outcome.ABORTED, error=SubmissionAbortedError("the submission was aborted"))
+                aborted = SubmissionAbortedError("the submission was aborted")
+                await self._finish_unrun(sid, agent, "aborted", aborted)
+                return self._settle(sub, Outcome.ABORTED, error=aborted)
             remaining = agent.timeout - (now - sub.started_at) if sub.started_at is not None else agent.timeout
             if remaining <= 0:
-                return self._fail_with(
-                    sub, SubmissionTimeoutError, f"the submission ran past its timeout of {agent.timeout:g} s"
-                )
+                message = f"the submission ran past its timeout of {agent.timeout:g} s"
+                await self._finish_unrun(sid, agent, "failed", SubmissionTimeoutError(message))
+                return self._fail_with(sub, SubmissionTimeoutError, message)
             if sub.attempts >= agent.max_attempts:
                 cause = f": {last_error.message}" if last_error else ""
-                return self._fail_with(
-                    sub,
-                    SubmissionRetryExhaustedError,
-                    f"the submission used all {agent.max_attempts} attempts{cause}",
-                    last_error,
-                )
+                message = f"the submission used all {agent.max_attempts} attempts{cause}"
+                await self._finish_unrun(sid, agent, "failed", SubmissionRetryExhaustedError(message))
+                return self._fail_with(sub, SubmissionRetryExhaustedError, message, last_error)
             attempt = sub.attempts + 1
             try:
                 # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
@@ -431,6 +430,13 @@ class Conversation:
             return self._apply(
                 sub, await finish(self._recorder(sid), sid, agent, decision, self.current_run, self.state)
             )
+
+    async def _finish_unrun(
+        self, sid: str, agent: AgentDef, kind: Literal["failed", "aborted"], error: FlueError
+    ) -> None:
+        """`use_agent_finish` for a submission settling before (another) attempt runs: aborted
+        while queued, out of time or attempts. It settles failed or aborted whatever they do."""
+        await finish(self._recorder(sid), sid, agent, Decision(kind, error=error), None, self.state)
 
     def _apply(self, sub: Submission, d: Decision) -> None:
         if d.kind == "completed":

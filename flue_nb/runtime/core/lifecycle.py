@@ -1,8 +1,10 @@
 """Lifecycle hooks run exactly once: each callback's completion is recorded like a durable step.
 
-The record commits after the callback returns, so a crash while one runs runs it again (as a
-durable tool's step would), and a callback that finished is never called again by the
-recovering owner: it gets the recorded value instead.
+The record commits after the callback returns, so a crash while one runs (or in the instant
+between its return and the commit) runs it again, as a durable tool's step would; a callback whose
+completion was recorded is never called again by the recovering owner: it gets the recorded value
+instead. `finish` also runs for a submission settled before it ran (aborted while queued): its
+agent is rendered to learn its callbacks.
 """
 
 from __future__ import annotations
