@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
-from flue_nb.runtime.agent.limits import BUDGET_KEYS, Limits
+from flue_nb.runtime.agent.limits import Limits
+from flue_nb.runtime.core.admitted import admitted_agent
 from flue_nb.runtime.core.failures import Decision, decide
 from flue_nb.runtime.core.lease import LeaseKeeper
 from flue_nb.runtime.core.lifecycle import finish
@@ -48,9 +49,6 @@ __all__ = ["Conversation"]
 
 
 log = logging.getLogger("flue_nb")
-
-PER_SUBMISSION = frozenset(("max_turns", *BUDGET_KEYS))
-"""Settings a message may bring for itself; they say nothing about which agent it was admitted with."""
 
 S = SubmissionState
 
@@ -328,29 +326,8 @@ class Conversation:
                 self.settled_event(joined.id).set()
 
     def _agent_for(self, sub: Submission) -> AgentDef:
-        """The agent `sub` was admitted with: this conversation's, unless its stored settings
-        differ from what this process admits with and `rebuild` can make theirs."""
-        stored = {k: v for k, v in (sub.settings or {}).items() if k not in PER_SUBMISSION}
-        current = {"agent": self.agent.name, **self.admission}
-        if not stored or stored == {k: v for k, v in current.items() if k not in PER_SUBMISSION}:
-            return self.agent
-        agent = None
-        if self.rebuild is not None:
-            try:
-                agent = self.rebuild(stored)
-            except FlueError as exc:
-                log.warning("flue_nb: cannot rebuild the agent of %s (%s)", sub.id, exc.message)
-        if agent is None:
-            self.bus.publish(
-                ev.Log(
-                    submission_id=sub.id,
-                    kind="settings_not_restored",
-                    message=f"runs with {current} instead of the settings it was admitted with, {stored}: "
-                    "they could not be rebuilt in this kernel",
-                )
-            )
-            return self.agent
-        return agent
+        """The agent `sub` was admitted with (see `admitted_agent`)."""
+        return admitted_agent(sub, self.agent, self.admission, self.rebuild, self.bus.publish)
 
     async def _run_submission(self, sub: Submission) -> None:
         sid = sub.id
