@@ -162,13 +162,18 @@ def test_the_kernels_interrupt_stops_a_chat_run_while_no_cell_runs_19_6(tmp_path
     assert "still works" in after.stdout
 
 
-def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(tmp_path: Path) -> None:
-    """Kernel B's message, run and answer appear in kernel A's chat, which ends idle with no queue."""
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Kernel B's message, run and answer appear in kernel A's chat, which ends idle with no queue;
+    on PostgreSQL kernel A's chat was woken by the server's notifications, on SQLite by its poll."""
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else "flue.sqlite"
     a = Kernel(tmp_path / "ja", tmp_path)
     b = Kernel(tmp_path / "jb", tmp_path)
     try:
         for k in (a, b):
-            k.ok(SETUP)
+            k.ok(SETUP + f"\n%config FlueMagics.db = {db!r}")
             k.ok("%flue chat --agent helper -c both")
             k.ok("w = open_widgets()[-1]")
         b.ok("w.send_message('from kernel B')")
@@ -181,9 +186,19 @@ def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(tmp_path:
                 "print(json.dumps([w.history, w.status]))"
             ).stdout
         )
+        woken = json.loads(
+            a.ok(
+                "store = w.session.store\n"
+                "print(json.dumps([type(w.follower._watch).__name__, getattr(getattr(store, '_listener', None), 'notified', 0)]))"
+            ).stdout
+        )
     finally:
         a.shutdown()
         b.shutdown()
+    if backend == "postgres":
+        assert woken[0] == "NotifyWatch" and woken[1] > 0, woken
+    else:
+        assert woken == ["PollWatch", 0], woken
     history, status = seen
     [block] = [blk for blk in history if blk["kind"] == "submission"]
     assert block["text"] == "from kernel B" and block["outcome"] == "completed", block

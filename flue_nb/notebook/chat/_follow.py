@@ -2,11 +2,12 @@
 
 The runtime's bus carries the events of runs in this process. A conversation open in two
 notebooks (two kernels on one store) also changes where this process cannot see it: the other
-kernel admits, runs and settles messages. `StoreFollower` polls the store cheaply (the records
-appended after the last one seen, and the unsettled submissions) a few times a second; when
-something changed that no event of this process explained, the chat is redrawn from the store
-(`Session.events()` rebuilds events from records) with a fresh status, so both views say the
-same and neither stays "working · 1 queued" for good.
+kernel admits, runs and settles messages. `StoreFollower` waits on the store's `watch` (a
+PostgreSQL notification, a half-second poll on SQLite; the follower does not know which) on a
+thread of its own, then looks cheaply (the records appended after the last one seen, and the
+unsettled submissions); when something changed that no event of this process explained, the
+chat is redrawn from the store (`Session.events()` rebuilds events from records) with a fresh
+status, so both views say the same and neither stays "working · 1 queued" for good.
 """
 
 from __future__ import annotations
@@ -14,26 +15,27 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from flue_nb.runtime.coordinator import coordinator
+from flue_nb.runtime.store import POLL_INTERVAL, PollWatch
 
-__all__ = ["POLL_INTERVAL", "StoreFollower"]
+__all__ = ["IDLE_LOOK", "POLL_INTERVAL", "StoreFollower"]
 
-POLL_INTERVAL = 0.5
-"""Seconds between two looks at the store (two indexed queries on SQLite or PostgreSQL)."""
+IDLE_LOOK = 5.0
+"""Seconds after which a chat looks even though nothing was announced: what no write announces
+(a kernel that died holding the lease) still shows within this time."""
 
 
 class StoreFollower:
-    """Polls the conversation's store for changes made by other processes; redraws the chat."""
+    """Follows the conversation's store for changes made by other processes; redraws the chat."""
 
     def __init__(
         self,
         widget: Any,
         *,
-        interval: float = POLL_INTERVAL,
+        idle: float = IDLE_LOOK,
         baseline: tuple[int, tuple[tuple[str, str], ...]] | None = None,
     ) -> None:
         self.widget = widget
-        self.interval = interval
+        self.idle = idle
         self.redraws = 0
         """How many times the store showed a change from elsewhere (for tests)."""
         # What the chat was drawn from (`snapshot` taken before the draw): the first look compares
@@ -43,8 +45,13 @@ class StoreFollower:
         self._own = False
         self._lock = threading.Lock()
         self._stopped = False
-        self._handle: Any = None
-        self._schedule()
+        session = widget.session
+        try:
+            self._watch: Any = session.store.watch(session.conversation_id)
+        except Exception:  # noqa: BLE001 - a store that cannot watch is looked at twice a second
+            self._watch = PollWatch()
+        self._thread = threading.Thread(target=self._run, name="flue-chat-follow", daemon=True)
+        self._thread.start()
 
     @staticmethod
     def snapshot(session: Any) -> tuple[int, tuple[tuple[str, str], ...]]:
@@ -59,32 +66,22 @@ class StoreFollower:
             self._own = True
 
     def stop(self) -> None:
-        """Stop polling (the chat closed)."""
+        """Stop following (the chat closed)."""
         with self._lock:
             self._stopped = True
-            handle, self._handle = self._handle, None
-        if handle is not None:
-            coordinator().loop.call_soon_threadsafe(handle.cancel)
+        self._watch.close()
 
-    def _schedule(self) -> None:
-        co = coordinator()
-
-        def arm() -> None:
-            with self._lock:
-                if not self._stopped:
-                    self._handle = co.loop.call_later(self.interval, self._tick)
-
-        co.call(arm)
-
-    def _tick(self) -> None:
-        try:
-            if self._changed_elsewhere():
-                self.redraws += 1
-                self.widget.redraw_from_store()
-        except Exception:  # noqa: BLE001 - a store hiccup must not stop the chat; look again later
-            pass
-        finally:
-            self._schedule()
+    def _run(self) -> None:
+        while not self._stopped:
+            self._watch.wait(self.idle)
+            if self._stopped:
+                return
+            try:
+                if self._changed_elsewhere():
+                    self.redraws += 1
+                    self.widget.redraw_from_store()
+            except Exception:  # noqa: BLE001 - a store hiccup must not stop the chat; look again later
+                pass
 
     def _changed_elsewhere(self) -> bool:
         session = self.widget.session

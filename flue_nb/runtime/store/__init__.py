@@ -6,6 +6,10 @@ implementation, `db=":memory:"` gives a private in-memory one for tests, and `Po
 transaction: what it returns has been committed. Leases are measured by the store's own clock
 alone (the lease calls take no `now`; the other `now` arguments date what is written).
 Both backends are one `SQLStore` (_sql.py) over a dialect each.
+
+A view follows a conversation with `watch`: on PostgreSQL every write transaction sends a
+notification (LISTEN/NOTIFY, _pg_listen.py) and a `Watch` wakes when one arrives; SQLite has no
+such thing, so its `Watch` wakes every half second (a cheap look at the newest records).
 """
 
 from __future__ import annotations
@@ -15,15 +19,20 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, Protocol
 
+from flue_nb.runtime.store._watch import POLL_INTERVAL, PollWatch
+
 __all__ = [
+    "POLL_INTERVAL",
     "ConversationSummary",
     "Outcome",
+    "PollWatch",
     "Record",
     "RecordKind",
     "Store",
     "Submission",
     "SubmissionState",
     "SubmissionUpdate",
+    "Watch",
 ]
 
 
@@ -124,6 +133,22 @@ class SubmissionUpdate:
     expect: Sequence[SubmissionState] = ()
     fields: dict[str, Any] = field(default_factory=dict)
     """Column values to set, e.g. {"state": SubmissionState.JOINED, "joined_into": "s1"}."""
+
+
+class Watch(Protocol):
+    """Something to wait on until a conversation may have changed (`Store.watch`)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block until the conversation may have changed, at most `timeout` s: True if it may have.
+
+        False means nothing announced a change; a caller still looks now and then for what no
+        write announces (a lease running out). True may be a false alarm: look, and compare.
+        """
+        ...
+
+    def close(self) -> None:
+        """Stop watching (a `wait` in another thread returns at once)."""
+        ...
 
 
 class Store(Protocol):
@@ -280,6 +305,12 @@ class Store(Protocol):
 
     def blob(self, digest: str) -> bytes | None:
         """The bytes kept under `digest`, or None."""
+        ...
+
+    # following a conversation from another process
+    def watch(self, conversation_id: str) -> Watch:
+        """A `Watch` that wakes when the conversation may have changed (records, submissions,
+        its lease): notified on PostgreSQL, a short poll on SQLite."""
         ...
 
     def close(self) -> None:

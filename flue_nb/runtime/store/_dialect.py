@@ -39,6 +39,9 @@ class Dialect:
     row_lock: str
     """What a SELECT adds to lock the rows it reads until commit ("" where a write transaction
     already excludes every other writer, as SQLite's `BEGIN IMMEDIATE` does)."""
+    notify: str = ""
+    """A statement announcing, at commit, that the conversation `?` changed ("" where the engine
+    cannot tell other processes: they poll)."""
 
     def sql(self, statement: str) -> str:
         """`statement` with this engine's placeholders."""

@@ -12,10 +12,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from flue_nb.runtime.errors import StoreError
-from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState, SubmissionUpdate, Watch
 from flue_nb.runtime.store._dialect import Dialect, Tx
 from flue_nb.runtime.store._rows import BLOB_CHUNK, RECORD_KINDS, SETTLED, dump_json, load_json
 from flue_nb.runtime.store._sql_base import SQLBase
+from flue_nb.runtime.store._watch import PollWatch
 
 __all__ = ["Dialect", "SQLStore", "Tx"]
 
@@ -61,6 +62,7 @@ class SQLStore(SQLBase):
                 (submission_id, key, encoded, SubmissionState.QUEUED.value, now, settings_json),
             )
             assert row is not None
+            self._changed(tx, key)
             return self._submission(row)
 
         return self._run(tx, write=True)
@@ -98,9 +100,11 @@ class SQLStore(SQLBase):
         expected = tuple(expect)
 
         def tx(tx: Tx) -> bool:
-            if not self._fence_submission(tx, submission_id, owner):
+            key = self._fence_submission(tx, submission_id, owner)
+            if key is None or not self._apply_update(tx, submission_id, expected, encoded):
                 return False
-            return self._apply_update(tx, submission_id, expected, encoded)
+            self._changed(tx, key)
+            return True
 
         return self._run(tx, write=True)
 
@@ -164,6 +168,7 @@ class SQLStore(SQLBase):
             for jid, _ in sorted(joined, key=lambda r: r[1]):
                 tx.run(insert, (key, jid, joined_data, now))
             tx.run(insert, (key, submission_id, data, now))
+            self._changed(tx, key)
             return True
 
         return self._run(tx, write=True)
@@ -177,6 +182,8 @@ class SQLStore(SQLBase):
                 "UPDATE submissions SET abort_requested = ? WHERE conversation_id = ? AND state <> ? RETURNING id, seq",
                 (True, key, SETTLED),
             )
+            if rows:
+                self._changed(tx, key)
             return [sid for sid, _ in sorted(rows, key=lambda r: r[1])]
 
         return self._run(tx, write=True)
@@ -251,6 +258,8 @@ class SQLStore(SQLBase):
                     )
                 # Decode what was stored so the caller gets a copy, not its own dict back.
                 out.append(Record(row[0], conversation_id, submission_id, kind, load_json(text), float(now)))
+            if out or planned:
+                self._changed(tx, key)
             return out
 
         return self._run(tx, write=True)
@@ -287,6 +296,10 @@ class SQLStore(SQLBase):
             write=False,
         )
         return {name: load_json(v) for name, v in rows}
+
+    def watch(self, conversation_id: str) -> Watch:
+        """A `Watch` on the conversation: a short poll here (PostgreSQL's is notified)."""
+        return PollWatch()
 
     # -- partial responses (contract 11.2) ----------------------------------------------------------
 

@@ -87,6 +87,12 @@ class SQLBase:
         if self.dialect.row_lock:
             tx.run(f"SELECT 1 FROM conversations WHERE id = ?{self.dialect.row_lock}", (key,))
 
+    def _changed(self, tx: Tx, key: str) -> None:
+        """Announce at commit that conversation `key` changed (PostgreSQL's NOTIFY; a watch on
+        SQLite polls instead). Never sent for a write that rolls back."""
+        if self.dialect.notify:
+            tx.run(self.dialect.notify, (key,))
+
     def _fence(self, tx: Tx, key: str, owner: str) -> None:
         """Lock the conversation and raise `SessionBusyError` unless `owner` holds its lease.
 
@@ -105,14 +111,14 @@ class SQLBase:
                 holder=holder,
             )
 
-    def _fence_submission(self, tx: Tx, submission_id: str, owner: str | None) -> bool:
-        """Fence on the lease of the submission's conversation; False if the submission is unknown."""
+    def _fence_submission(self, tx: Tx, submission_id: str, owner: str | None) -> str | None:
+        """Fence on the lease of the submission's conversation; its stored id, None if unknown."""
         row = tx.one("SELECT conversation_id FROM submissions WHERE id = ?", (submission_id,))
         if row is None:
-            return False
+            return None
         if owner is not None:
             self._fence(tx, row[0], owner)
-        return True
+        return str(row[0])
 
     def _encode(self, fields: dict[str, Any]) -> list[tuple[str, Any]]:
         d = self.dialect
@@ -199,6 +205,8 @@ class SQLBase:
                 " RETURNING 1",
                 (owner, ttl, key, owner, owner if replacing is None else replacing),
             )
+            if row is not None:
+                self._changed(tx, key)
             return row is not None
 
         return self._run(tx, write=True)
@@ -230,13 +238,16 @@ class SQLBase:
     def release_lease(self, conversation_id: str, owner: str) -> None:
         """Give ownership up (no-op if not ours)."""
         key = self._key(conversation_id)
-        self._run(
-            lambda tx: tx.run(
-                "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL WHERE id = ? AND lease_owner = ?",
+
+        def tx(tx: Tx) -> None:
+            if tx.run(
+                "UPDATE conversations SET lease_owner = NULL, lease_expires = NULL"
+                " WHERE id = ? AND lease_owner = ? RETURNING 1",
                 (key, owner),
-            ),
-            write=True,
-        )
+            ):
+                self._changed(tx, key)
+
+        self._run(tx, write=True)
 
     def lease(self, conversation_id: str) -> tuple[str, float] | None:
         """Current (owner, expires_at by the database's clock), expired or not; None if free."""

@@ -12,6 +12,9 @@ The same contract as `SQLiteStore`, with what a shared server needs on top:
   forever). A connection the server dropped is re-established, and the transaction is retried
   when it provably did not commit (it failed before `COMMIT` was sent); otherwise, or when the
   server stays away past `reconnect_timeout`, the call raises `StoreError`.
+- **Notified views.** Every write transaction notifies `flue_changes` with the conversation's
+  stored id; `watch()` wakes on those notifications (one LISTEN connection per store, opened on
+  first use, _pg_listen.py) and falls back to a short poll while that connection is down.
 - **Per-user conversation ids.** A conversation id is stored under the user's name
   (`JUPYTERHUB_USER`, else the OS user) unless it names a namespace (`team:weekly-report`); the
   caller always sees the id it passed. This is convention: a database role per user is the
@@ -26,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from flue_nb.runtime.store import Watch
 from flue_nb.runtime.store._pg_conn import PgConnection
+from flue_nb.runtime.store._pg_listen import CHANNEL, Listener, listen_connection
 from flue_nb.runtime.store._pg_schema import NOW, SCHEMA, migrate
 from flue_nb.runtime.store._sql import Dialect, SQLStore, Tx
 from flue_nb.runtime.store.url import mask_url, namespace_of, scoped_user
@@ -43,6 +48,7 @@ POSTGRES = Dialect(
     json_out="{}::text",
     text_as_json=True,
     row_lock=" FOR UPDATE",
+    notify=f"SELECT pg_notify('{CHANNEL}', ?)",
 )
 """JSON columns are `json`; free text is a JSON string (NUL-safe); every write locks its
 conversation's row first, the one lock order that makes commit order `seq` order."""
@@ -90,6 +96,7 @@ class PostgresStore(SQLStore):
             reconnect_timeout=reconnect_timeout,
         )
         self._db.open(lambda conn: migrate(conn, self.url))
+        self._listener: Listener | None = None
 
     dialect = POSTGRES
 
@@ -99,8 +106,17 @@ class PostgresStore(SQLStore):
         # One kind of transaction: writes take row locks (`Dialect.row_lock`) as they go.
         return self._db.call(lambda conn: fn(Tx(conn, POSTGRES)))
 
+    def watch(self, conversation_id: str) -> Watch:
+        """A `Watch` woken by the server's notifications about this conversation."""
+        if self._listener is None:
+            url, timeout = self._url, self.connect_timeout
+            self._listener = Listener(lambda: listen_connection(url, timeout))
+        return self._listener.watch(self._key(conversation_id))
+
     def close(self) -> None:
         """Release the connection (idempotent); later calls raise `StoreError`."""
+        if self._listener is not None:
+            self._listener.close()
         self._db.close()
 
     def __enter__(self) -> PostgresStore:
