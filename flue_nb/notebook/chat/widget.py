@@ -9,7 +9,8 @@ Synced traits (snake_case, plain JSON, shapes in `chat._wire`): `history` (settl
 submissions), `live` (queued and running ones), `status` (the gauge and the queue), `images`
 (data URLs of the figures tool cards show, by digest), `mode` (`chat`, or `cell` for one
 `%%flue` cell's submission), `title`, and `vendor` (the shared model with the front end's
-libraries, `chat._vendor`). The browser sends three messages: `send` (a new message, admitted
+libraries, `chat._vendor`), and `holding` (an outside call holding the kernel's main thread,
+which Stop then interrupts by the control channel, `serve._stop`). The browser sends three messages: `send` (a new message, admitted
 with `Session.dispatch`), `stop` (`Session.abort`, the same durable path as the kernel's stop
 button) and `approve` (the answer to a tool card under the `ask` policy).
 """
@@ -94,6 +95,9 @@ class ChatWidget(anywidget.AnyWidget):
     the optimistic echo drawn at once (a user cell may hold the kernel) finds its message here."""
     error = traitlets.Unicode("").tag(sync=True)
     """A problem the last browser request ran into (a message not accepted), shown once."""
+    holding = traitlets.Unicode("").tag(sync=True)
+    """The call id of an outside call (`%flue serve`) of this conversation whose code holds the
+    kernel's main thread now, else "": Stop then goes by the control channel (`serve._stop`)."""
     images = traitlets.Dict().tag(sync=True)
     """Digest → data URL of every image a tool card of this view shows."""
     vendor = traitlets.Instance(Vendor, allow_none=True).tag(sync=True, **widget_serialization)
@@ -357,6 +361,11 @@ class ChatWidget(anywidget.AnyWidget):
             return None
         self.error = ""
         return receipt
+
+    def show_holding(self, call_id: str) -> None:
+        """Say which outside call holds the kernel's main thread ("" once none does); any thread."""
+        if self.comm is not None and self.holding != call_id:
+            self.holding = call_id
 
     def stop(self) -> list[str]:
         """Abort every unsettled submission of the conversation durably (contract 11.5)."""

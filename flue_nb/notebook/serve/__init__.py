@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import json
 import os
 import secrets
@@ -22,10 +23,10 @@ from typing import Any
 
 from flue_nb.notebook.kernel.sandbox import KernelSandbox
 from flue_nb.notebook.serve._calls import CallOutcome, Recorder
-from flue_nb.notebook.serve._main_thread import MainThread
+from flue_nb.notebook.serve._main_thread import CALL, MainThread
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.tools.approval import ApprovalPolicy
-from flue_nb.runtime.tools.tool import Tool
+from flue_nb.runtime.tools.tool import Tool, ToolContext, call_run
 
 __all__ = ["Served", "ServeStatus", "current", "serve", "stop"]
 
@@ -73,7 +74,21 @@ class _Offered(KernelSandbox):
                 if unknown:
                     raise ConfigError(f"--tools names unknown tools {unknown}; this kernel offers {known}")
                 self._offered = [t for t in everything if t.name in self._names]
+            self._offered = [_marked(t) for t in self._offered]
         return self._offered
+
+
+def _marked(tool: Tool) -> Tool:
+    """`tool`, telling the main-thread runner which call (and conversation) its code is for."""
+
+    async def run(args: Any, ctx: ToolContext) -> Any:
+        token = CALL.set((ctx.call_id, ctx.conversation_id))
+        try:
+            return await call_run(tool, args, ctx)
+        finally:
+            CALL.reset(token)
+
+    return dataclasses.replace(tool, run=run)
 
 
 class Served:
@@ -237,6 +252,10 @@ def serve(
     served = Served(endpoint, recorder, token, approval)
     with _lock:
         _current = served
+    if isinstance(sandbox._runner, MainThread):
+        from flue_nb.notebook.serve import _stop
+
+        _stop.install(recorder)  # the chat's Stop reaches a call holding the main thread
     _remember(workdir, endpoint.port)
     return served
 

@@ -112,6 +112,11 @@ class Recorder:
                 self._sessions[cid] = self._open(cid, self._agent())
             return self._sessions[cid]
 
+    def session_of(self, conversation_id: str) -> Any:
+        """The open session recording `conversation_id`, if calls were recorded there."""
+        with self._lock:
+            return self._sessions.get(conversation_id)
+
     def conversations(self) -> list[str]:
         """The conversations calls were recorded in so far."""
         with self._lock:

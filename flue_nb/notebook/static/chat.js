@@ -32,7 +32,7 @@
  *   usage: { input?: number, output?: number, cache_read?: number, cache_write?: number },
  *   cost: string, cost_note: string, cache_share: number | null }} Status
  * @typedef {{ history: Block[], live: Block[], status: Status, images: Record<string, string>,
- *   mode: "chat" | "cell", title: string, interactive: boolean, error: string,
+ *   mode: "chat" | "cell", title: string, interactive: boolean, error: string, holding: string,
  *   vendor: string | null }} Model
  * @typedef {{ marked: any, DOMPurify: any, hljs: any, katex: any }} Libs
  */
@@ -397,6 +397,53 @@ function loadLibs(model) {
   return LOADED.get(id);
 }
 
+// --- Stop for an outside call holding the kernel's main thread ----------------------------------
+
+const STOP_WAIT_MS = 3000;
+const USE_INTERRUPT = "An outside call holds the kernel and this page cannot reach the kernel's control channel: " +
+  "stop it with the kernel's interrupt (■); Stop takes effect once the kernel is free.";
+
+/** The kernel connection of the page's widget manager (JupyterLab, Notebook 7, Voilà), if any. */
+function controlChannel(model) {
+  const kernel = model.widget_manager && model.widget_manager.kernel;
+  return kernel && typeof kernel.sendControlMessage === "function" ? kernel : null;
+}
+
+function messageId() {
+  const c = globalThis.crypto;
+  return c && typeof c.randomUUID === "function" ? c.randomUUID()
+    : `flue-${Date.now().toString(16)}-${Math.random().toString(16).slice(2)}`;
+}
+
+/**
+ * Ask the kernel, on its control channel (served off the main thread the call holds), to stop
+ * the outside call `callId` (flue_nb/notebook/serve/_stop.py).
+ * @returns {Promise<"stopped" | "ended" | "unreachable">}
+ */
+export function stopHeldCall(model, callId) {
+  const kernel = controlChannel(model);
+  if (!kernel) return Promise.resolve("unreachable");
+  const msg = {
+    channel: "control", parent_header: {}, metadata: {}, content: { call_id: callId }, buffers: [],
+    header: { msg_id: messageId(), msg_type: "flue_stop_request", session: kernel.clientId || "",
+      username: kernel.username || "", date: new Date().toISOString(), version: "5.3" },
+  };
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve("unreachable"), STOP_WAIT_MS);
+    try {
+      const future = kernel.sendControlMessage(msg, true, true);
+      future.onReply = (reply) => {
+        clearTimeout(timer);
+        resolve(reply && reply.content && reply.content.stopped ? "stopped" : "ended");
+      };
+      if (future.done && future.done.catch) future.done.catch(() => {});
+    } catch (e) {
+      clearTimeout(timer);
+      resolve("unreachable");
+    }
+  });
+}
+
 // --- the widget -------------------------------------------------------------------------------
 
 /** @type {import("@anywidget/types").Render<Model>} */
@@ -445,7 +492,15 @@ async function render({ model, el }) {
       b.parentElement.querySelectorAll("button").forEach((x) => { x.disabled = true; });
     }
   });
-  $(".flue-stop").addEventListener("click", () => model.send({ type: "stop" }));
+  $(".flue-stop").addEventListener("click", async () => {
+    const held = model.get("holding");
+    if (!held) { model.send({ type: "stop" }); return; }
+    // The `stop` message would wait for the main thread the call holds: go by the control
+    // channel; the kernel stops the call (and aborts the conversation) only if it still runs.
+    const how = await stopHeldCall(model, held);
+    if (how !== "stopped") model.send({ type: "stop" }); // ended meanwhile, or no control channel
+    $(".flue-error").textContent = how === "unreachable" ? USE_INTERRUPT : "";
+  });
   const ta = $("textarea");
   const send = () => {
     const text = ta.value.trim();
@@ -531,7 +586,8 @@ async function render({ model, el }) {
     $(".flue-stop").disabled = !running && !queued;
     $(".flue-stop").style.display = interactive ? "" : "none";
     // A blocking cell keeps the kernel busy: the kernel's own stop button is the way to stop it.
-    $(".flue-hint").textContent = !interactive && running ? "stop with the kernel's interrupt (■)" : "";
+    $(".flue-hint").textContent = !interactive && running ? "stop with the kernel's interrupt (■)"
+      : model.get("holding") && !controlChannel(model) ? "an outside call holds the kernel: stop it with the kernel's interrupt (■)" : "";
     $(".flue-gaugebox").innerHTML = gauge(st);
   };
   const drawError = () => {
@@ -544,7 +600,7 @@ async function render({ model, el }) {
     for (const w of root.querySelectorAll(".flue-wait")) w.textContent = fmtWait(Date.now() / 1000 - Number(w.dataset.since));
   }, 1000);
   const events = [["change:history", onHistory], ["change:live", onLive], ["change:status", drawStatus],
-    ["change:error", drawError], ["change:mode", onHistory], ["change:interactive", onHistory], ["change:images", onHistory]];
+    ["change:error", drawError], ["change:holding", drawStatus], ["change:mode", onHistory], ["change:interactive", onHistory], ["change:images", onHistory]];
   for (const [name, fn] of events) model.on(name, fn);
   draw("all"); drawStatus(); drawError();
   requestAnimationFrame(stick); // start at the newest message once the view is laid out
