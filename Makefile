@@ -32,4 +32,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-browser .venv-live .pytest_cache build dist
+	rm -rf $(VENV) .venv-browser .venv-live .mcp-servers .pytest_cache build dist

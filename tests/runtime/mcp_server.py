@@ -150,8 +150,9 @@ async def remember(note: str) -> str:
 async def recall() -> str:
     """The notes, as JSON (read-only: safe to run beside other calls)."""
     path = os.environ["MCP_TEST_STATE"]
-    await anyio.sleep(0.2)
-    return open(path).read() if os.path.exists(path) else "[]"
+    text = open(path).read() if os.path.exists(path) else "[]"
+    await anyio.sleep(0.2)  # read first: a read run beside a write misses it
+    return text
 
 
 @app.tool()

@@ -222,6 +222,16 @@ def test_writes_to_one_stdio_server_in_one_batch_run_one_after_another(tmp_path)
     assert json.loads(results(model.requests[2])[-1].content) == [f"n{i}" for i in range(16)]
 
 
+def test_a_read_made_after_a_write_in_one_batch_sees_the_write(tmp_path):
+    # Read-only calls overlap one another, never a write made before them (the reference memory
+    # server's read_graph after create_entities in one batch read the graph before it).
+    state = tmp_path / "notes.json"
+    batch = [tool_call("mcp__calc__remember", note="a"), tool_call("mcp__calc__recall"), tool_call("mcp__calc__recall")]
+    model = ScriptedModel([reply("", *batch), reply("kept")])
+    session(calc_agent(model, env={"MCP_TEST_STATE": str(state)})).prompt("note")
+    assert [r.content for r in results(model.requests[1])] == ["1 notes", '["a"]', '["a"]']
+
+
 def test_read_only_tools_of_a_stdio_server_may_run_beside_each_other(tmp_path):
     from flue_nb.runtime.tools.mcp import McpTool
 

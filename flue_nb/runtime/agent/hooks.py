@@ -232,8 +232,8 @@ def use_mcp(
         call_timeout: Seconds one tool call may take (default 300); then it is cancelled and
             the model gets an error result. None: no limit (abort still stops a call).
 
-    A stdio server's calls that the server does not mark read-only (`readOnlyHint`) run one at
-    a time, in the order the model made them; tools that require task-augmented execution are
+    A stdio server's calls that the server does not mark read-only (`readOnlyHint`) run alone,
+    in the order the model made them (read-only ones overlap one another, never a write); tools that require task-augmented execution are
     not mounted; progress the server reports reaches observers as `ToolUpdate` events.
     """
     frame = _current("use_mcp")

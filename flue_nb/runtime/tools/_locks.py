@@ -1,4 +1,5 @@
-"""Per-path locks that serialise `write` and `edit` on one file (contract 4.4).
+"""Per-path locks that serialise `write` and `edit` on one file (contract 4.4), and the ordered
+read/write gate of one MCP server's calls.
 
 Calls of one batch run concurrently; two mutations of the same file must not interleave their
 read → replace → write, or one edit would be silently lost. The key is the lexically normalised
@@ -13,7 +14,7 @@ import posixpath
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-__all__ = ["PathLocks"]
+__all__ = ["OrderedGate", "PathLocks"]
 
 
 class _Entry:
@@ -55,3 +56,48 @@ class PathLocks:
             entry.users -= 1
             if entry.users == 0:
                 del self._entries[key]
+
+
+class OrderedGate:
+    """Calls granted in arrival order: reads overlap one another, a write runs alone.
+
+    A write waits for every call that arrived before it; every call that arrives after a write
+    waits for that write. So a batch `write a, read a` reads what was written, while a batch of
+    reads runs at once.
+    """
+
+    def __init__(self) -> None:
+        self._write: asyncio.Future[None] | None = None
+        """The last write that arrived (done when it finished)."""
+        self._reads: list[asyncio.Future[None]] = []
+        """Reads that arrived after it."""
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[None]:
+        """Run the block once every earlier write has finished."""
+        before = self._write
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reads.append(mine)
+        try:
+            if before is not None and not before.done():
+                await asyncio.wait({before})
+            yield
+        finally:
+            mine.set_result(None)
+            if mine in self._reads:
+                self._reads.remove(mine)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[None]:
+        """Run the block alone, once every earlier call has finished."""
+        before = {f for f in (self._write, *self._reads) if f is not None and not f.done()}
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._write, self._reads = mine, []
+        try:
+            if before:
+                await asyncio.wait(before)
+            yield
+        finally:
+            mine.set_result(None)
+            if self._write is mine:
+                self._write = None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from flue_nb.runtime._redact import redact, register_env, register_headers
 from flue_nb.runtime.errors import McpConnectionError
+from flue_nb.runtime.tools._locks import OrderedGate
 from flue_nb.runtime.tools._mcp_sdk import (
     describe,
     import_sdk,
@@ -82,9 +83,10 @@ class Connection:
         """The last connect failed by running out of time (so retrying it costs that time again)."""
         self.noise = 0
         """Lines the server wrote to stdout that are not JSON-RPC (ignored)."""
-        self.call_lock = asyncio.Lock()
-        """Held by calls that must not run beside another call of this server (a stdio server's
-        tools that are not read-only: one process, often one state file)."""
+        self.gate = OrderedGate()
+        """A stdio server's calls pass it in the order they were made: its read-only tools'
+        calls overlap one another, any other call runs alone (one process, often one state
+        file), and a read made after a write sees what the write did."""
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task[None] | None = None

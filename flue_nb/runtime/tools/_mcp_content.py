@@ -17,6 +17,7 @@ from flue_nb.runtime.tools.tool import ToolOutput
 __all__ = ["drop_bad_ancillary_chunks", "to_output", "validate"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_TEXT_MIMES = frozenset({"application/json", "application/xml", "application/yaml", "application/x-yaml"})
 
 
 def validate(schema: dict[str, Any], arguments: dict[str, Any], name: str) -> str | None:
@@ -64,13 +65,7 @@ def to_output(result: Any, server: str, remote: str) -> ToolOutput:
         elif kind == "audio":
             texts.append(f"[audio: {block.mime_type}, not shown]")
         elif kind == "resource":
-            res = block.resource
-            text = getattr(res, "text", None)
-            texts.append(
-                text
-                if text is not None
-                else f"[resource {res.uri}: {getattr(res, 'mime_type', None) or 'binary'}, not shown]"
-            )
+            texts.append(_resource(block.resource))
         elif kind == "resource_link":
             texts.append(
                 f"[resource link: {block.uri}" + (f" — {block.description}" if block.description else "") + "]"
@@ -81,6 +76,21 @@ def to_output(result: Any, server: str, remote: str) -> ToolOutput:
         texts.append(json.dumps(result.structured_content, default=str))
     details: dict[str, Any] = {"mcp": {"server": server, "tool": remote}}
     return ToolOutput("\n".join(texts), is_error=bool(result.is_error), details=details, images=images)
+
+
+def _resource(res: Any) -> str:
+    """An embedded resource as text: its text, a text blob decoded, else a line naming it."""
+    text = getattr(res, "text", None)
+    if text is not None:
+        return str(text)
+    mime = getattr(res, "mime_type", None) or "binary"
+    # A blob of a text type is text sent base64 (server-everything's own "Blob" resources).
+    if mime.startswith("text/") or mime in _TEXT_MIMES:
+        try:
+            return base64.b64decode(getattr(res, "blob", "") or "", validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return f"[resource {res.uri}: {mime}, not shown]"
 
 
 def _image(data: bytes, label: str) -> ImagePart:

@@ -112,8 +112,9 @@ class McpTool(Tool):
     schema: dict[str, Any] = field(default_factory=dict)
     concurrent: bool = True
     """Whether a call may run beside other calls of the same server: False for a stdio server's
-    tools the server does not mark read-only (`readOnlyHint`), whose calls run one at a time
-    (a stdio server is one process, often with one state file it rewrites at every call)."""
+    tools the server does not mark read-only (`readOnlyHint`), whose calls run alone, after the
+    calls made before them and before those made after them (a stdio server is one process,
+    often with one state file it rewrites at every call)."""
 
     def spec(self) -> ToolSpec:
         """The server's name, description and schema, as the model sees them."""
@@ -326,9 +327,11 @@ async def _call(
     server: McpServer, remote: str, arguments: dict[str, Any], ctx: ToolContext, concurrent: bool
 ) -> ToolOutput:
     conn = _connection(server)
-    if concurrent:
+    if server.command is None:
         return await _call_once(conn, remote, arguments, ctx)
-    async with conn.call_lock:  # FIFO: the calls of one batch run in the order the model made them
+    # In the order the model made them: reads beside reads, a write alone (a read made after a
+    # write in one batch would otherwise see the state before it: the memory server's read_graph).
+    async with conn.gate.read() if concurrent else conn.gate.write():
         return await _call_once(conn, remote, arguments, ctx)
 
 
