@@ -64,4 +64,29 @@ assert.doesNotMatch(denied, /flue-tool-error/);
 assert.match(denied, /denied by the approval policy/);
 
 assert.equal(chat.fmtWait(75), "1 min 15 s");
+
+// Stop on an outside call holding the kernel's main thread: a control-channel request naming it.
+assert.equal(await chat.stopHeldCall({ widget_manager: {} }, "mcp_1"), "unreachable");
+const sent = [];
+const kernel = (stopped) => ({
+  clientId: "client-1",
+  username: "me",
+  sendControlMessage(msg, expectReply) {
+    sent.push([msg, expectReply]);
+    const future = { done: Promise.resolve() };
+    setTimeout(() => future.onReply({ content: { status: "ok", stopped } }), 5);
+    return future;
+  },
+});
+assert.equal(await chat.stopHeldCall({ widget_manager: { kernel: kernel(true) } }, "mcp_2"), "stopped");
+const [msg, expectReply] = sent[0];
+assert.equal(expectReply, true);
+assert.equal(msg.channel, "control");
+assert.equal(msg.header.msg_type, "flue_stop_request");
+assert.equal(msg.header.session, "client-1");
+assert.ok(msg.header.msg_id);
+assert.deepEqual(msg.content, { call_id: "mcp_2" });
+assert.equal(await chat.stopHeldCall({ widget_manager: { kernel: kernel(false) } }, "mcp_3"), "ended");
+const throwing = { sendControlMessage() { throw new Error("kernel is dead"); } };
+assert.equal(await chat.stopHeldCall({ widget_manager: { kernel: throwing } }, "mcp_4"), "unreachable");
 console.log("ok");
