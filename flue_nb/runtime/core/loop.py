@@ -7,17 +7,12 @@ the event callback. The loop ends at an answer without tool calls.
 
 from __future__ import annotations
 
-import asyncio
-import random
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.agent.framework import (
-    TaskInput,
     activate_skill_tool,
     assemble_tools,
     read_skill_resource_tool,
@@ -29,74 +24,32 @@ from flue_nb.runtime.agent.prompt import compose_system, describe_environment, d
 from flue_nb.runtime.agent.skills import Skill, discover_workspace_skills
 from flue_nb.runtime.core.budget import Budget
 from flue_nb.runtime.core.compact_run import CompactionJob, compact_window
-from flue_nb.runtime.core.delegation import scoped
 from flue_nb.runtime.core.lifecycle import Lifecycle
-from flue_nb.runtime.core.task_record import TaskRecorder, step_responses
+from flue_nb.runtime.core.model_call import ModelCalls, refusal_error
+from flue_nb.runtime.core.run_settings import RunSettings
+from flue_nb.runtime.core.subagent_task import MAX_DEPTH, SubagentTasks
+from flue_nb.runtime.core.task_record import step_responses
+from flue_nb.runtime.core.tool_calls import ToolCalls
 from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
-from flue_nb.runtime.errors import (
-    ContextOverflowError,
-    DelegationDepthExceededError,
-    ModelRefusedError,
-    ProviderError,
-    SubmissionAbortedError,
-    TurnLimitExceededError,
-)
-from flue_nb.runtime.events import CompactionReason, Emit, ErrorInfo, ToolCallInfo
-from flue_nb.runtime.images import cap_images
-from flue_nb.runtime.messages import AssistantMessage, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
-from flue_nb.runtime.providers.model import (
-    Model,
-    ModelRequest,
-    ResponseDone,
-    TextChunk,
-    ThinkingChunk,
-    ToolCallDelta,
-    provider_of,
-)
+from flue_nb.runtime.errors import ContextOverflowError, TurnLimitExceededError
+from flue_nb.runtime.events import CompactionReason, Emit
+from flue_nb.runtime.messages import AssistantMessage, Message, UserMessage
+from flue_nb.runtime.providers.model import Model, ModelRequest
 from flue_nb.runtime.sandbox import Sandbox
-from flue_nb.runtime.text import clean_response
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
-from flue_nb.runtime.tools.tool import Step, Tool, ToolContext, ToolOutput, execute_tool
+from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
 
-MAX_DEPTH = 4
-MAX_TRANSIENT_RETRIES = 3
-PARTIAL_EVERY = 0.25
-"""Seconds between durable snapshots of a streaming response (what a crash can keep)."""
-
 JoinSource = Callable[[], "list[UserMessage]"]
 """Commits the messages waiting to join (store and window) and returns them."""
-
-
-@dataclass(slots=True)
-class RunSettings:
-    """Seams and knobs shared by a run and its subagents."""
-
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    clock: Callable[[], float] = time.time
-    rng: random.Random = field(default_factory=random.Random)
-    resolve_model: Callable[[Any], Model] | None = None
-    model_call_timeout: float = 600.0
-    """Seconds one model call may take in all, its retries and their backoff included (a hung
-    provider costs ~120 s a try); past it the submission fails instead of trying again."""
-    counter: Any = None
-    """A `TokenCounter` shared by the conversation's runs (made on first use)."""
-
-    def tokens(self) -> Any:
-        """The shared token counter."""
-        if self.counter is None:
-            from flue_nb.runtime.core.tokens import TokenCounter
-
-            self.counter = TokenCounter()
-        return self.counter
 
 
 def _is_sandbox(obj: Any) -> bool:
     return isinstance(obj, Sandbox)
 
 
-class AgentRun:
+class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
     """One response of one agent, from its first model call to an answer without tool calls."""
 
     def __init__(
@@ -254,7 +207,9 @@ class AgentRun:
         """Run turns until the model answers without tool calls; return that answer."""
         await self.render()
         await self._lifecycle("agent_start", "agent_start")
-        await self._resume_unresolved()
+        resumed = await self._resume_unresolved()
+        if resumed:
+            self._add(resumed, state=self._flush_state())
         overflow_retried = False
         while True:
             self._check_turn_limit()
@@ -272,7 +227,7 @@ class AgentRun:
             if response.stop_reason == "refusal":
                 # Not kept: the API asks clients to drop a refused turn before continuing.
                 self._end_turn(response)
-                raise _refusal(response)
+                raise refusal_error(response)
             self._add([response])
             self._count(response)
             self._end_turn(response)
@@ -410,231 +365,10 @@ class AgentRun:
         fns = self.rendered.lifecycle.get(moment) if self.rendered is not None else None
         return await self.lifecycle.run(name, moment, fns, *args) if fns else []
 
-    async def call_model(self, request: ModelRequest, model: Model, *, visible: bool = False) -> AssistantMessage:
-        """One model call, retrying transient provider errors with backoff (11.3).
-
-        `visible` calls are turns of the conversation: they emit turn and message events, stream
-        text deltas and keep durable snapshots of the partial response. Other calls (the
-        compaction summary) are quiet: their text is never shown as the answer.
-        """
-        failures = 0
-        limit = self.settings.model_call_timeout
-        deadline = time.monotonic() + limit
-        while True:
-            try:
-                call = _collect(model, request) if not visible else self._stream(request, model)
-                return await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                if time.monotonic() < deadline:
-                    raise  # a timeout of the model's own, not this call's deadline
-                raise ProviderError(
-                    f"the model gave no complete response within {limit:g} s, {failures + 1} "
-                    f"tr{'y' if failures == 0 else 'ies'} included; the provider may be hung or overloaded. "
-                    "Try again later (the limit is the run's `model_call_timeout`).",
-                    kind="timeout",
-                    final=True,
-                ) from None
-            except ProviderError as exc:
-                if not exc.transient or failures >= MAX_TRANSIENT_RETRIES:
-                    raise
-                failures += 1
-                delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
-                if time.monotonic() + delay >= deadline:
-                    raise  # no time left for another try: the error as it is
-                self.emit(
-                    ev.Log(
-                        kind="retry",
-                        message=f"provider error ({exc.kind}); retry {failures} of {MAX_TRANSIENT_RETRIES} in {delay:.1f}s",
-                        error=ErrorInfo(exc.type, exc.message),
-                    )
-                )
-                await self.settings.sleep(delay)
-
-    async def _stream(self, request: ModelRequest, model: Model) -> AssistantMessage:
-        turn = self.turn + 1
-        turn_id = f"t{turn}"
-        self.emit(ev.TurnStart(turn=turn, turn_id=turn_id, model=model.info.id, provider=provider_of(model)))
-        self.emit(ev.MessageStart(role="assistant", turn_id=turn_id))
-        self.streaming = []
-        text: list[str] = []
-        thinking: list[str] = []
-        last_snapshot = self.settings.clock()
-        stream_id = f"{self.submission_id}:{turn}:{id(request)}:{last_snapshot}"
-        done: AssistantMessage | None = None
-        try:
-            async for part in model.stream(request):
-                if isinstance(part, TextChunk):
-                    text.append(part.text)
-                    self.emit(ev.TextDelta(delta=part.text, turn_id=turn_id))
-                elif isinstance(part, ThinkingChunk):
-                    thinking.append(part.thinking)
-                    self.emit(ev.ThinkingDelta(delta=part.thinking, turn_id=turn_id))
-                elif isinstance(part, ToolCallDelta):
-                    self.emit(
-                        ev.Log(
-                            kind="tool_call_streaming",
-                            message=f"the model is writing a `{part.name}` call",
-                            call_id=part.id,
-                            name=part.name,
-                            turn_id=turn_id,
-                        )
-                    )
-                elif isinstance(part, ResponseDone):
-                    done = clean_response(part.message)  # always storable (runtime._text)
-                self.streaming = [ThinkingPart("".join(thinking))] if thinking else []
-                if text:
-                    self.streaming.append(TextPart("".join(text)))
-                now = self.settings.clock()
-                if now - last_snapshot >= PARTIAL_EVERY and self.streaming:
-                    last_snapshot = now
-                    self.recorder.partial(
-                        {"text": "".join(text), "thinking": "".join(thinking), "stream_id": stream_id}
-                    )
-        finally:
-            if text or thinking:
-                self.recorder.partial(None)
-        if done is None:
-            raise ProviderError("the model's stream ended without a complete response", kind="connection")
-        self.streaming = []
-        self.turn = turn
-        self.emit(
-            ev.MessageEnd(
-                role="assistant",
-                turn_id=turn_id,
-                text=done.text,
-                tool_calls=tuple(ToolCallInfo(c.id, c.name, c.input) for c in done.tool_calls),
-                usage=done.usage,
-            )
-        )
-        return done
-
-    def aborted_message(self) -> AssistantMessage | None:
-        """What had streamed when the run was cut off, as an aborted message (or None)."""
-        if not self.streaming:
-            return None
-        return AssistantMessage(list(self.streaming), aborted=True, stop_reason="aborted")
-
-    # --- tools --------------------------------------------------------------------------------
-
-    async def _resume_unresolved(self) -> None:
-        """After a crash: keep recorded results, re-run durable tools, mark the rest unknown (11.2)."""
-        calls = self.transcript.unresolved_calls()
-        if not calls:
-            return
-        by_name = {t.name: t for t in self.tools}
-        results = []
-        for call in calls:
-            tool = by_name.get(call.name)
-            if tool is not None and tool.durable:
-                results.append(await self._run_one(call, by_name))
-            else:
-                results.append(
-                    ToolResultMessage(
-                        call.id,
-                        call.name,
-                        "Interrupted: the run stopped while this tool call was in progress; its outcome is "
-                        "unknown. Check the state before retrying it.",
-                        is_error=True,
-                    )
-                )
-        self._add(results, state=self._flush_state())
-
-    async def _run_tools(self, calls: list[Any]) -> list[ToolResultMessage]:
-        by_name = {t.name: t for t in self.tools}
-        tasks = [asyncio.ensure_future(self._run_one(c, by_name)) for c in calls]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-
-    async def _run_one(self, call: Any, by_name: dict[str, Tool]) -> ToolResultMessage:
-        started = time.perf_counter()
-        self.emit(ev.ToolStart(call_id=call.id, name=call.name, input=call.input))
-        tool = by_name.get(call.name)
-        if tool is None:
-            names = ", ".join(f"`{n}`" for n in by_name)
-            out = ToolOutput(f"Unknown tool `{call.name}`. Available tools: {names}.", is_error=True)
-        else:
-            step = None
-            if tool.durable:
-                step = Step(self.recorder.steps(call.id), lambda name, value: self.recorder.step(call.id, name, value))
-
-            def report(progress: float | None, total: float | None, message: str | None) -> None:
-                self.emit(
-                    ev.ToolUpdate(call_id=call.id, name=call.name, progress=progress, total=total, message=message)
-                )
-
-            ctx = ToolContext(call.id, self.sandbox, step, self.conversation_id, self.submission_id, report=report)
-            try:
-                out = await execute_tool(tool, call.input, ctx)
-            except BaseException as exc:
-                # Aborted or failed underneath the tool: observers still see the call end.
-                reason: Literal["aborted", "failed"] = (
-                    "aborted" if isinstance(exc, (asyncio.CancelledError, SubmissionAbortedError)) else "failed"
-                )
-                self.emit(
-                    ev.ToolEnd(
-                        call_id=call.id,
-                        name=call.name,
-                        is_error=True,
-                        content=f"({reason})",
-                        ended=reason,
-                        duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                    )
-                )
-                raise
-        duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        content, images = cap_images(out.content, list(out.images))
-        self.emit(
-            ev.ToolEnd(
-                call_id=call.id,
-                name=call.name,
-                is_error=out.is_error,
-                content=content,
-                details=out.details,
-                duration_ms=duration_ms,
-                images=tuple(images),
-            )
-        )
-        return ToolResultMessage(
-            call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms, images=images
-        )
-
-    # --- delegation ---------------------------------------------------------------------------
-
-    async def _run_task(self, args: TaskInput, ctx: ToolContext) -> str:
-        """Run the named subagent one level deeper and return its final text (14.1, 14.2)."""
-        assert self.rendered is not None
-        depth = self.depth + 1
-        if depth > MAX_DEPTH:
-            raise DelegationDepthExceededError(
-                f"delegation_depth_exceeded: a task chain may be at most {MAX_DEPTH} deep; do this "
-                "part yourself instead of delegating it"
-            )
-        sub = next(s for s in self.rendered.subagents if s.name == args.agent)
-        sandbox = scoped(self.sandbox, args.cwd)
-        task_id = ctx.call_id
-        parent_emit = self.emit
-
-        def emit(event: ev.Event) -> ev.Event:
-            if event.task_id is None:
-                object.__setattr__(event, "task_id", task_id)
-            return parent_emit(event)
-
-        parent_emit(ev.TaskStart(task_id=task_id, agent=sub.name, description=args.description, depth=depth))
-        # Durable (contract 11.2): the child's records are steps of this call, so a crash
-        # resumes the child where its records end (or returns the answer it already gave).
-        recorder = TaskRecorder(self.recorder, task_id)
-        transcript = Transcript()
-        resumed = recorder.restore(transcript)
-        done = TaskRecorder.finished(transcript) if resumed else None
-        if done is not None:
-            parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=done.text))
-            return done.text or "(the subagent finished without a text answer)"
-        child = AgentRun(
+    def _subagent_run(
+        self, sub: Any, *, transcript: Transcript, emit: Emit, recorder: Recorder, depth: int, sandbox: Any
+    ) -> AgentRun:
+        return AgentRun(
             sub.agent,
             transcript=transcript,
             emit=emit,
@@ -647,34 +381,9 @@ class AgentRun:
             conversation_id=self.conversation_id,
             budget=self.budget,
         )
-        if not resumed:
-            child.transcript.commit(recorder, [UserMessage(args.prompt)], sid=None)
-        try:
-            answer = await child.run()
-        except BaseException as exc:
-            parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, is_error=True, error=str(exc)))
-            raise
-        parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=answer.text))
-        return answer.text or "(the subagent finished without a text answer)"
 
-
-def _refusal(response: AssistantMessage) -> ModelRefusedError:
-    """The error for a response the model refused, with the API's category and explanation."""
-    details = response.stop_details or {}
-    category, explanation = details.get("category"), details.get("explanation")
-    why = f" (category `{category}`)" if category else ""
-    said = f": {explanation}" if explanation else "; the API gave no explanation"
-    return ModelRefusedError(
-        f"{response.model or 'the model'} refused to answer{why}{said}. Rephrase the request "
-        "or start a new conversation (`--new`): the refused message stays in this one.",
-        category=category,
-        explanation=explanation,
-    )
-
-
-async def _collect(model: Model, request: ModelRequest) -> AssistantMessage:
-    """A model call whose stream nobody watches: only the final message counts."""
-    async for part in model.stream(request):
-        if isinstance(part, ResponseDone):
-            return part.message
-    raise ProviderError("the model's stream ended without a complete response", kind="connection")
+    def aborted_message(self) -> AssistantMessage | None:
+        """What had streamed when the run was cut off, as an aborted message (or None)."""
+        if not self.streaming:
+            return None
+        return AssistantMessage(list(self.streaming), aborted=True, stop_reason="aborted")
