@@ -13,16 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
-import uuid
+from argparse import Namespace
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Enum, Float, Unicode, validate
 
 from flue_nb.notebook.magics._commands import (
     compact,
@@ -31,6 +29,7 @@ from flue_nb.notebook.magics._commands import (
     mcp_view,
     store_command,
 )
+from flue_nb.notebook.magics._conversations import ConversationMagics
 from flue_nb.notebook.magics._line import (
     SUBCOMMANDS,
     FlueCellError,
@@ -38,9 +37,14 @@ from flue_nb.notebook.magics._line import (
     protect_line_magic,
     split_line,
 )
-from flue_nb.notebook.magics._settings import check_setting
 from flue_nb.runtime.store.url import mask_url, store_key
 from flue_nb.runtime.text import clean
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from flue_nb.runtime.agent import AgentDef
+    from flue_nb.runtime.session import Session
 
 __all__ = [
     "FlueCellError",
@@ -51,10 +55,6 @@ __all__ = [
     "split_line",
 ]
 
-AGENT_CHOICE = "flue_nb.magics:agent"
-"""Persistent-state name under which a conversation keeps the agent its cells talk to (None: the
-default assistant); the colon keeps it apart from names an agent's `use_persistent_state` picks."""
-
 NO_WIDGET_EXTRA = (
     "anywidget cannot be imported in this environment, though flue_nb depends on it: "
     "reinstall it with `pip install --force-reinstall anywidget ipywidgets`"
@@ -62,82 +62,8 @@ NO_WIDGET_EXTRA = (
 
 
 @magics_class
-class FlueMagics(Magics):
+class FlueMagics(ConversationMagics):
     """`%flue MESSAGE`, `%%flue [options]` + a message, and `%flue <subcommand>`."""
-
-    model = Unicode(
-        "",
-        help="Model for the default assistant: 'anthropic/<id>', 'openai/<model>', "
-        "'azure/<deployment>', 'bedrock/<id>', 'vertex/<id>', or the name of a Model object "
-        "in the namespace. Empty: $FLUE_MODEL, else the default Claude model if "
-        "ANTHROPIC_API_KEY is set.",
-    ).tag(config=True)
-    db = Unicode(
-        "",
-        help="SQLite store path (or ':memory:'), or a postgresql:// URL for a team store; "
-        "empty: $FLUE_DB, else .flue/flue.sqlite in the working dir.",
-    ).tag(config=True)
-    approval = Enum(
-        ["allow", "ask", "deny"],
-        "allow",
-        help="Approval policy for the assistant's `python` and `bash`.",
-    ).tag(config=True)
-    approval_timeout = Float(
-        0.0,
-        help="Seconds an `ask` approval waits for an answer in a chat before the fallback policy "
-        "(deny) applies, as in a headless run; 0: wait until answered.",
-    ).tag(config=True)
-    max_cost_usd = Float(
-        0.0,
-        help="Dollars (list prices) one message may spend, its subagents included, before it fails "
-        "with budget_exceeded; 0: no budget. `%%flue --max-cost USD` sets one cell's.",
-    ).tag(config=True)
-    otel = Bool(
-        False,
-        help="Trace every run with OpenTelemetry (as flue.instrument() does; needs flue_nb[otel] and "
-        "an SDK with an exporter); FLUE_OTEL=1 does the same.",
-    ).tag(config=True)
-    lease_ttl = Float(30.0, help="Seconds a kernel's claim on a running conversation lasts without a heartbeat.").tag(
-        config=True
-    )
-    widget = Enum(
-        ["auto", "always", "never"],
-        "auto",
-        help="Draw a `%%flue` cell's run as the chat widget: `auto` when the frontend draws "
-        "widgets (JupyterLab, Notebook 7), `always`, or `never` (the text transcript only).",
-    ).tag(config=True)
-    live = Enum(
-        ["auto", "always", "never"],
-        "auto",
-        help="Stream a blocking cell's transcript into its output while it runs: `auto` when a "
-        "person's frontend is connected (one with a widget manager: JupyterLab, Notebook 7), "
-        "`always`, or `never` (only the final transcript, as in headless runs).",
-    ).tag(config=True)
-
-    @validate("lease_ttl", "model", "db", "max_cost_usd")
-    def _check_setting(self, proposal: Any) -> Any:
-        """Refuse a bad value when it is set (`%config` shows why in one line, keeps the old)."""
-        return check_setting(proposal["trait"].name, proposal["value"])
-
-    @property
-    def _ns(self) -> dict[str, Any]:
-        """The kernel's namespace (a magic always runs in a shell)."""
-        assert self.shell is not None
-        ns: dict[str, Any] = self.shell.user_ns
-        return ns
-
-    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
-        super().__init__(shell=shell, **kwargs)
-        self.conversation_id = default_conversation_id()
-        """The conversation consecutive cells continue (`-c` switches it, `--new` starts one)."""
-        self._choices: dict[tuple[str, str], str | None] = {}
-        """(conversation, store) -> the agent its cells talk to, as read from or written to the
-        store (None: the default assistant)."""
-        self._agents: dict[tuple[str, str], Any] = {}
-        self._labels: dict[tuple[str, str], str] = {}
-        """(conversation, store) -> the model label of the agent in `_agents` ("" for an @agent)."""
-        self.opened_at: float | None = None
-        """When the last cell opened its conversation in this kernel (None: it was open)."""
 
     # --- the magic ----------------------------------------------------------------------------
 
@@ -244,10 +170,10 @@ class FlueMagics(Magics):
         with _store_failures():
             return self._send(message, args)
 
-    def _parse(self, argv: list[str]) -> Any:
+    def _parse(self, argv: list[str]) -> Namespace:
         parser = self.flue.parser
         try:
-            args = parser.parse_args(argv)
+            args: Namespace = parser.parse_args(argv)
         except UsageError as exc:  # shown without a traceback; add the usage line argparse omits
             usage = " ".join(parser.format_usage().replace("::", "").split())
             raise UsageError(f"{exc}\nusage: {usage}") from None
@@ -255,206 +181,13 @@ class FlueMagics(Magics):
             raise UsageError("`-m` sets the default assistant's model; an `--agent` chooses its own with use_model()")
         return args
 
-    # --- sessions ---------------------------------------------------------------------------
-
-    def _model_setting(self, args: Any) -> str:
-        setting = (args.model or self.model or os.environ.get("FLUE_MODEL", "")).strip()
-        # jupyter-ai spells a model `provider:model`; ours is `provider/model`.
-        from flue_nb.runtime.providers import split_spec
-
-        provider, model_id = split_spec(setting)
-        return f"{provider}/{model_id}" if provider else setting
-
-    def _agent(self, args: Any) -> tuple[Any, str]:
-        """The agent for this cell and a label for its model."""
-        from flue_nb.runtime.agent import AgentDef
-
-        cid = self._conversation(args)
-        chosen = None if args.agent else self._chosen(cid, self._db(args))
-        name = args.agent or chosen
-        if name:
-            if chosen and args.model:
-                raise UsageError(
-                    f"`-m` sets the default assistant's model, but conversation `{cid}` talks to "
-                    f"agent `{chosen}`; `%flue use assistant` first"
-                )
-            obj = self._ns.get(name)
-            if not isinstance(obj, AgentDef):
-                found = "nothing" if obj is None else f"a {type(obj).__name__}"
-                why = (
-                    f"conversation `{cid}` talks to agent `{name}` (chosen with --agent or "
-                    f"`%flue use`), but the namespace has {found} by that name: run the cell that "
-                    "defines it, or `%flue use assistant`"
-                    if chosen
-                    else f"no @agent named `{name}` in the namespace (found {found}); define it with @flue_nb.agent"
-                )
-                raise UsageError(why)
-            return obj, ""
-        from flue_nb.notebook.assistant import make_assistant, resolve_spec
-
-        setting = self._model_setting(args)
-        from flue_nb.runtime.errors import FlueError
-
-        try:
-            spec = resolve_spec(setting, self._ns)
-        except FlueError as exc:
-            if args.model:
-                raise UsageError(exc.message) from None
-            raise FlueCellError(exc.message) from None
-        if isinstance(spec, str):
-            from flue_nb.runtime.providers import split_spec
-
-            if not split_spec(spec)[0]:
-                problem = (
-                    f"unknown model {spec!r}: use `anthropic/<model-id>`, `openai/<model>`, "
-                    "`azure/<deployment>`, `bedrock/<model-id>` or `vertex/<model-id>` (`:` works "
-                    "for `/`), e.g. `anthropic/claude-sonnet-4-6`, or the name of a Model object "
-                    "in the namespace"
-                )
-                if args.model:
-                    raise UsageError(problem)
-                raise FlueCellError(f"flue: {problem} (from the model setting)")
-        label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
-        return make_assistant(
-            spec, approval=args.approval or self.approval, approval_timeout=self.approval_timeout or None
-        ), label
-
-    def _conversation(self, args: Any) -> str:
-        # Once per cell: `--new` must not make two ids when both the agent and the session ask.
-        cid = getattr(args, "conversation_id", None)
-        if cid is None:
-            if args.new:
-                self.conversation_id = f"{default_conversation_id()}-{uuid.uuid4().hex[:8]}"
-            elif args.conversation:
-                # Escaped like every text the store keeps, so the id sticks usable (runtime._text).
-                self.conversation_id = clean(args.conversation)
-            cid = args.conversation_id = self.conversation_id
-        return cid
-
-    def _db(self, args: Any) -> str | None:
-        return args.db or self.db or os.environ.get("FLUE_DB") or None
-
-    def _key(self, cid: str, db: str | None) -> tuple[str, str]:
-        if db and db != ":memory:" and "://" not in db:
-            return cid, os.path.abspath(db)
-        return cid, str(db)
-
-    def _store(self, db: str | None, *, create: bool) -> Any:
-        """The store file `db` names (shared with the sessions), or None: in memory, or absent."""
-        if db == ":memory:":
-            return None
-        if not create and "://" not in (db or ""):
-            path = db or os.path.join(".flue", "flue.sqlite")
-            if not os.path.exists(path):
-                return None
-        from flue_nb.runtime.session import _store_for
-
-        return _store_for(db, os.getcwd())[0]
-
-    def _chosen(self, cid: str, db: str | None) -> str | None:
-        """The agent conversation `cid` talks to (None: the default assistant)."""
-        key = self._key(cid, db)
-        if key not in self._choices:
-            store = self._store(db, create=False)
-            value = store.state(cid).get(AGENT_CHOICE) if store is not None else None
-            self._choices[key] = value if isinstance(value, str) and value else None
-        return self._choices[key]
-
-    def _choose(self, cid: str, db: str | None, name: str | None) -> None:
-        """Make `name` (None: the default assistant) the agent of `cid`, durably."""
-        if self._chosen(cid, db) == name:
-            return
-        self._choices[self._key(cid, db)] = name
-        store = self._store(db, create=True)
-        if store is not None:
-            now = time.time()
-            store.ensure_conversation(cid, now=now)
-            store.append(cid, None, [("state", {"name": AGENT_CHOICE, "value": name})], now=now)
-
-    def _session(self, args: Any, *, agent: Any = None, label: str = "") -> Any:
-        from flue_nb.runtime import tracing
-        from flue_nb.runtime.session import init
-
-        if self.otel and not tracing.instrumented():
-            tracing.instrument()
-        cid = self._conversation(args)
-        db = self._db(args)
-        if agent is None:
-            agent, label = self._agent(args)
-        key = self._key(cid, db)
-        previous = self._agents.get(key)
-        if previous is not None and previous[0] is not agent:
-            if any(s.state.value != "settled" for s in previous[1].submissions()):
-                raise UsageError(
-                    f"conversation `{cid}` is busy with agent `{previous[0].name}`; "
-                    "wait for it, or `%flue abort`, "
-                    "before switching agents"
-                )
-        if previous is not None and previous[0] is agent:
-            self.opened_at = None
-            return previous[1]
-        self.opened_at = time.time()
-        session = init(
-            agent,
-            conversation=cid,
-            db=db,
-            lease_ttl=self.lease_ttl,
-            admission=self._admission(args),
-            rebuild=lambda stored: self._rebuild(stored, args),
-        )
-        self._agents[key] = (agent, session)
-        self._labels[key] = label
-        if previous is not None:
-            _retitle(cid)  # an open chat of this conversation now names who answers next
-        return session
-
-    def _answering(self, key: tuple[str, str]) -> tuple[str, str]:
-        """The agent and model label the next message of conversation `key` goes to, here."""
-        found = self._agents.get(key)
-        return (found[0].name, self._labels.get(key, "")) if found else ("", "")
-
-    def _admission(self, args: Any) -> dict[str, Any]:
-        """What a submission records about its cell (issue 12.8): the default assistant's model
-        setting and approval policy; an @agent's name is recorded by the runtime."""
-        if args.agent or self._chosen(self._conversation(args), self._db(args)):
-            return {}
-        return {"model": self._model_setting(args), "approval": args.approval or self.approval}
-
-    def _rebuild(self, stored: dict[str, Any], args: Any) -> Any:
-        """The agent a recovered submission was admitted with, from what it recorded."""
-        from flue_nb.runtime.agent import AgentDef
-
-        if "approval" in stored:  # the default assistant, with its cell's policy
-            from flue_nb.notebook.assistant import make_assistant, resolve_spec
-
-            setting = stored.get("model") or self._model_setting(args)
-            return make_assistant(
-                resolve_spec(setting, self._ns),
-                approval=stored["approval"],
-                approval_timeout=self.approval_timeout or None,
-            )
-        found = self._ns.get(stored.get("agent", ""))
-        return found if isinstance(found, AgentDef) else None
-
     # --- sending ------------------------------------------------------------------------------
 
-    def _send(self, message: str, args: Any) -> None:
+    def _send(self, message: str, args: Namespace) -> None:
         if args.interpolate:
             message = self._interpolate(message)
         images = self._attachments(args.attach) if getattr(args, "attach", None) else []
-        from flue_nb.runtime.errors import FlueError
-
-        served = self._agents.get(self._key(self._conversation(args), self._db(args)))
-        if served is not None and served[0].name == "mcp-client" and not (args.agent or args.model):
-            agent, label = served[0], "outside MCP client"  # `%flue serve` records its calls here
-        else:
-            agent, label = self._agent(args)
-        try:
-            session = self._session(args, agent=agent, label=label)
-            if args.agent:
-                self._choose(session.conversation_id, self._db(args), args.agent)
-        except FlueError as exc:
-            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
+        agent, label, session = self._open(args)
         from flue_nb.notebook.magics._run import run_message
 
         run_message(
@@ -470,6 +203,23 @@ class FlueMagics(Magics):
             max_turns=args.max_turns,
             max_cost_usd=args.max_cost if args.max_cost is not None else (self.max_cost_usd or None),
         )
+
+    def _open(self, args: Namespace) -> tuple[AgentDef, str, Session]:
+        """The agent, its model label and the session a message of this cell goes to."""
+        from flue_nb.runtime.errors import FlueError
+
+        served = self._agents.get(self._key(self._conversation(args), self._db(args)))
+        if served is not None and served[0].name == "mcp-client" and not (args.agent or args.model):
+            agent, label = served[0], "outside MCP client"  # `%flue serve` records its calls here
+        else:
+            agent, label = self._agent(args)
+        try:
+            session = self._session(args, agent=agent, label=label)
+            if args.agent:  # as explicit as `%flue use`: later cells and subcommands keep it
+                self._choose(session.conversation_id, self._db(args), args.agent)
+        except FlueError as exc:
+            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
+        return agent, label, session
 
     def _attachments(self, spec: str) -> list[Any]:
         """`--attach a,b`: each name is a variable (figure, image, bytes, path) or an image file."""
@@ -492,7 +242,7 @@ class FlueMagics(Magics):
                 raise UsageError(f"--attach: {exc.message}") from None
         return out
 
-    def _draws_widget(self, args: Any) -> bool:
+    def _draws_widget(self, args: Namespace) -> bool:
         """Whether this cell shows the chat view (with the text transcript as its fallback)."""
         if args.no_widget or self.widget == "never":
             return False
@@ -504,7 +254,7 @@ class FlueMagics(Magics):
 
         return self.widget == "always" or renders_widgets()
 
-    def _chat(self, args: Any, cell: str | None) -> bool:
+    def _chat(self, args: Namespace, cell: str | None) -> bool:
         """`%flue chat`: open the chat widget; False (after saying why) to show text instead."""
         from flue_nb.notebook.chat import available
 
@@ -512,19 +262,7 @@ class FlueMagics(Magics):
             why = "--no-widget" if args.no_widget else NO_WIDGET_EXTRA
             print(f"flue: showing this conversation as text ({why})")
             return False
-        from flue_nb.runtime.errors import FlueError
-
-        served = self._agents.get(self._key(self._conversation(args), self._db(args)))
-        if served is not None and served[0].name == "mcp-client" and not (args.agent or args.model):
-            agent, label = served[0], "outside MCP client"  # `%flue serve` records its calls here
-        else:
-            agent, label = self._agent(args)
-        try:
-            session = self._session(args, agent=agent, label=label)
-            if args.agent:  # as explicit as `%flue use`: later cells and subcommands keep it
-                self._choose(session.conversation_id, self._db(args), args.agent)
-        except FlueError as exc:
-            raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
+        _agent, label, session = self._open(args)
         from flue_nb.notebook.chat._saved import SavedCopy
         from flue_nb.notebook.chat.widget import ChatWidget
 
@@ -547,13 +285,15 @@ class FlueMagics(Magics):
 
     # --- subcommands --------------------------------------------------------------------------
 
-    def _subcommand(self, name: str, arg: str, args: Any, cell: str | None) -> Any:
+    def _subcommand(self, name: str, arg: str, args: Namespace, cell: str | None) -> None:
         if name == "help":
-            return display(help_view(self.flue.parser))
+            display(help_view(self.flue.parser))
+            return None
         if name == "use":
             return self._use(arg, args)
         if name == "mcp":
-            return display(mcp_view())
+            display(mcp_view())
+            return None
         if arg:
             raise UsageError(f"`%flue {name}` takes no argument (got {arg!r})")
         if name == "chat":
@@ -583,7 +323,7 @@ class FlueMagics(Magics):
             compact(session)
         return None
 
-    def _agent_for_view(self, args: Any) -> Any:
+    def _agent_for_view(self, args: Namespace) -> AgentDef | None:
         """The agent for a subcommand: the one this kernel talks to in this conversation (a
         subcommand never switches it), else the cell's, else None."""
         found = self._agents.get(self._key(self._conversation(args), self._db(args)))
@@ -598,11 +338,11 @@ class FlueMagics(Magics):
             found = self._agents.get(self._key(self._conversation(args), self._db(args)))
             return found[0] if found else None
 
-    def _store_label(self, args: Any) -> str:
+    def _store_label(self, args: Namespace) -> str:
         """The store as `store_command` opens it: a URL, `:memory:` or an absolute path."""
         return store_key(self._db(args), os.getcwd())
 
-    def _use(self, name: str, args: Any) -> None:
+    def _use(self, name: str, args: Namespace) -> None:
         if not name or len(name.split()) != 1:
             raise UsageError(
                 f"`%flue use` takes one name (got {name!r}): `%flue use AGENT` (an @agent in the "
@@ -626,7 +366,7 @@ class FlueMagics(Magics):
             "(`%flue use assistant` for the default); the choice is kept in the store"
         )
 
-    def _switch_open(self, args: Any) -> None:
+    def _switch_open(self, args: Namespace) -> None:
         """After `%flue use`: a conversation open here (a chat) talks to the new agent at once."""
         if self._key(self._conversation(args), self._db(args)) not in self._agents:
             return  # not open in this kernel: the next cell opens it with the choice
@@ -641,17 +381,6 @@ class FlueMagics(Magics):
             print(f"flue: the choice applies from the next cell ({message})")
 
 
-def _retitle(conversation_id: str) -> None:
-    """Redraw the title of the chats open on a conversation (its agent changed)."""
-    try:
-        from flue_nb.notebook.chat.widget import open_widgets
-    except ImportError:  # anywidget missing (a damaged environment): no chat to tell
-        return
-    for widget in open_widgets():
-        if widget.session.conversation_id == conversation_id:
-            widget.flush()
-
-
 @contextlib.contextmanager
 def _store_failures() -> Iterator[None]:
     """A store that cannot be opened or read (a directory, not SQLite, damaged, truncated) is a
@@ -664,7 +393,7 @@ def _store_failures() -> Iterator[None]:
         raise FlueCellError(f"flue: {exc.message}") from None
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the `%flue` magics (idempotent)."""
     if "flue" not in ipython.magics_manager.magics["line"]:
         ipython.register_magics(FlueMagics)
@@ -698,7 +427,7 @@ def _open_sessions(magics: Any) -> list[Any]:
     return found + [w.session for w in open_widgets()]
 
 
-def unload_ipython_extension(ipython: Any) -> None:
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Remove the `%flue` magics."""
     for kind in ("line", "cell"):
         ipython.magics_manager.magics[kind].pop("flue", None)
