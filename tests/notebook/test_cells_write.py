@@ -181,13 +181,13 @@ def test_a_crash_during_run_cell_does_not_run_the_cell_again_on_recovery(tmp_pat
 
 
 def test_the_approval_question_shows_the_cell_source():
-    from flue_nb.runtime.tools.approval import summarize_call
+    from flue_nb.runtime.tools.approval import request_summary
 
     assert (
-        summarize_call("insert_cell", {"source": "df.plot()\nplt.show()"}) == "insert_cell: df.plot() (+1 more lines)"
+        request_summary("insert_cell", {"source": "df.plot()\nplt.show()"}) == "insert_cell: df.plot() (+1 more lines)"
     )
-    assert summarize_call("edit_cell", {"id": "a1", "source": "x = 2"}) == "edit_cell: cell a1: x = 2"
-    assert summarize_call("run_cell", {"id": "a1"}) == "run_cell: cell a1 (its current source)"
+    assert request_summary("edit_cell", {"id": "a1", "source": "x = 2"}) == "edit_cell: cell a1: x = 2"
+    assert request_summary("run_cell", {"id": "a1"}) == "run_cell: cell a1 (its current source)"
 
 
 def test_the_writing_tools_go_through_the_approval_policy_like_python(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.tools.approval import ApprovalRequest, summarize_call, with_approval
+from flue_nb.runtime.tools.approval import ApprovalRequest, request_summary, with_approval
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
 
 
@@ -128,8 +128,11 @@ def test_unknown_policy_or_fallback_is_a_config_error() -> None:
 
 
 def test_summary_shows_code_first_line_and_how_many_more() -> None:
-    assert summarize_call("python", {"code": "import os\nos.listdir()\n"}) == "python: import os (+1 more lines)"
-    assert summarize_call("write", {"path": "a.txt"}) == 'write: {"path": "a.txt"}'
+    assert request_summary("python", {"code": "import os\nos.listdir()\n"}) == "python: import os (+1 more lines)"
+    # The argument the tool names as its summary (or its first text argument), as cards show it;
+    # a call without a text argument is its arguments as JSON.
+    assert request_summary("write", {"path": "a.txt", "content": "x"}) == "write: a.txt"
+    assert request_summary("count", {"n": 3}) == 'count: {"n": 3}'
 
 
 def test_importing_approval_does_not_load_ipython() -> None:

@@ -10,26 +10,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from flue_nb.notebook.cells.view import call_summary
-from flue_nb.notebook.view.parts import ImageRef, Namespace, one_line
+from flue_nb.notebook.view.parts import ImageRef, Namespace
 from flue_nb.runtime import events as ev
-from flue_nb.runtime.tools.tool import summary_arg_of
+from flue_nb.runtime.tools.summary import SUMMARY_CHARS
+from flue_nb.runtime.tools.summary import summarize_call as runtime_summary
 
-__all__ = ["SUMMARY_CHARS", "images_of", "input_text", "namespace_of", "summarize_call"]
-
-SUMMARY_CHARS = 80
-"""How long a call's one-line summary may be."""
+__all__ = ["SUMMARY_CHARS", "images_of", "input_text", "namespace_of", "call_line"]
 
 
-def summarize_call(name: str, data: Mapping[str, Any] | None, limit: int = SUMMARY_CHARS) -> str:
-    """A call in one line: the tool's `summary_arg`, else its first text argument."""
-    data = data if isinstance(data, Mapping) else {}
-    notebook = call_summary(name, data)
+def call_line(name: str, data: Mapping[str, Any] | None, limit: int = SUMMARY_CHARS) -> str:
+    """A call in one line: a notebook tool's own line, else the runtime's summary of any call."""
+    notebook = call_summary(name, data if isinstance(data, Mapping) else {})
     if notebook is not None:
         return notebook
-    value = data.get(summary_arg_of(name) or "")
-    if not isinstance(value, str):
-        value = next((v for v in data.values() if isinstance(v, str)), "")
-    return one_line(value, limit)
+    return runtime_summary(name, data, limit)
 
 
 def _names(value: Any) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from flue_nb.notebook.view._calls import SUMMARY_CHARS as _SUMMARY_CHARS
-from flue_nb.notebook.view._calls import images_of, input_text, namespace_of, summarize_call
+from flue_nb.notebook.view._calls import call_line, images_of, input_text, namespace_of
 from flue_nb.notebook.view.parts import (
     Block,
     BlockState,
@@ -28,12 +28,12 @@ from flue_nb.notebook.view.parts import (
     TextPart,
     ToolPart,
     UserPart,
-    one_line,
 )
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.providers import Spend
+from flue_nb.runtime.tools.summary import one_line
 
-__all__ = ["Fold", "input_text", "summarize_call"]
+__all__ = ["Fold", "input_text", "call_line"]
 
 _NOTED_LOGS = {"retry", "attempt_failed", "lease_lost", "idle_compaction_failed", "budget"}
 _PLAIN_LOGS = {"retry", "budget"}
@@ -254,7 +254,7 @@ class Fold:
         if e.call_id in self._tools:
             return False  # seen twice: once redrawn from the store, once live
         self._streaming.pop(e.task_id, None)
-        tool = ToolPart(e.call_id, e.name, summarize_call(e.name, e.input), dict(e.input))
+        tool = ToolPart(e.call_id, e.name, call_line(e.name, e.input), dict(e.input))
         self.parts(e).append(tool)
         self._tools[e.call_id] = tool
         return True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flue_nb.notebook.view.transcript import TextView, cache_text, cost_text, summarize_call
+from flue_nb.notebook.view.transcript import TextView, cache_text, call_line, cost_text
 from flue_nb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -39,7 +39,7 @@ def history_view(conversation_id: str, messages: list[Message]) -> TextView:
             for call in m.tool_calls:
                 res = results.get(call.id)
                 mark = "…" if res is None else ("✗" if res.is_error else "✓")
-                summary = summarize_call(call.name, call.input)
+                summary = call_line(call.name, call.input)
                 plain.append(f"  · {call.name}: {summary} {mark}")
                 md.append(f"> ▸ **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
             for call in m.tool_calls:

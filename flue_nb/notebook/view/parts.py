@@ -26,7 +26,6 @@ __all__ = [
     "ToolStatus",
     "UserPart",
     "clip",
-    "one_line",
 ]
 
 RESULT_CHARS = 4000
@@ -34,16 +33,6 @@ RESULT_CHARS = 4000
 
 BlockState = Literal["queued", "joining", "running", "joined", "settled"]
 ToolStatus = Literal["running", "awaiting_approval", "ok", "error", "denied", "aborted", "failed"]
-
-
-def one_line(text: str, limit: int = 80) -> str:
-    """The first non-blank line of `text`, cut to `limit` characters; `…` when more was left."""
-    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    more = len(lines) > 1
-    if len(first) > limit:
-        first, more = first[: limit - 1], True
-    return first + ("…" if more else "")
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import threading
 from typing import Any, Literal
 
 from flue_nb.notebook.cells.view import Shown, result_lines
-from flue_nb.notebook.view.fold import Fold, summarize_call
+from flue_nb.notebook.view.fold import Fold, call_line
 from flue_nb.notebook.view.parts import (
     CompactionPart,
     NotePart,
@@ -22,15 +22,15 @@ from flue_nb.notebook.view.parts import (
     TextPart,
     ToolPart,
     UserPart,
-    one_line,
 )
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event
 from flue_nb.runtime.messages import Usage
 from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.providers.model import PRICES_AS_OF
+from flue_nb.runtime.tools.summary import one_line
 
-__all__ = ["CellView", "Status", "TextView", "summarize_call"]
+__all__ = ["CellView", "Status", "TextView", "call_line"]
 
 Status = Literal["queued", "running", "completed", "failed", "aborted"]
 
@@ -277,7 +277,7 @@ def _error(t: ToolPart) -> str:
 def _summary(t: ToolPart) -> str:
     if t.task is not None:
         return one_line(f"{t.task.agent}: {t.task.description}", _ARG_CHARS)
-    return summarize_call(t.name, t.input, _ARG_CHARS)
+    return call_line(t.name, t.input, _ARG_CHARS)
 
 
 def _shown(t: ToolPart) -> Shown | None:

@@ -12,7 +12,6 @@ reason, and the fallback policy decides, saying so in the result.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
@@ -20,6 +19,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.tools.summary import arguments_json, summary_text
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
 __all__ = [
@@ -28,7 +28,7 @@ __all__ = [
     "Approver",
     "Fallback",
     "Unanswered",
-    "summarize_call",
+    "request_summary",
     "with_approval",
 ]
 
@@ -68,21 +68,16 @@ Approver = Callable[[ApprovalRequest], Awaitable["bool | Unanswered"]]
 there was no one to ask (then the fallback policy applies, as in a headless run)."""
 
 
-def summarize_call(tool_name: str, data: dict[str, Any]) -> str:
-    """A one-line description of a call for a person deciding on it."""
-    # The two tools the policy is meant for get their payload verbatim; others get compact JSON.
-    if tool_name == "bash" and isinstance(data.get("command"), str):
-        text = data["command"]
-    elif tool_name == "python" and isinstance(data.get("code"), str):
-        text = data["code"]
-    elif tool_name in ("insert_cell", "edit_cell", "run_cell") and isinstance(data.get("source"), str):
-        # The notebook tools: the cell's source is what the person decides on.
-        where = f"cell {data['id']}: " if isinstance(data.get("id"), str) else ""
-        text = where + data["source"]
-    elif tool_name == "run_cell" and isinstance(data.get("id"), str):
-        text = f"cell {data['id']} (its current source)"
+def request_summary(tool_name: str, data: dict[str, Any]) -> str:
+    """The approval question's line: the call's `summary_text` (its first line, and how many more),
+    else its arguments as compact JSON."""
+    if tool_name in ("edit_cell", "run_cell") and isinstance(data.get("id"), str):
+        # The notebook tools that name a cell: which one, then the source the person decides on.
+        source = data.get("source")
+        text = f"cell {data['id']}: {source}" if isinstance(source, str) else f"cell {data['id']} (its current source)"
     else:
-        text = json.dumps(data, ensure_ascii=False, default=str, separators=(", ", ": "))
+        found = summary_text(tool_name, data)
+        text = found if found is not None else arguments_json(data)
     lines = text.strip().splitlines() or [""]
     first = lines[0]
     if len(first) > _SUMMARY_CHARS:
@@ -127,7 +122,7 @@ def with_approval(
                 tool_name=tool.name,
                 call_id=ctx.call_id,
                 input=args.model_dump(mode="json"),
-                summary=summarize_call(tool.name, args.model_dump(mode="json")),
+                summary=request_summary(tool.name, args.model_dump(mode="json")),
             )
             answer = await approver(request)
         if isinstance(answer, Unanswered):
