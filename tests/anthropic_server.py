@@ -13,13 +13,12 @@ or a stream cut off half-way. Every request's body and headers are kept in `serv
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+from tests.fake_http import FakeHandler, FakeServer, RecordedRequest, split
 
 __all__ = [
     "AnthropicServer",
@@ -162,11 +161,6 @@ def error(status: int, error_type: str, message: str = "error", **headers: str) 
     return ErrorReply(status, error_type, message, {k.replace("_", "-"): v for k, v in headers.items()})
 
 
-def _split(s: str, n: int) -> list[str]:
-    size = max(1, -(-len(s) // max(1, n)))
-    return [s[i : i + size] for i in range(0, len(s), size)] or [""]
-
-
 def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     kind, n = block["type"], block["chunks"]
     if kind == "raw":
@@ -174,119 +168,48 @@ def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str
         deltas = block["deltas"]
     elif kind == "text":
         start = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": c} for c in _split(block["text"], n)]
+        deltas = [{"type": "text_delta", "text": c} for c in split(block["text"], n)]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
-        deltas = [{"type": "thinking_delta", "thinking": c} for c in _split(block["thinking"], n)]
+        deltas = [{"type": "thinking_delta", "thinking": c} for c in split(block["thinking"], n)]
         if block["signature"] is not None:
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
     else:
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": c} for c in _split(block["raw"], n)]
+        deltas = [{"type": "input_json_delta", "partial_json": c} for c in split(block["raw"], n)]
     yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": start}
     for d in deltas:
         yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}
     yield "content_block_stop", {"type": "content_block_stop", "index": i}
 
 
-@dataclass
-class RecordedRequest:
-    """One request the server received."""
+class AnthropicServer(FakeServer[StreamReply | ErrorReply]):
+    """A threaded loopback Messages API serving queued replies and recording requests.
 
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names lower-cased."""
-    body: dict[str, Any]
+    `url` is the base URL to give the SDK.
+    """
 
-
-class AnthropicServer:
-    """A threaded loopback Messages API serving queued replies and recording requests."""
-
-    def __init__(self) -> None:
-        self.requests: list[RecordedRequest] = []
-        self._replies: queue.Queue[StreamReply | ErrorReply] = queue.Queue()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
-        # A short poll interval keeps `stop()` (every test's teardown) fast.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        """Base URL to give the SDK."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def enqueue(self, *replies: StreamReply | ErrorReply) -> None:
-        """Queue replies for the next requests, in order."""
-        for r in replies:
-            self._replies.put(r)
-
-    def next_reply(self) -> StreamReply | ErrorReply:
-        """The next scripted reply, or a loud 500 when the script ran out."""
-        try:
-            return self._replies.get_nowait()
-        except queue.Empty:
-            return ErrorReply(500, "api_error", "anthropic_server: no scripted reply left")
-
-    def start(self) -> AnthropicServer:
-        """Start serving in a daemon thread."""
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def no_reply_left(self) -> StreamReply | ErrorReply:
+        return ErrorReply(500, "api_error", "anthropic_server: no scripted reply left")
 
 
-def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
-    return type("Handler", (_Handler,), {"fake": server})
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     """Answers each POST with the fake server's next reply."""
 
     fake: AnthropicServer
-    # HTTP/1.1 so the client keeps connections alive and chunked bodies are possible.
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
-        pass  # keep test output clean
 
     def do_POST(self) -> None:  # the stdlib dispatches on this name
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake.requests.append(RecordedRequest("POST", self.path, headers, json.loads(raw or b"{}")))
+        self.record("POST")
         reply = self.fake.next_reply()
         try:
             if isinstance(reply, ErrorReply):
-                self._send_error(reply)
+                body = {"type": "error", "error": {"type": reply.error_type, "message": reply.message}}
+                self.send_json(reply.status, body, reply.headers)
             else:
                 self._send_stream(reply)
         except (BrokenPipeError, ConnectionResetError):
             # The client hung up (a test stopped reading or cancelled): not a server failure.
             self.close_connection = True
-
-    def _send_error(self, reply: ErrorReply) -> None:
-        body = json.dumps({"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
-        data = body.encode()
-        self.send_response(reply.status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", "req_test")
-        for k, v in reply.headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _send_stream(self, reply: StreamReply) -> None:
         events = reply.events()
@@ -310,8 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), chunked)
         if chunked:
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            self.end_chunks()
 
     def _stream_headers(self, reply: StreamReply) -> bool:
         """Send the status and headers of an event stream; True when its body is chunked."""
@@ -338,5 +260,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _write(self, data: bytes, chunked: bool) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-        self.wfile.flush()
+        if chunked:
+            self.write_chunk(data)
+        else:
+            self.wfile.write(data)
+            self.wfile.flush()
+
+
+AnthropicServer.handler = _Handler

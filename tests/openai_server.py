@@ -17,13 +17,10 @@ from `server.lmstudio` like LM Studio's, `GET /props` from `server.props` like l
 from __future__ import annotations
 
 import json
-import queue
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-from tests.anthropic_server import RecordedRequest
+from tests.fake_http import FakeHandler, FakeServer, RecordedRequest, split
 
 __all__ = [
     "ChatReply",
@@ -99,9 +96,9 @@ class ChatReply:
         calls = 0
         for part in self.parts:
             if part["type"] == "text":
-                out += [self._chunk({"content": c}) for c in _split(part["text"], part["chunks"])]
+                out += [self._chunk({"content": c}) for c in split(part["text"], part["chunks"])]
             elif part["type"] == "reasoning":
-                out += [self._chunk({part["field"]: c}) for c in _split(part["text"], part["chunks"])]
+                out += [self._chunk({part["field"]: c}) for c in split(part["text"], part["chunks"])]
             else:
                 out += self._call_chunks(calls, part)
                 calls += 1
@@ -204,16 +201,11 @@ def overflow(server: Literal["openai", "vllm", "vllm-new", "llama.cpp"]) -> Erro
     )
 
 
-def _split(s: str, n: int) -> list[str]:
-    size = max(1, -(-len(s) // max(1, n)))
-    return [s[i : i + size] for i in range(0, len(s), size)] or [""]
-
-
-class OpenAIServer:
+class OpenAIServer(FakeServer[ChatReply | ErrorReply]):
     """A threaded loopback chat-completions API serving queued replies and recording requests."""
 
     def __init__(self) -> None:
-        self.requests: list[RecordedRequest] = []
+        super().__init__()
         self.models: list[dict[str, Any]] | None = None
         """What `GET /v1/models` lists (None: 404, as a server without the endpoint)."""
         self.ollama: dict[str, dict[str, Any]] = {}
@@ -223,16 +215,6 @@ class OpenAIServer:
         """Model id -> LM Studio's `GET /api/v0/models/<id>` body."""
         self.props: dict[str, Any] | None = None
         """llama.cpp's `GET /props` body (None: 404)."""
-        self._replies: queue.Queue[ChatReply | ErrorReply] = queue.Queue()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The server's root (Ollama's native API lives here)."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
 
     @property
     def base_url(self) -> str:
@@ -244,101 +226,57 @@ class OpenAIServer:
         """Only the chat-completions requests (not the window look-ups)."""
         return [r for r in self.requests if r.path.split("?")[0].endswith("/chat/completions")]
 
-    def enqueue(self, *replies: ChatReply | ErrorReply) -> None:
-        """Queue replies for the next chat requests, in order."""
-        for r in replies:
-            self._replies.put(r)
-
-    def next_reply(self) -> ChatReply | ErrorReply:
-        """The next scripted reply, or a loud 500 when the script ran out."""
-        try:
-            return self._replies.get_nowait()
-        except queue.Empty:
-            return error(500, "openai_server: no scripted reply left", type="server_error")
-
-    def __enter__(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+    def no_reply_left(self) -> ChatReply | ErrorReply:
+        return error(500, "openai_server: no scripted reply left", type="server_error")
 
 
-def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    return type("Handler", (_Handler,), {"fake": server})
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     """Answers each request from the fake server's state and replies."""
 
     fake: OpenAIServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
-        pass
-
-    def _record(self, method: str) -> dict[str, Any]:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body = json.loads(raw or b"{}")
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake.requests.append(RecordedRequest(method, self.path, headers, body))
-        return body
+    request_id_header = "x-request-id"
 
     def do_GET(self) -> None:  # the stdlib dispatches on this name
-        self._record("GET")
+        self.record("GET")
         path = self.path.split("?")[0]
         if path.endswith("/models") and self.fake.models is not None:
-            self._json(200, {"object": "list", "data": self.fake.models})
+            self.send_json(200, {"object": "list", "data": self.fake.models})
         elif path.startswith("/api/v0/models/") and path[len("/api/v0/models/") :] in self.fake.lmstudio:
-            self._json(200, self.fake.lmstudio[path[len("/api/v0/models/") :]])
+            self.send_json(200, self.fake.lmstudio[path[len("/api/v0/models/") :]])
         elif path == "/props" and self.fake.props is not None:
-            self._json(200, self.fake.props)
+            self.send_json(200, self.fake.props)
         elif path == "/api/ps":
             loaded = [
                 {"name": k, "model": k, "context_length": v["loaded_context"]}
                 for k, v in self.fake.ollama.items()
                 if "loaded_context" in v
             ]
-            self._json(200, {"models": loaded})
+            self.send_json(200, {"models": loaded})
         else:
-            self._json(404, {"error": {"message": "not found"}})
+            self.send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:  # the stdlib dispatches on this name
-        body = self._record("POST")
+        body = self.record("POST")
         path = self.path.split("?")[0]
         if path == "/api/show":
             found = self.fake.ollama.get(body.get("model", ""))
             if found is None:
-                self._json(404, {"error": f"model '{body.get('model')}' not found"})
+                self.send_json(404, {"error": f"model '{body.get('model')}' not found"})
             else:
-                self._json(200, {k: v for k, v in found.items() if k != "loaded_context"})
+                self.send_json(200, {k: v for k, v in found.items() if k != "loaded_context"})
             return
         if not path.endswith("/chat/completions"):
-            self._json(404, {"error": {"message": "not found"}})
+            self.send_json(404, {"error": {"message": "not found"}})
             return
         reply = self.fake.next_reply()
         try:
             if isinstance(reply, ErrorReply):
-                self._json(reply.status, reply.body, reply.headers)
+                self.send_json(reply.status, reply.body, reply.headers)
             else:
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._stream(reply, include)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-
-    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", "req_test")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _stream(self, reply: ChatReply, include_usage: bool) -> None:
         if reply.delay:
@@ -351,26 +289,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for n, chunk in enumerate(reply.chunks(include_usage)):
             if n in reply.raw_before:
-                self._write(reply.raw_before[n])
+                self.write_chunk(reply.raw_before[n])
             if reply.stall_after is not None and n == reply.stall_after:
                 import time
 
                 time.sleep(reply.stall_seconds)
             if reply.error_after is not None and n == reply.error_after:
-                self._write(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
+                self.write_chunk(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
                 break
             if reply.cut_after is not None and n == reply.cut_after:
                 self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced longer than sent
                 self.wfile.flush()
                 self.close_connection = True
                 return
-            self._write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
         else:
             if reply.done:
-                self._write(b"data: [DONE]\n\n")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+                self.write_chunk(b"data: [DONE]\n\n")
+        self.end_chunks()
 
-    def _write(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
+
+OpenAIServer.handler = _Handler
