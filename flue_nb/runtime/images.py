@@ -27,6 +27,7 @@ __all__ = [
     "MAX_EDGE",
     "MAX_IMAGES_PER_RESULT",
     "cap_images",
+    "downscale",
     "figure_png",
     "image_from_bytes",
     "image_from_object",
@@ -135,7 +136,7 @@ def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
     if problem:
         raise ConfigError(f"{label or 'the image'} looks like {media_type} but cannot be decoded: {problem}")
     if max(width, height) > MAX_EDGE or len(data) > MAX_BYTES:
-        data, media_type, width, height = _shrink(data, label)
+        data, media_type, width, height = downscale(data, label=label)
     return ImagePart(media_type, hashlib.sha256(data).hexdigest(), width, height, label, data)
 
 
@@ -156,13 +157,19 @@ def undecodable(data: bytes) -> str | None:
     return None
 
 
-def _shrink(data: bytes, label: str) -> tuple[bytes, str, int, int]:
-    """Scale to `MAX_EDGE`, then re-encode (PNG, else JPEG at falling quality) under `MAX_BYTES`."""
+def downscale(
+    data: bytes, *, label: str = "", max_edge: int = MAX_EDGE, max_bytes: int = MAX_BYTES
+) -> tuple[bytes, str, int, int]:
+    """(bytes, media type, width, height) scaled to `max_edge` px on the long edge, then
+    re-encoded (PNG, else JPEG at falling quality) under `max_bytes`.
+
+    Raises `ConfigError` when Pillow (`pip install 'flue_nb[images]'`) is not installed.
+    """
     try:
         from PIL import Image
     except ImportError:
         raise ConfigError(
-            f"{label or 'an image'} is larger than {MAX_EDGE} px or {MAX_BYTES:,} bytes and Pillow "
+            f"{label or 'an image'} is larger than {max_edge} px or {max_bytes:,} bytes and Pillow "
             "is not installed to scale it down: `pip install 'flue_nb[images]'`"
         ) from None
     with Image.open(io.BytesIO(data)) as opened:
@@ -171,13 +178,13 @@ def _shrink(data: bytes, label: str) -> tuple[bytes, str, int, int]:
         if getattr(opened, "n_frames", 1) > 1:
             opened.seek(0)  # an animation: its first frame stands for it
         img: Image.Image = opened
-        if max(img.size) > MAX_EDGE:
-            scale = MAX_EDGE / max(img.size)
+        if max(img.size) > max_edge:
+            scale = max_edge / max(img.size)
             size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
             img = img.resize(size, Image.Resampling.LANCZOS)
         out = _encode(img, "PNG" if fmt in ("PNG", "GIF", "WEBP") else "JPEG", 90)
         quality = 85
-        while len(out[0]) > MAX_BYTES:
+        while len(out[0]) > max_bytes:
             if quality >= 45:
                 out = _encode(img, "JPEG", quality)
                 quality -= 20

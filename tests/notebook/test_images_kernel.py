@@ -51,7 +51,7 @@ def test_attach_sends_a_figure_from_the_namespace_and_an_image_file(kernel):
     labels = kernel.ok("print([p.label for p in looks.requests[-1].messages[-1].images])").stdout
     assert labels.strip() == "['fig', 'saved.png']"
     history = kernel.ok("%flue -c attach history")
-    assert "[image: fig," in history.text() and "data:image/png;base64," in history.text("text/markdown")
+    assert "[saved.png: 200×150 PNG]" in history.text() and "data:image/png;base64," in history.text("text/markdown")
 
 
 def test_attach_of_an_unknown_name_is_a_usage_error(kernel):

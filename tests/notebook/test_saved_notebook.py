@@ -8,7 +8,9 @@ and Notebook 7, reopened in a new kernel and with none) is `tests/browser/test_s
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,10 @@ import nbformat
 import pytest
 from kernel_helpers import KERNEL_NAME, Kernel, _spec_manager, jupyter_env
 
+from flue_nb.runtime.images import sniff
+
 pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+pytest.importorskip("matplotlib", reason="the runs draw matplotlib figures (the `test` extra has it)")
 
 pytestmark = pytest.mark.kernel
 
@@ -31,9 +36,12 @@ from flue_nb.models import ScriptedModel, reply, tool_call
 from flue_nb.notebook.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 %config FlueMagics.widget = 'always'
+PLOT = "import matplotlib.pyplot as plt\\nplt.figure(figsize=(4, 3), dpi=50)\\nplt.plot([1, 3, 2])\\nplt.title('{}')"
 m = ScriptedModel([
-    reply("Checking.", tool_call("bash", "c1", command="echo hi from bash")),
+    reply("Checking.", tool_call("bash", "c1", command="echo hi from bash"),
+          tool_call("python", "p1", code=PLOT.format("drawn in the cell"))),
     reply("### Result\\nThe cell's answer is **42**."),
+    reply("Plotting.", tool_call("python", "p2", code=PLOT.format("drawn from the chat"))),
     # Streamed slowly, so it settles while the next cell runs (nbclient keeps only the updates
     # addressed to a running cell; a frontend applies them by display id).
     reply("The chat's answer: <script>alert(1)</script> and `code`. " + " ".join(["more"] * 80)),
@@ -76,13 +84,39 @@ def saved(tmp_path_factory: Any) -> tuple[Path, Any]:
     return path, nbformat.read(path, as_version=4)
 
 
+def _figures(html: str) -> list[bytes]:
+    return [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+
+
 def test_a_settled_cell_is_stored_as_a_static_bundle_with_no_widget(saved: tuple[Path, Any]) -> None:
-    [out] = saved[1].cells[1].outputs
+    [out] = saved[1].cells[1].outputs  # one output: the figure is not displayed again below it
     assert VIEW not in out["data"]
     assert set(out["data"]) == {"text/plain", "text/markdown", "text/html"}
     assert "<h3>Result</h3>" in out["data"]["text/html"] and "<strong>42</strong>" in out["data"]["text/html"]
     assert "echo hi from bash" in out["data"]["text/html"]
     assert out["metadata"]["flue"]["status"] == "completed"
+
+
+def test_a_cells_figure_is_in_its_static_bundle_in_the_tool_cards_place(saved: tuple[Path, Any]) -> None:
+    [out] = saved[1].cells[1].outputs
+    html, md, plain = (out["data"][k] for k in ("text/html", "text/markdown", "text/plain"))
+    [png] = _figures(html)  # drawn once, from the run's own bytes
+    assert sniff(png) is not None and sniff(png)[0] == "image/png"  # type: ignore[index]
+    assert html.index("<strong>python</strong>") < html.index("data:image/png") < html.index("<h3>Result</h3>")
+    assert "<details>" in html  # scaled, full size on click
+    # The markdown and the text name it; its bytes are in the output once.
+    assert re.search(r"\[figure 1: \d+×\d+ PNG\]", plain) and "[figure 1:" in md and "base64" not in md
+
+
+def test_the_chats_copy_draws_both_figures_of_its_conversation_from_the_store(saved: tuple[Path, Any]) -> None:
+    _live, copy = saved[1].cells[2].outputs
+    html = copy["data"]["text/html"]
+    cell_png, chat_png = _figures(html)  # the cell's figure (same conversation) and the chat's own
+    assert cell_png != chat_png
+    assert html.index("and in the chat?") < html.index(base64.b64encode(chat_png).decode()) < html.index("The chat")
+    assert "base64" not in copy["data"]["text/markdown"]
+    # Nothing the chat drew was displayed into the cell running at the time.
+    assert not [o for c in saved[1].cells for o in c.outputs if "image/png" in o.get("data", {})]
 
 
 def test_a_chat_is_stored_with_a_static_copy_of_its_conversation_under_it(saved: tuple[Path, Any]) -> None:
@@ -107,6 +141,8 @@ def test_nbconvert_html_shows_the_cell_and_the_conversation_and_no_widget_error(
     body, _ = HTMLExporter().from_notebook_node(nb)
     for text in ("The cell&#39;s answer is", "echo hi from bash", "The chat&#39;s answer", "and in the chat?"):
         assert text in body or text.replace("&#39;", "'") in body, text
+    # The cell's figure (in its bundle and in the chat's copy) and the chat's: three images.
+    assert len(_figures(body)) == 3 and len(set(_figures(body))) == 2
     assert "model not found" not in body and "Error displaying widget" not in body
 
 

@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
+import re
+
+import pytest
+
+from flue_nb.notebook.view.figures import STATIC_BYTES, STATIC_EDGE, Figure
 from flue_nb.notebook.view.history import history_view
-from flue_nb.notebook.view.static import StaticView, markdown_html
-from flue_nb.notebook.view.transcript import TextView
-from flue_nb.runtime.messages import AssistantMessage, TextPart, UserMessage
+from flue_nb.notebook.view.static import Block, StaticView, markdown_html
+from flue_nb.notebook.view.transcript import CellView, TextView
+from flue_nb.runtime import events as ev
+from flue_nb.runtime.images import sniff
+from flue_nb.runtime.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 
 def test_markdown_html_renders_tables_code_and_escapes_raw_html() -> None:
@@ -56,3 +74,109 @@ def test_the_no_model_error_is_a_short_list_of_the_ways_each_with_its_command() 
     assert lines[0].startswith("flue: no model is configured") and len(lines) == 5
     assert all(ln.startswith("  • ") for ln in lines[1:])
     assert '%config FlueMagics.model = "anthropic/claude-sonnet-4-6"' in lines[1]
+
+
+# --- figures in the static copies (issue 19.1 + 19.4) -----------------------------------------
+
+
+def _png(width: int, height: int, color: str = "teal") -> bytes:
+    PIL = pytest.importorskip("PIL.Image", reason="Pillow (the `images` extra) draws the test's PNGs")
+    buf = io.BytesIO()
+    PIL.new("RGB", (width, height), color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _image(data: bytes, label: str = "figure 1") -> ImagePart:
+    kind, width, height = sniff(data) or ("", 0, 0)
+    return ImagePart(kind, hashlib.sha256(data).hexdigest(), width, height, label, data=data)
+
+
+def _cell_with_figure(image: ImagePart) -> CellView:
+    view = CellView("plot it", "c1", submission_id="s1")
+    for e in [
+        ev.SubmissionRunning(submission_id="s1", attempt=1, agent="a"),
+        ev.ToolStart(submission_id="s1", call_id="c", name="python", input={"code": "plt.plot([1, 3])"}),
+        ev.ToolEnd(submission_id="s1", call_id="c", name="python", is_error=False, content="", images=(image,)),
+        ev.TextDelta(submission_id="s1", delta="The line rises."),
+        ev.SubmissionSettled(submission_id="s1", outcome="completed", result="The line rises."),
+    ]:
+        view.apply(e)
+    view.settle("completed")
+    return view
+
+
+def _data_uris(html: str) -> list[str]:
+    return re.findall(r'src="(data:[^"]*)"', html)
+
+
+def test_a_cells_static_copy_draws_its_figure_in_the_tool_cards_place_once() -> None:
+    image = _image(_png(64, 48))
+    view = _cell_with_figure(image)
+    assert view.text_plain().split("\n") == [
+        "· python: plt.plot([1, 3]) ✓",
+        "    [figure 1: 64×48 PNG]",
+        "The line rises.",
+        "[✓ completed]",
+    ]
+    data, _ = StaticView(view)._repr_mimebundle_()
+    html = data["text/html"]
+    [uri] = _data_uris(html)  # the bytes once in the output: the markdown names the figure
+    assert base64.b64decode(uri.split(",", 1)[1]) == image.data
+    assert "base64" not in data["text/markdown"] and "[figure 1: 64×48 PNG]" in data["text/markdown"]
+    # In place: after the call's line, before the answer that follows it.
+    assert html.index("<strong>python</strong>") < html.index(uri) < html.index("The line rises.")
+    assert "<details>" in html and 'title="click for full size"' in html and "<style>" in html
+
+
+def test_a_figure_not_seen_live_is_read_from_the_store() -> None:
+    data = _png(30, 20, "red")
+    image = _image(data)
+    asked: list[str] = []
+
+    def blob(digest: str) -> bytes | None:
+        asked.append(digest)
+        return data if digest == image.digest else None
+
+    blocks: list[Block] = ["> ▸ **python** `plot()` ✓", Figure(image.digest, "image/png", 30, 20, "figure 2")]
+    html = StaticView(TextView("x", "x", blocks=blocks), blobs=blob)._repr_mimebundle_()[0]["text/html"]
+    assert asked == [image.digest] and len(_data_uris(html)) == 1
+    missing = Figure("00" * 32, "image/png", 30, 20, "figure 3")
+    html = StaticView(TextView("x", "x", blocks=[missing]), blobs=blob)._repr_mimebundle_()[0]["text/html"]
+    assert not _data_uris(html) and "[figure 3: 30×20 PNG] (not shown: its bytes are not in the store)" in html
+
+
+def test_a_big_figure_is_scaled_down_to_the_static_cap() -> None:
+    image = _image(_png(3000, 1500))
+    [uri] = _data_uris(StaticView(_cell_with_figure(image))._repr_mimebundle_()[0]["text/html"])
+    head = sniff(base64.b64decode(uri.split(",", 1)[1]))
+    assert head is not None and head[1:] == (STATIC_EDGE, STATIC_EDGE // 2)
+    assert len(uri) < STATIC_BYTES * 4 // 3 + 100
+
+
+def test_only_png_jpeg_gif_and_webp_become_data_uris() -> None:
+    svg = b'<svg xmlns="x" width="10" height="10"><script>alert(1)</script></svg>'
+    claims_svg = Figure(hashlib.sha256(svg).hexdigest(), "image/svg+xml", 10, 10, "drawing", data=svg)
+    lies = Figure(hashlib.sha256(svg).hexdigest() + "0", "image/png", 10, 10, "fake", data=svg)
+    label = Figure("11" * 32, "image/png", 4, 4, '<img src=x onerror="alert(1)">', data=_png(4, 4))
+    html = StaticView(TextView("x", "x", blocks=[claims_svg, lies, label]))._repr_mimebundle_()[0]["text/html"]
+    assert "image/svg+xml is not embedded" in html and "not a PNG, JPEG, GIF or WebP image" in html
+    assert [u.split(";")[0] for u in _data_uris(html)] == ["data:image/png"]
+    assert "<script>" not in html and 'onerror="' not in html and "&lt;img src=x" in html
+
+
+def test_history_embeds_figures_in_its_markdown_and_the_chats_copy_only_in_its_html() -> None:
+    image = _image(_png(40, 30))
+    call = ToolCall("c", "python", {"code": "plt.plot([1, 2])"})
+    messages: list[Message] = [
+        UserMessage(text="plot it"),
+        AssistantMessage([TextPart("Plotting."), call]),
+        ToolResultMessage("c", "python", "", images=[image]),
+        AssistantMessage([TextPart("Done.")]),
+    ]
+    view = history_view("c1", messages)
+    assert "    [figure 1: 40×30 PNG]" in view.plain.split("\n")
+    assert view.md.count("data:image/png;base64,") == 1  # %flue history shows the image
+    copy = StaticView(history_view("c1", messages, embed=False))._repr_mimebundle_()[0]
+    assert "base64" not in copy["text/markdown"] and len(_data_uris(copy["text/html"])) == 1
+    html = copy["text/html"]
+    assert html.index("<strong>python</strong>") < html.index("data:image/png") < html.index("Done.")

@@ -51,7 +51,10 @@ class SavedCopy:
 
         session = self.widget.session
         cid = session.conversation_id
-        return StaticView(history_view(cid, session.history()), title=f"flue chat · {cid}")
+        # Figures are drawn from the store's blobs (read once, then cached): no copy of their
+        # bytes in the markdown, which names them.
+        view = history_view(cid, session.history(), embed=False)
+        return StaticView(view, title=f"flue chat · {cid}", blobs=session.store.blob)
 
     def refresh(self) -> None:
         """Rewrite the copy (a submission settled); any thread."""

@@ -38,4 +38,4 @@ class CellChat:
         self.widget.detach()
         if result is not None:
             return result  # a final content chosen by the caller
-        return StaticView(view)
+        return StaticView(view, blobs=self.widget.session.store.blob)

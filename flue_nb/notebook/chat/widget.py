@@ -35,6 +35,7 @@ from flue_nb.notebook.chat._fold import ChatFold
 from flue_nb.notebook.chat._saved import HIDE_COPY_CSS
 from flue_nb.notebook.chat._vendor import Vendor, vendor
 from flue_nb.notebook.chat._wire import StatusJSON
+from flue_nb.notebook.kernel import _figures
 from flue_nb.notebook.view.parts import ImageRef, Part, ToolPart
 from flue_nb.notebook.view.transcript import cost_text, share_of
 from flue_nb.runtime.events import Event
@@ -73,6 +74,14 @@ def _current_cell_id() -> str | None:
 def open_widgets() -> list[ChatWidget]:
     """The chat widgets alive in this kernel (for approvals)."""
     return list(_open)
+
+
+def _draws(submission_id: str) -> bool:
+    """Whether a widget of this kernel draws the submission's cards (its figures in them)."""
+    return any(submission_id in w.fold.blocks for w in list(_open))
+
+
+_figures.drawn_in_views(_draws)
 
 
 class ChatWidget(anywidget.AnyWidget):

@@ -6,7 +6,9 @@ Code run by the `python` tool may draw in three ways, and each becomes an image 
 - a final expression whose value has an image form (`_repr_png_`, `_repr_mimebundle_`, ...).
 
 In a kernel the person's cell shows the same images: `display(...)` output passes through, and
-figures and final values are displayed once captured. Figures the code created are closed after
+figures and final values are displayed once captured, unless a view draws the call's card with
+its figures (a chat, a `%%flue` cell's widget, see `drawn_in_views`): displayed as well, they
+would land in whatever cell runs at the time (a chat has none) and be stored twice. Figures the code created are closed after
 they are captured (as the inline backend does after a cell), so they are neither shown twice
 nor kept alive. matplotlib is never imported here: only looked up if the code imported it.
 """
@@ -17,7 +19,7 @@ import base64
 import contextlib
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +27,16 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.images import figure_png, image_from_bytes, rich_image, svg_png
 from flue_nb.runtime.messages import ImagePart
 
-__all__ = ["Drawn", "capture"]
+__all__ = ["Drawn", "capture", "drawn_in_views"]
 
 _DISPLAY_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_views: list[Callable[[str], bool]] = []
+"""Checks whether a view of this kernel draws a submission's tool cards (and their figures)."""
+
+
+def drawn_in_views(check: Callable[[str], bool]) -> None:
+    """Register `check(submission_id)`: True when a view draws that submission's figures itself."""
+    _views.append(check)
 
 
 @dataclass
@@ -107,9 +116,13 @@ def capture() -> Iterator[Drawn]:
     _take_figures(drawn, before)
 
 
-def show(drawn: Drawn) -> None:
-    """Show the person, in the running cell, the images it has not shown yet (kernels only)."""
+def show(drawn: Drawn, submission_id: str | None = None) -> None:
+    """Show the person, in the running cell, the images it has not shown yet (kernels only),
+    unless a view draws them in the call's card (`drawn_in_views`)."""
     if not drawn.to_show:
+        return
+    if submission_id is not None and any(check(submission_id) for check in list(_views)):
+        drawn.to_show.clear()
         return
     shell = _kernel_shell()
     if shell is None:

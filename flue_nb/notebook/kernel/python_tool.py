@@ -131,13 +131,13 @@ def python_tool(namespace: Namespace, *, runner: Runner | None = None) -> Tool:
 
     async def run(args: PythonInput, ctx: ToolContext) -> ToolOutput:
         ns = namespace() if callable(namespace) else namespace
-        result: ToolOutput = await run_on(lambda: _run_cell(args.code, ns))
+        result: ToolOutput = await run_on(lambda: _run_cell(args.code, ns, ctx.submission_id))
         return result
 
     return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")
 
 
-def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
+def _run_cell(code: str, ns: dict[str, Any], submission_id: str | None = None) -> ToolOutput:
     """Run `code` in `ns` like a notebook cell and describe what happened, as a tool result."""
     before = _snapshot(ns)
     filename = f"<python-input-{next(_cell_numbers)}>"
@@ -211,7 +211,7 @@ def _run_cell(code: str, ns: dict[str, Any]) -> ToolOutput:
         details["images"] = [
             {"label": p.label, "width": p.width, "height": p.height, "digest": p.digest} for p in drawn.images
         ]
-    _figures.show(drawn)  # the person's cell shows what the model is sent
+    _figures.show(drawn, submission_id)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
     return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flue_nb.notebook.view.figures import Blobs, Figure, figure_line, figure_markdown
+from flue_nb.notebook.view.static import Block, blocks_markdown
 from flue_nb.notebook.view.transcript import TextView, cache_text, call_line, cost_text
 from flue_nb.runtime.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     SignalMessage,
     ToolResultMessage,
@@ -22,47 +25,48 @@ from flue_nb.runtime.session import SessionStatus, StoredConversation
 __all__ = ["from_store", "history_view", "status_view"]
 
 
-def history_view(conversation_id: str, messages: list[Message]) -> TextView:
-    """The conversation as text: who said what, one line per tool call with its outcome."""
+def history_view(
+    conversation_id: str, messages: list[Message], *, embed: bool = True, blobs: Blobs | None = None
+) -> TextView:
+    """The conversation as text: who said what, one line per tool call with its outcome, and
+    under a call the figures it drew (named in the text; in the markdown embedded when `embed`,
+    from the messages' loaded bytes or `blobs`, else named too)."""
     results = {m.call_id: m for m in messages if isinstance(m, ToolResultMessage)}
     plain: list[str] = []
-    md: list[str] = []
+    blocks: list[Block] = []
     for m in messages:
         if isinstance(m, UserMessage):
             plain.append(f"user: {m.text.strip()}")
-            md.append(_said("user", _keep_lines(m.text.strip())))
-            _images(m.images, plain, md)
+            blocks.append(_said("user", _keep_lines(m.text.strip())))
+            _figures(m.images, plain, blocks)
         elif isinstance(m, AssistantMessage):
             if m.text.strip():
                 plain.append(f"assistant: {m.text.strip()}")
-                md.append(_said("assistant", m.text.strip()))
+                blocks.append(_said("assistant", m.text.strip()))
             for call in m.tool_calls:
                 res = results.get(call.id)
                 mark = "…" if res is None else ("✗" if res.is_error else "✓")
                 summary = call_line(call.name, call.input)
                 plain.append(f"  · {call.name}: {summary} {mark}")
-                md.append(f"> ▸ **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
-            for call in m.tool_calls:
-                if call.id in results:
-                    _images(results[call.id].images, plain, md)
+                blocks.append(f"> ▸ **{call.name}** `{summary.replace('`', 'ˋ')}` {mark}")
+                if res is not None:
+                    _figures(res.images, plain, blocks)
             if m.aborted:
                 plain.append("  (response cut off)")
-                md.append("> *(response cut off)*")
+                blocks.append("> *(response cut off)*")
         elif isinstance(m, SignalMessage):
             what = "; ".join(c.replace("`", "") for c in m.changes)
             line = f"signal ({m.signal_type})" + (f": {what}" if what else "")
             plain.append(f"  · {line}")
-            md.append(f"> {line}")
+            blocks.append(f"> {line}")
         elif not isinstance(m, ToolResultMessage):
             plain.append("  · (summary of earlier messages)")
-            md.append("> *(summary of earlier messages)*")
+            blocks.append("> *(summary of earlier messages)*")
     if not plain:
-        plain, md = ["(no messages yet)"], ["*(no messages yet)*"]
-    return TextView(
-        "\n".join(plain),
-        "\n\n".join(md),
-        {"conversation_id": conversation_id, "messages": len(messages)},
-    )
+        plain, blocks = ["(no messages yet)"], ["*(no messages yet)*"]
+    md = blocks_markdown(blocks, (lambda f: figure_markdown(f, blobs)) if embed else None)
+    meta = {"conversation_id": conversation_id, "messages": len(messages)}
+    return TextView("\n".join(plain), md, meta, blocks=blocks)
 
 
 _BLOCK = re.compile(r"(#{1,6}\s|[-*+]\s|>|```|~~~|\||\d+[.)]\s)")
@@ -82,18 +86,12 @@ def _keep_lines(text: str) -> str:
     return "  \n".join(line.rstrip() for line in text.split("\n"))
 
 
-def _images(images: list[Any], plain: list[str], md: list[str]) -> None:
-    """Redraw a message's images: their one-line description, and in markdown the image itself
-    when its bytes were loaded from the store."""
-    import base64
-
+def _figures(images: list[ImagePart], plain: list[str], blocks: list[Block]) -> None:
+    """A message's images in its place: named in the text, a figure among the blocks."""
     for p in images:
-        plain.append(f"    {p.describe()}")
-        if p.data is None:
-            md.append(f"> {p.describe()}")
-        else:
-            data = base64.b64encode(p.data).decode("ascii")
-            md.append(f"![{p.label or 'image'}](data:{p.media_type};base64,{data})")
+        figure = Figure.of(p)
+        plain.append(f"    {figure_line(figure)}")
+        blocks.append(figure)
 
 
 def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextView:

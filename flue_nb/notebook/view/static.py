@@ -7,7 +7,9 @@ widget in it: `text/html` (JupyterLab, Notebook 7, nbconvert, GitHub), `text/mar
 `text/plain` (terminals, `flue-nb run`, nbval), with the view's metadata (provenance).
 
 The model's text is untrusted: it is rendered by markdown-it with raw HTML disabled, so a
-`<script>` in an answer shows as text.
+`<script>` in an answer shows as text. A view with figures gives its blocks (`static_blocks()`:
+markdown, and `Figure`s in their tool card's place); the HTML draws each figure there from the
+view's bytes or the store's (`view.figures`), the markdown and the text name it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
-__all__ = ["STATIC_CLASS", "StaticView", "markdown_html"]
+from flue_nb.notebook.view.figures import FIGURE_CSS, Blobs, Figure, figure_html, named_markdown
+
+__all__ = ["STATIC_CLASS", "Block", "StaticView", "blocks_markdown", "markdown_html"]
+
+Block = str | Figure
+"""One markdown block of a view, or a figure drawn in its place."""
 
 STATIC_CLASS = "flue-static"
 """The class of a static output's root element (the live chat hides the copy beside it)."""
@@ -34,12 +41,42 @@ def markdown_html(text: str) -> str:
     return rendered
 
 
-class StaticView:
-    """`view`'s text and markdown, plus the markdown rendered as HTML: no widget in the bundle."""
+def blocks_markdown(blocks: list[Block], figure: Any = None) -> str:
+    """The blocks as one markdown text; a figure as `figure(f)`, by default its line."""
+    out = []
+    for b in blocks:
+        if isinstance(b, Figure):
+            out.append((figure or named_markdown)(b))
+        elif b:
+            out.append(b)
+    return "\n\n".join(out)
 
-    def __init__(self, view: Any, *, title: str = "") -> None:
+
+def _blocks_html(blocks: list[Block], blobs: Blobs | None) -> str:
+    """Markdown runs rendered together, each figure drawn between them in its place."""
+    out: list[str] = []
+    run: list[str] = []
+    for b in blocks:
+        if isinstance(b, Figure):
+            out += [markdown_html("\n\n".join(run)), figure_html(b, blobs)]
+            run = []
+        elif b:
+            run.append(b)
+    out.append(markdown_html("\n\n".join(run)))
+    has_figures = any(isinstance(b, Figure) for b in blocks)
+    return (FIGURE_CSS if has_figures else "") + "".join(out)
+
+
+class StaticView:
+    """`view`'s text and markdown, plus the markdown rendered as HTML: no widget in the bundle.
+
+    `blobs` (the store's `blob`) gives the bytes of figures the view has not seen live.
+    """
+
+    def __init__(self, view: Any, *, title: str = "", blobs: Blobs | None = None) -> None:
         self.view = view
         self.title = title
+        self.blobs = blobs
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
         got = self.view._repr_mimebundle_(include, exclude)
@@ -47,7 +84,12 @@ class StaticView:
         plain = data.get("text/plain", "")
         md = data.get("text/markdown", plain)
         head = f'<div class="flue-static-title"><b>{html.escape(self.title)}</b></div>' if self.title else ""
-        body = markdown_html(md)
+        blocks = self.view.static_blocks() if hasattr(self.view, "static_blocks") else None
+        if blocks is None:
+            body = markdown_html(md)
+        else:
+            # The figures' bytes go in the HTML only; the markdown names them (one copy per output).
+            md, body = blocks_markdown(blocks), _blocks_html(blocks, self.blobs)
         out = {
             "text/plain": plain,
             "text/markdown": md,

@@ -12,6 +12,7 @@ import threading
 from typing import Any, Literal
 
 from flue_nb.notebook.cells.view import Shown, result_lines
+from flue_nb.notebook.view.figures import Figure, figure_line
 from flue_nb.notebook.view.fold import Fold, call_line
 from flue_nb.notebook.view.parts import (
     CompactionPart,
@@ -23,6 +24,7 @@ from flue_nb.notebook.view.parts import (
     ToolPart,
     UserPart,
 )
+from flue_nb.notebook.view.static import Block, blocks_markdown
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event
 from flue_nb.runtime.messages import Usage
@@ -217,16 +219,21 @@ class CellView:
         return f"[{mark}: {self.error}]" if self.error else f"[{mark}]"
 
     def markdown(self) -> str:
-        """The transcript as markdown (what JupyterLab, VS Code and GitHub render)."""
+        """The transcript as markdown (what JupyterLab, VS Code and GitHub render); figures named."""
+        return blocks_markdown(self.static_blocks())
+
+    def static_blocks(self) -> list[Block]:
+        """The markdown blocks, with each tool call's figures after its line (a static copy draws them)."""
         with self._lock:
-            parts = []
+            blocks: list[Block] = []
             for p in self._parts:
                 if isinstance(p, ToolPart):
-                    parts.extend(_tool_markdown(p))
+                    blocks.extend(_tool_markdown(p))
+                    blocks.extend(Figure.of(i, self._fold.images.get(i.digest)) for i in p.images)
                 else:
-                    parts.extend(text if kind == "text" else f"> {text}" for kind, text in _part_lines(p))
-            parts.append(f"*{self._footer()}*")
-        return "\n\n".join(p for p in parts if p)
+                    blocks.extend(text if kind == "text" else f"> {text}" for kind, text in _part_lines(p))
+            blocks.append(f"*{self._footer()}*")
+        return [b for b in blocks if b]
 
     def metadata(self) -> dict[str, Any]:
         """Provenance for the cell output: ids, outcome, token totals, the tool trace."""
@@ -297,9 +304,8 @@ def _tool_line(t: ToolPart) -> str:
     mark = "…" if ok is None else ("✓" if ok else f"✗ {_error(t)}")
     preview = _preview(t, shown)
     line = f"· {t.name}: {_summary(t)} {mark}{f' → {preview}' if preview else ''}".replace(":  ", ": ")
-    if shown is None:
-        return line
-    body = [f"    | {c}" for c in shown.code.splitlines()] + [f"    {x}" for x in shown.lines]
+    body = [f"    | {c}" for c in shown.code.splitlines()] + [f"    {x}" for x in shown.lines] if shown else []
+    body += [f"    {figure_line(Figure.of(i))}" for i in t.images]
     return "\n".join([line, *body])
 
 
@@ -364,12 +370,27 @@ def _md_escape(text: str) -> str:
 
 
 class TextView:
-    """A block of text shown as `text/plain` and as markdown (status, history, help)."""
+    """A block of text shown as `text/plain` and as markdown (status, history, help).
 
-    def __init__(self, plain: str, markdown: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+    `blocks`: the markdown as blocks with figures in place, for a static copy to draw them.
+    """
+
+    def __init__(
+        self,
+        plain: str,
+        markdown: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        blocks: list[Block] | None = None,
+    ) -> None:
         self.plain = plain
         self.md = markdown if markdown is not None else plain
         self.meta = metadata or {}
+        self.blocks = blocks
+
+    def static_blocks(self) -> list[Block] | None:
+        """The markdown's blocks with figures in place, when the view has them."""
+        return self.blocks
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
         return {"text/plain": self.plain, "text/markdown": self.md}, ({"flue": self.meta} if self.meta else {})
