@@ -164,7 +164,7 @@ class Store(Protocol):
         ...
 
     def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, replacing: str | None = None) -> bool:
-        """Take (or renew) ownership if free, expired, or already ours.
+        """Take (or renew) ownership if free, expired (by the database's clock), or already ours.
 
         With `replacing`, also take it while `replacing` holds it, expired or not: the caller has
         proved that owner dead (same host, process gone), so nobody need wait out its lease.
@@ -172,7 +172,11 @@ class Store(Protocol):
         ...
 
     def renew_lease(self, conversation_id: str, owner: str, *, ttl: float) -> bool:
-        """Extend our lease (and the running submissions' lease columns); False if lost."""
+        """Extend our lease (and the running submissions' lease columns); False if lost.
+
+        A lease that expired but that nobody else took is still ours and is renewed; a released
+        one is not.
+        """
         ...
 
     def release_lease(self, conversation_id: str, owner: str) -> None:
@@ -180,7 +184,7 @@ class Store(Protocol):
         ...
 
     def lease(self, conversation_id: str) -> tuple[str, float] | None:
-        """Current (owner, expires_at), or None."""
+        """Current (owner, expires_at by the database's clock), expired or not; None if free."""
         ...
 
     # submissions
@@ -195,7 +199,10 @@ class Store(Protocol):
     ) -> Submission:
         """Commit a new queued submission and return it (contract 10.1).
 
-        `settings` (JSON, optional) is kept with it unchanged: `Submission.settings`.
+        `settings` (JSON, optional) is kept with it unchanged: `Submission.settings`. Admitting
+        the same id again with the same conversation and text returns the stored submission
+        unchanged, so a retried admission never duplicates; a different one with a taken id
+        raises `StoreError`.
         """
         ...
 
@@ -204,7 +211,7 @@ class Store(Protocol):
         ...
 
     def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
-        """The conversation's submissions in admission order."""
+        """The conversation's submissions in admission order (without settled ones if asked)."""
         ...
 
     def update_submission(
@@ -217,8 +224,9 @@ class Store(Protocol):
     ) -> bool:
         """Set columns if the state is in `expect` (or always when empty); True if applied.
 
-        A settled submission's state, result and error never change (False). With `owner`,
-        raises `SessionBusyError` (changing nothing) unless it still holds the lease.
+        A settled submission's state, result and error never change (False); `settle` is the only
+        way to settle, so `outcome`, `settled_at` and `state=SETTLED` are refused here. With
+        `owner`, raises `SessionBusyError` (changing nothing) unless it still holds the lease.
         """
         ...
 
@@ -259,7 +267,8 @@ class Store(Protocol):
         """Append records (and apply `updates`, and upsert `state` records) atomically.
 
         Every submission named (`submission_id`, the updates') must be one of this conversation's,
-        else `StoreError` and nothing is written. With `owner`, raises `SessionBusyError` (writing nothing) unless it still holds the
+        and every update's expectation must hold, else `StoreError` and nothing is written. With
+        `owner`, raises `SessionBusyError` (writing nothing) unless it still holds the
         conversation's lease: the fence that keeps a writer stalled past its lease out.
         """
         ...
@@ -297,8 +306,8 @@ class Store(Protocol):
     def put_blob(self, digest: str, data: bytes) -> None:
         """Keep `data` under `digest` (its sha256 hex); a no-op when the same bytes are kept.
 
-        Raises `StoreError` when `digest` is not the sha256 of `data`, or when other bytes are
-        kept under it. Not fenced by the lease: the same digest always means the same bytes, and
+        Raises `StoreError` (keeping nothing new) when `digest` is not the sha256 of `data`, or
+        when other bytes are kept under it. Not fenced by the lease: the same digest always means the same bytes, and
         a blob that no record refers to (a writer stopped between the two) is harmless.
         """
         ...
@@ -314,5 +323,5 @@ class Store(Protocol):
         ...
 
     def close(self) -> None:
-        """Release the connection."""
+        """Release the connection (idempotent); later calls raise `StoreError`."""
         ...

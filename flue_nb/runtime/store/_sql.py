@@ -35,12 +35,6 @@ class SQLStore(SQLBase):
         now: float,
         settings: dict[str, Any] | None = None,
     ) -> Submission:
-        """Commit a new queued submission and return it (contract 10.1).
-
-        Admitting the same id again with the same conversation and text returns the stored
-        submission unchanged, so a retried admission never duplicates; a different one with a
-        taken id raises `StoreError`.
-        """
         d = self.dialect
         key = self._key(conversation_id)
         encoded = d.encode_text(text, "a submission's text")
@@ -68,11 +62,9 @@ class SQLStore(SQLBase):
         return self._run(tx, write=True)
 
     def submission(self, submission_id: str) -> Submission | None:
-        """One submission by id."""
         return self._run(lambda tx: self._select_submission(tx, submission_id), write=False)
 
     def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
-        """The conversation's submissions in admission order (without settled ones if asked)."""
         sql = f"SELECT {self.dialect.submission_columns} FROM submissions WHERE conversation_id = ?"
         params: tuple[Any, ...] = (self._key(conversation_id),)
         if unsettled:
@@ -89,13 +81,6 @@ class SQLStore(SQLBase):
         owner: str | None = None,
         **fields: Any,
     ) -> bool:
-        """Set columns if the state is in `expect` (or always when empty); True if applied.
-
-        A settled submission never changes state, result or error again (returns False); `settle`
-        is the only way to settle, so `outcome`, `settled_at` and `state=SETTLED` are refused here.
-        With `owner`, raises `SessionBusyError` (changing nothing) unless it still holds the
-        conversation's lease.
-        """
         encoded = self._encode(fields)
         expected = tuple(expect)
 
@@ -118,14 +103,8 @@ class SQLStore(SQLBase):
         now: float,
         owner: str | None = None,
     ) -> bool:
-        """Settle once: the first terminal outcome wins (contract 10.4).
-
-        A compare-and-set (`UPDATE ... WHERE state <> 'settled' RETURNING`) that also settles
-        every submission joined into this one with the same outcome, result and error, each with
-        its own `settlement` record naming `joined_into`, in one transaction. Returns False if it
-        was already settled (nothing changes then). With `owner`, raises `SessionBusyError` and
-        changes nothing unless `owner` still holds the conversation's lease.
-        """
+        # One compare-and-set (UPDATE ... WHERE state <> 'settled' RETURNING) settles it and the
+        # submissions joined into it, each with its own settlement record, in one transaction.
         d = self.dialect
         outcome = Outcome(outcome)
         error_json = None if error is None else dump_json(error, "a settlement error")
@@ -174,7 +153,6 @@ class SQLStore(SQLBase):
         return self._run(tx, write=True)
 
     def request_abort(self, conversation_id: str) -> list[str]:
-        """Record a durable abort intent on every unsettled submission; return their ids."""
         key = self._key(conversation_id)
 
         def tx(tx: Tx) -> list[str]:
@@ -200,13 +178,6 @@ class SQLStore(SQLBase):
         updates: Sequence[SubmissionUpdate] = (),
         owner: str | None = None,
     ) -> list[Record]:
-        """Append records (and apply `updates`, and upsert `state` records) atomically.
-
-        Every submission named (the records' and the updates') must belong to this conversation.
-        If any update's expectation fails, nothing is written and `StoreError` is raised. With
-        `owner` (a fence for a writer that may have stalled past its lease), nothing is written
-        and `SessionBusyError` is raised unless `owner` still holds the conversation's lease.
-        """
         d = self.dialect
         # Serialize before the transaction: a bad value fails without taking the write lock.
         encoded: list[tuple[RecordKind, str, dict[str, Any]]] = []
@@ -272,7 +243,6 @@ class SQLStore(SQLBase):
         kinds: Iterable[RecordKind] | None = None,
         submission_id: str | None = None,
     ) -> list[Record]:
-        """Records in stream order, optionally filtered."""
         sql = f"SELECT {self.dialect.record_columns} FROM records WHERE conversation_id = ? AND seq > ?"
         params: list[Any] = [self._key(conversation_id), after_seq]
         if kinds is not None:
@@ -288,7 +258,6 @@ class SQLStore(SQLBase):
         return [self._record(row) for row in rows]
 
     def state(self, conversation_id: str) -> dict[str, Any]:
-        """The latest value of every persistent-state name."""
         key = self._key(conversation_id)
         value = self.dialect.json_out.format("value")
         rows = self._run(
@@ -304,10 +273,6 @@ class SQLStore(SQLBase):
     # -- partial responses (contract 11.2) ----------------------------------------------------------
 
     def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:
-        """Replace the in-progress response snapshot of a submission.
-
-        With `owner`, raises `SessionBusyError` (writing nothing) unless it holds the lease.
-        """
         text = dump_json(data, "a partial response")
 
         def tx(tx: Tx) -> None:
@@ -321,7 +286,6 @@ class SQLStore(SQLBase):
         self._run(tx, write=True)
 
     def partial(self, submission_id: str) -> dict[str, Any] | None:
-        """The snapshot, if a stream was in progress."""
         data = self.dialect.json_out.format("data")
         row = self._run(
             lambda tx: tx.one(f"SELECT {data} FROM partials WHERE submission_id = ?", (submission_id,)), write=False
@@ -329,17 +293,12 @@ class SQLStore(SQLBase):
         return None if row is None else load_json(row[0])
 
     def clear_partial(self, submission_id: str) -> None:
-        """Forget the snapshot (the response was recorded whole)."""
         self._run(lambda tx: tx.run("DELETE FROM partials WHERE submission_id = ?", (submission_id,)), write=True)
 
     # -- image bytes, content-addressed -------------------------------------------------------------
 
     def put_blob(self, digest: str, data: bytes) -> None:
-        """Keep `data` under its sha256 `digest`, in parts; a no-op when the same bytes are kept.
-
-        Raises `StoreError` (keeping nothing new) when `digest` is not the sha256 of `data`, or
-        when the bytes already kept under `digest` are other bytes.
-        """
+        # Kept in rows of BLOB_CHUNK bytes: no single row or statement holds a whole large image.
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
             raise StoreError(
@@ -367,7 +326,6 @@ class SQLStore(SQLBase):
         self._run(tx, write=True)
 
     def blob(self, digest: str) -> bytes | None:
-        """The bytes kept under `digest`, or None."""
         rows = self._run(
             lambda tx: tx.run("SELECT data FROM blobs WHERE digest = ? ORDER BY part", (digest,)), write=False
         )

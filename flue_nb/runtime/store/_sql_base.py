@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from flue_nb.runtime.errors import SessionBusyError, StoreError
-from flue_nb.runtime.store import ConversationSummary, Outcome, Record, Submission, SubmissionState
+from flue_nb.runtime.store import ConversationSummary, Outcome, Record, Store, Submission, SubmissionState
 from flue_nb.runtime.store._dialect import Dialect, Tx
 from flue_nb.runtime.store._rows import FINAL, SETTLED, assignments, load_json
 
@@ -18,8 +18,12 @@ __all__ = ["SQLBase"]
 T = TypeVar("T")
 
 
-class SQLBase:
-    """Rows, fences and ownership over one SQL database; subclasses give `dialect` and `_run`."""
+class SQLBase(Store):
+    """Rows, fences and ownership over one SQL database; subclasses give `dialect` and `_run`.
+
+    A `Store` by declaration, so each method's documentation is the protocol's (`help()` and
+    `inspect.getdoc` find it there) and mypy checks every signature against it.
+    """
 
     dialect: Dialect
 
@@ -165,12 +169,10 @@ class SQLBase:
     # -- conversations and ownership ----------------------------------------------------------------
 
     def ensure_conversation(self, conversation_id: str, *, now: float) -> None:
-        """Create the conversation if it does not exist."""
         key = self._key(conversation_id)
         self._run(lambda tx: self._lock_conversation(tx, key, now), write=True)
 
     def conversations(self) -> list[ConversationSummary]:
-        """Every conversation (of this user, on a shared server), oldest first, with its counts."""
         where, params = self._visible()
         rows = self._run(
             lambda tx: tx.run(
@@ -192,8 +194,6 @@ class SQLBase:
         ]
 
     def acquire_lease(self, conversation_id: str, owner: str, *, ttl: float, replacing: str | None = None) -> bool:
-        """Take (or renew) ownership if free, expired by the database's clock, or already ours,
-        or held by `replacing` (an owner the caller proved dead)."""
         key = self._key(conversation_id)
         now = self.dialect.now
 
@@ -212,11 +212,6 @@ class SQLBase:
         return self._run(tx, write=True)
 
     def renew_lease(self, conversation_id: str, owner: str, *, ttl: float) -> bool:
-        """Extend our lease and the running submissions' lease columns; False if not ours now.
-
-        A lease that expired but that nobody else took is still ours and is renewed; a released
-        one is not.
-        """
         key = self._key(conversation_id)
 
         def tx(tx: Tx) -> bool:
@@ -236,7 +231,6 @@ class SQLBase:
         return self._run(tx, write=True)
 
     def release_lease(self, conversation_id: str, owner: str) -> None:
-        """Give ownership up (no-op if not ours)."""
         key = self._key(conversation_id)
 
         def tx(tx: Tx) -> None:
@@ -250,7 +244,6 @@ class SQLBase:
         self._run(tx, write=True)
 
     def lease(self, conversation_id: str) -> tuple[str, float] | None:
-        """Current (owner, expires_at by the database's clock), expired or not; None if free."""
         key = self._key(conversation_id)
         row = self._run(
             lambda tx: tx.one("SELECT lease_owner, lease_expires FROM conversations WHERE id = ?", (key,)),

@@ -114,7 +114,6 @@ class PostgresStore(SQLStore):
         return self._listener.watch(self._key(conversation_id))
 
     def close(self) -> None:
-        """Release the connection (idempotent); later calls raise `StoreError`."""
         if self._listener is not None:
             self._listener.close()
         self._db.close()

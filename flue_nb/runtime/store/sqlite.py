@@ -188,7 +188,6 @@ class SQLiteStore(SQLStore):
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[level]
 
     def close(self) -> None:
-        """Release the connection (idempotent); later calls raise `StoreError`."""
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
