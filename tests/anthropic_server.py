@@ -23,6 +23,7 @@ from tests.fake_http import FakeHandler, FakeServer, RecordedRequest, split
 __all__ = [
     "AnthropicServer",
     "ErrorReply",
+    "RecordedReply",
     "RecordedRequest",
     "StreamReply",
     "error",
@@ -151,6 +152,15 @@ class ErrorReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class RecordedReply:
+    """A recorded SSE body (a real Messages API stream), sent as it is in chunks of `chunk` bytes."""
+
+    body: bytes
+    chunk: int = 997
+    """An odd size, so chunk boundaries fall inside events, lines and UTF-8 characters."""
+
+
 def stream(*blocks: dict[str, Any], usage: dict[str, int] | None = None, **kwargs: Any) -> StreamReply:
     """A streamed reply made of `blocks` (see `text`, `thinking`, `tool_use`)."""
     return StreamReply(list(blocks), usage or _DEFAULT_USAGE, **kwargs)
@@ -183,13 +193,13 @@ def _block_events(i: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str
     yield "content_block_stop", {"type": "content_block_stop", "index": i}
 
 
-class AnthropicServer(FakeServer[StreamReply | ErrorReply]):
+class AnthropicServer(FakeServer[StreamReply | ErrorReply | RecordedReply]):
     """A threaded loopback Messages API serving queued replies and recording requests.
 
     `url` is the base URL to give the SDK.
     """
 
-    def no_reply_left(self) -> StreamReply | ErrorReply:
+    def no_reply_left(self) -> StreamReply | ErrorReply | RecordedReply:
         return ErrorReply(500, "api_error", "anthropic_server: no scripted reply left")
 
 
@@ -205,6 +215,8 @@ class _Handler(FakeHandler):
             if isinstance(reply, ErrorReply):
                 body = {"type": "error", "error": {"type": reply.error_type, "message": reply.message}}
                 self.send_json(reply.status, body, reply.headers)
+            elif isinstance(reply, RecordedReply):
+                self._send_recorded(reply)
             else:
                 self._send_stream(reply)
         except (BrokenPipeError, ConnectionResetError):
@@ -234,6 +246,15 @@ class _Handler(FakeHandler):
             self._write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode(), chunked)
         if chunked:
             self.end_chunks()
+
+    def _send_recorded(self, reply: RecordedReply) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for at in range(0, len(reply.body), reply.chunk):
+            self.write_chunk(reply.body[at : at + reply.chunk])
+        self.end_chunks()
 
     def _stream_headers(self, reply: StreamReply) -> bool:
         """Send the status and headers of an event stream; True when its body is chunked."""

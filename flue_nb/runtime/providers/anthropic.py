@@ -304,6 +304,12 @@ class _Assembler:
             msg = event.message
             self.model = msg.model or self.model
             self._take_usage(msg.usage)
+            # A continued turn (programmatic tool calling) can start with its blocks already
+            # there, and even its stop reason: the blocks are the message's first ones.
+            for index, block in enumerate(getattr(msg, "content", None) or []):
+                yield from self._start_block(index, Fields(block) if isinstance(block, dict) else block)
+                self._stop_block(index)
+            self.stop_reason = getattr(msg, "stop_reason", None) or self.stop_reason
         elif kind == "content_block_start":
             yield from self._start_block(event.index, event.content_block)
         elif kind == "content_block_delta":
@@ -336,7 +342,9 @@ class _Assembler:
             if block.thinking:
                 yield ThinkingChunk(block.thinking)
         elif block.type == "tool_use":
-            self.parts[index] = ToolCall(block.id, block.name, {})
+            # The input streams as deltas, or comes whole in the start (programmatic calls).
+            start = getattr(block, "input", None)
+            self.parts[index] = ToolCall(block.id, block.name, _raw(start) if start else {})
             self.json_buffers[index] = []
             yield ToolCallDelta(block.id, block.name)
         else:
@@ -358,6 +366,9 @@ class _Assembler:
             part.signature = (part.signature or "") + delta.signature
         elif delta.type == "citations_delta" and isinstance(part, TextPart):
             part.citations = [*(part.citations or []), _raw(delta.citation)]
+        elif delta.type == "compaction_delta" and isinstance(part, ProviderPart) and part.block_type == "compaction":
+            # The API's own context compaction: its summary streams into the block's `content`.
+            part.block["content"] = (part.block.get("content") or "") + (_raw(delta).get("content") or "")
         elif delta.type == "input_json_delta" and (index in self.json_buffers or isinstance(part, ProviderPart)):
             # A server tool's input streams like a tool call's, whether or not its start had one.
             self.json_buffers.setdefault(index, []).append(delta.partial_json)
@@ -375,11 +386,12 @@ class _Assembler:
     def _stop_block(self, index: int) -> None:
         part = self.parts.get(index)
         chunks = self.json_buffers.pop(index, None)
-        if isinstance(part, ToolCall) and chunks is not None:
+        if isinstance(part, ToolCall) and chunks is not None and (not part.input or "".join(chunks).strip()):
             part.input = _parse_tool_input("".join(chunks))
-        elif isinstance(part, ProviderPart) and chunks:
+        elif isinstance(part, ProviderPart) and chunks and (joined := "".join(chunks)).strip():
+            # An empty input streams as one empty delta (the advisor tool): the start's `{}` stands.
             try:
-                part.block["input"] = json.loads("".join(chunks))
+                part.block["input"] = json.loads(joined)
             except ValueError as exc:
                 raise ProviderError(
                     f"The Anthropic stream for `{self.model}` sent `{part.block_type}` input that is not JSON.",
@@ -400,7 +412,9 @@ class _Assembler:
         )
 
 
-_KNOWN_DELTAS = frozenset({"text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta"})
+_KNOWN_DELTAS = frozenset(
+    {"text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta", "compaction_delta"}
+)
 
 
 def _raw(value: Any) -> dict[str, Any]:

@@ -33,13 +33,13 @@ from flue_nb.runtime.tools._mcp_sdk import (
     list_tools,
     noise_line,
     owned_http,
-    quiet_stdout_noise,
 )
+from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, stdio_transport
 
 if TYPE_CHECKING:
     from flue_nb.runtime.tools.mcp import McpServer
 
-__all__ = ["CallTimedOut", "Connection", "ConnectionGone", "SessionLost", "State"]
+__all__ = ["AnswerTooLarge", "CallTimedOut", "Connection", "ConnectionGone", "SessionLost", "State"]
 
 log = logging.getLogger("flue_nb")
 
@@ -56,6 +56,10 @@ class ConnectionGone(Exception):
 class SessionLost(ConnectionGone):
     """The HTTP server refused our session id (it restarted): the call never ran, so a new
     session may retry it."""
+
+
+class AnswerTooLarge(Exception):
+    """The server's answer to a call was over `_mcp_stdio.MAX_MESSAGE` and was dropped unread."""
 
 
 class CallTimedOut(Exception):
@@ -216,19 +220,11 @@ class Connection:
         register_env(dict(server.env or ()))
         register_headers(dict(server.headers or ()))
         if server.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
             if self._stderr is not None:
                 self._stderr.close()
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-            params = StdioServerParameters(
-                command=server.command[0],
-                args=list(server.command[1:]),
-                env=dict(server.env) if server.env is not None else None,
-                cwd=server.cwd,
-            )
-            quiet_stdout_noise()
-            return stdio_client(params, errlog=self._stderr)
+            env = dict(server.env) if server.env is not None else None
+            return stdio_transport(list(server.command), env, server.cwd, self._stderr, server.name)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -334,6 +330,7 @@ class Connection:
             SessionLost: the HTTP server refused our session (the call did not run).
             ConnectionGone: the server went away (the call's outcome is unknown).
             CallTimedOut: no answer within `timeout` seconds.
+            AnswerTooLarge: the answer was too large to read (stdio).
         """
         from mcp.shared.exceptions import MCPError
         from mcp_types.jsonrpc import REQUEST_TIMEOUT
@@ -358,6 +355,8 @@ class Connection:
                 raise ConnectionGone(self.error) from exc
             if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
                 raise CallTimedOut(str(timeout)) from exc
+            if isinstance(exc, MCPError) and exc.code == TOO_LARGE:
+                raise AnswerTooLarge(exc.message) from exc
             raise
 
     def _died(self, reason: str, since: int | None = None) -> None:

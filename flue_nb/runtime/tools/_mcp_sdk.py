@@ -1,10 +1,9 @@
-"""Small adapters around the official `mcp` SDK: its import, its errors, its tool listing, its
-HTTP client, and the logging it does for stdout lines that are not JSON-RPC."""
+"""Small adapters around the official `mcp` SDK: its import, its errors, its tool listing and its
+HTTP client."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any
 
 from flue_nb.runtime.errors import McpConnectionError
@@ -17,25 +16,7 @@ __all__ = [
     "list_tools",
     "noise_line",
     "owned_http",
-    "quiet_stdout_noise",
 ]
-
-_SDK_PARSE_FAILURE = "Failed to parse JSONRPC message from server"
-
-
-class _QuietStdoutNoise(logging.Filter):
-    """Drops the SDK's traceback for each stdout line that is not JSON-RPC (a chatty server writes
-    hundreds); `Connection` logs one line per server instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg != _SDK_PARSE_FAILURE
-
-
-def quiet_stdout_noise() -> None:
-    """Install `_QuietStdoutNoise` on the SDK's stdio logger (once)."""
-    logger = logging.getLogger("mcp.client.stdio")
-    if not any(isinstance(f, _QuietStdoutNoise) for f in logger.filters):
-        logger.addFilter(_QuietStdoutNoise())
 
 
 def import_sdk() -> Any:

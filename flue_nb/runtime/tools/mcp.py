@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from flue_nb.runtime.errors import McpConnectionError
 from flue_nb.runtime.messages import SignalMessage
 from flue_nb.runtime.providers.model import ToolSpec
-from flue_nb.runtime.tools._mcp_connection import CallTimedOut, Connection, ConnectionGone, SessionLost
+from flue_nb.runtime.tools._mcp_connection import AnswerTooLarge, CallTimedOut, Connection, ConnectionGone, SessionLost
 from flue_nb.runtime.tools._mcp_content import to_output, validate
 from flue_nb.runtime.tools._mcp_listing import NAME_LIMIT, needs_task, select, tool_name
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -360,6 +360,8 @@ async def _call_once(conn: Connection, remote: str, arguments: dict[str, Any], c
                 is_error=True,
                 details=where,
             )
+        except AnswerTooLarge as exc:
+            return ToolOutput(f"MCP tool `{remote}` of server `{server.name}`: {exc}", is_error=True, details=where)
         except CallTimedOut:
             return ToolOutput(
                 f"MCP tool `{remote}` of server `{server.name}` did not answer within {server.call_timeout:g} s "
