@@ -204,3 +204,98 @@ def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
     assert block["text"] == "from kernel B" and block["outcome"] == "completed", block
     assert [p["text"] for p in block["parts"] if p["kind"] == "text"] == ["helper answers"]
     assert status["queued"] == 0 and status["running"] is False, status
+
+
+def _two_kernels(tmp_path: Path, db: str, *, chat_in_a: bool = True) -> tuple[Kernel, Kernel]:
+    """Notebooks a.ipynb and b.ipynb (as jupyter_server names their kernels), one store, a chat
+    of the conversation `shared` in each (in B only, without `chat_in_a`)."""
+    kernels = []
+    for name in ("a", "b"):
+        k = Kernel(tmp_path / f"j{name}", tmp_path, JPY_SESSION_NAME=str(tmp_path / f"{name}.ipynb"))
+        k.ok(SETUP + ASKER + CARD + f"\n%config FlueMagics.db = {db!r}")
+        if chat_in_a or name == "b":
+            k.ok("%flue chat -c shared --approval ask")
+            k.ok("w = open_widgets()[-1]")
+        kernels.append(k)
+    return kernels[0], kernels[1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_approval_asked_in_kernel_a_is_answered_in_kernel_bs_chat_19_3(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Kernel A's run waits; kernel B's chat offers Approve; B's click lets A's run continue, and
+    both cards say the call was approved in b.ipynb."""
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else "flue.sqlite"
+    a, b = _two_kernels(tmp_path, db)
+    try:
+        a.ok("w.send_message('write the file')")
+        a_asks = json.loads(a.ok("print(json.dumps(wait_card(w, 'k1', 'awaiting_approval')))").stdout)
+        b_asks = json.loads(b.ok("print(json.dumps(wait_card(w, 'k1', 'awaiting_approval')))").stdout)
+        b.ok("assert w.answer('k1', True)")  # the person clicks Approve in notebook B
+        a_done = json.loads(a.ok("print(json.dumps(wait_card(w, 'k1', 'ok')))").stdout)
+        b_done = json.loads(b.ok("print(json.dumps(wait_card(w, 'k1', 'ok')))").stdout)
+        b_pid = b.ok("import os; print(os.getpid())").stdout.strip()
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert a_asks["ask"] == "bash: echo ran > ran.txt", a_asks
+    assert b_asks["ask"].startswith("bash: echo ran > ran.txt (asked in a.ipynb (kernel "), b_asks
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+    for card in (a_done, b_done):
+        assert card["approval"]["approved"] is True, card
+        assert card["approval"]["by"].startswith(f"b.ipynb (kernel {b_pid} "), card
+
+
+def test_an_approval_of_a_killed_kernel_ends_in_the_other_chat_and_a_click_does_nothing_19_3(
+    tmp_path: Path,
+) -> None:
+    a, b = _two_kernels(tmp_path, "flue.sqlite")
+    try:
+        a.ok("w.send_message('write the file')")
+        b.ok("wait_card(w, 'k1', 'awaiting_approval')")
+        a.km.provisioner.process.kill()  # kernel A dies while its call waits for an answer
+        a.km.provisioner.process.wait(10)
+        ended = json.loads(
+            b.ok(
+                "for _ in range(300):\n"
+                "    c = card(w, 'k1')\n"
+                "    if (c.get('approval') or {}).get('reason') == 'ended': break\n"
+                "    time.sleep(0.05)\n"
+                "print(json.dumps(c))"
+            ).stdout
+        )
+        clicked = b.ok("print(w.answer('k1', True))").stdout.strip()
+        answers = json.loads(
+            b.ok(
+                "rs = w.session.store.records(w.session.conversation_id, kinds=['event'])\n"
+                "print(json.dumps([r.data['approval_answer'] for r in rs if 'approval_answer' in r.data]))"
+            ).stdout
+        )
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert ended["approval"] == {"reason": "ended", "detail": "the kernel that asked stopped before an answer"}, ended
+    assert ended["status"] != "awaiting_approval" and not ended.get("ask"), ended
+    assert clicked == "False" and answers == [], answers  # nothing to click into effect
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_a_cell_prompting_on_stdin_in_kernel_a_is_answered_from_kernel_bs_chat_19_3(tmp_path: Path) -> None:
+    """The first answer wins over an open stdin prompt too: the prompt is taken down, the cell ends."""
+    a, b = _two_kernels(tmp_path, "flue.sqlite", chat_in_a=False)
+    try:
+        a.ok('%config FlueMagics.widget = "always"')  # the cell's own view points to the prompt
+        msg_id = a.kc.execute("%%flue -c shared --approval ask\nwrite the file", allow_stdin=True)
+        prompt = a.kc.get_stdin_msg(timeout=60)
+        b.ok("wait_card(w, 'k1', 'awaiting_approval')")
+        b.ok("assert w.answer('k1', True)")
+        run = a.collect(msg_id, timeout=60)  # no input_reply is ever sent: the answer came from B
+        after = a.ok("print('the kernel still works')")
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert prompt["content"]["prompt"] == "flue: allow bash: echo ran > ran.txt? [y/N] "
+    assert run.status == "ok", run.all_text()
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+    assert "Done." in run.text() and "still works" in after.stdout

@@ -1,12 +1,16 @@
-"""Who answers the `ask` approval policy in a notebook: the chat widget, else the kernel's stdin.
+"""Who answers the `ask` approval policy in a notebook: a chat, stdin, or another kernel's view.
 
 `notebook_approver` is the `Approver` the kernel sandbox uses. It asks, in order:
-1. a chat widget in this kernel that shows the tool call (its card gets Approve / Deny and the
-   run waits for the click);
-2. the person running the cell, through the kernel's stdin (an `input()` prompt under the cell),
-   when a cell is blocked waiting for the run and its frontend accepts input;
-3. no one: it returns `Unanswered` saying why, and the approval wrapper applies the fallback
-   policy and says which one in the tool's result.
+1. every chat widget in this kernel that shows the tool call (its card gets Approve / Deny and
+   the run waits for the click);
+2. else the person running the cell, through the kernel's stdin (an `input()` prompt under the
+   cell), when a cell is blocked waiting for the run and its frontend accepts input;
+3. else no one here: it returns `Unanswered` saying why, and the approval wrapper applies the
+   fallback policy and says which one in the tool's result.
+When the request is recorded in the store (`request.ballot`), a chat of the conversation in
+another kernel offers it too, and its answer is waited for alongside 1 and 2 (with no one here,
+for `approval_timeout` when one is set). The first answer wins; a prompt still open here is
+taken down.
 """
 
 from __future__ import annotations
@@ -65,18 +69,39 @@ async def notebook_approver(request: ApprovalRequest, *, timeout: float | None =
         widgets = open_widgets()
     showing = [w for w in widgets if w.shows(request.call_id)]
     asked = [w for w in showing if w.interactive]
+    ballot = request.ballot
     if asked:
         return await _first_answer(asked, request, timeout)
     shown = showing[0] if showing else None  # a blocking cell's view: it points to the prompt
     if shown is not None:
         shown.asking(request.call_id, request.summary)
     try:
-        return await coordinator().run_on_waiter(lambda: _prompt(request))
-    except _NoStdin:
-        return Unanswered(NO_ONE)
+        prompt = asyncio.ensure_future(coordinator().run_on_waiter(lambda: _prompt(request)))
+        elsewhere = asyncio.ensure_future(ballot.wait()) if ballot is not None else None
+        try:
+            done, _ = await asyncio.wait(
+                [t for t in (prompt, elsewhere) if t is not None], return_when=asyncio.FIRST_COMPLETED
+            )
+            if prompt in done and not isinstance(prompt.exception(), _NoStdin):
+                return prompt.result()
+            if elsewhere is None or (elsewhere not in done and not timeout):
+                return Unanswered(NO_ONE)  # nobody here, and no time given to wait for another view
+            won = await asyncio.wait_for(asyncio.shield(elsewhere), timeout or None)
+        except asyncio.TimeoutError:
+            return Unanswered(f"time (nobody answered within {timeout:g} s in any view)")
+        finally:
+            for task in (prompt, elsewhere):
+                if task is not None and not task.done():
+                    task.cancel()  # an `input()` still open is interrupted: no stale box is left
+        return _decided(won)
     finally:
         if shown is not None:
             shown.asking(request.call_id, None)
+
+
+def _decided(won: Any) -> Any:
+    """Another view's answer as the approver's result (an `ended` request is no answer)."""
+    return Unanswered(won.reason or "the request ended") if won.approved is None else won.approved
 
 
 def _user_ns() -> dict[str, Any]:
@@ -87,23 +112,46 @@ def _user_ns() -> dict[str, Any]:
 
 
 async def _first_answer(widgets: list[Any], request: ApprovalRequest, timeout: float | None) -> Any:
-    """Approve / Deny in every view of the call; the first click decides and the others follow."""
+    """Approve / Deny in every view of the call (and in other kernels' views, through the store);
+    the first answer decides and the others follow."""
     asks = [asyncio.ensure_future(w.ask(request.call_id, request.summary)) for w in widgets]
+    elsewhere = asyncio.ensure_future(request.ballot.wait()) if request.ballot is not None else None
+    racing = [*asks, *([elsewhere] if elsewhere is not None else [])]
     try:
-        done, _ = await asyncio.wait(asks, timeout=timeout or None, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(racing, timeout=timeout or None, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
-        for task in asks:
+        for task in racing:
             task.cancel()
         raise
+    if elsewhere is not None and not elsewhere.done():
+        elsewhere.cancel()
     if not done:
         for task in asks:
             task.cancel()  # each card stops offering the buttons; the result tells the rest
-        return Unanswered(f"time (nobody answered within {timeout:g} s in this kernel's chats)")
-    approved = bool(next(iter(done)).result())
+        return Unanswered(f"time (nobody answered within {timeout:g} s in any view)")
+    if elsewhere is not None and elsewhere in done:
+        answer = _decided(elsewhere.result())
+    else:
+        answer = bool(next(t for t in done if t is not elsewhere).result())
+        if request.ballot is not None:
+            # This click against one from another kernel: the store says which came first.
+            won = await asyncio.to_thread(_close, request.ballot, answer)
+            answer = answer if won is None else _decided(won)
     for widget in widgets:
-        widget.answer(request.call_id, approved)  # the other views take the same answer
+        if isinstance(answer, bool):
+            widget.answer(request.call_id, answer)  # the other views take the same answer
+    for task in asks:
+        if not task.done() and not isinstance(answer, bool):
+            task.cancel()
     await asyncio.gather(*asks, return_exceptions=True)
-    return approved
+    return answer
+
+
+def _close(ballot: Any, approved: bool) -> Any:
+    try:
+        return ballot.close("approved" if approved else "denied")
+    except Exception:  # noqa: BLE001 - the store is away: this kernel's answer stands
+        return None
 
 
 def default_approver(timeout: float | None = None) -> Any:

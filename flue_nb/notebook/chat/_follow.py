@@ -23,6 +23,9 @@ IDLE_LOOK = 5.0
 """Seconds after which a chat looks even though nothing was announced: what no write announces
 (a kernel that died holding the lease) still shows within this time."""
 
+_UNKNOWN = object()
+"""The lease before the first look."""
+
 
 class StoreFollower:
     """Follows the conversation's store for changes made by other processes; redraws the chat."""
@@ -42,6 +45,7 @@ class StoreFollower:
         # with it, so another kernel's run that ends before that look is still drawn.
         self._seq: int | None = baseline[0] if baseline is not None else None
         self._unsettled: tuple[tuple[str, str], ...] | None = baseline[1] if baseline is not None else None
+        self._holder: Any = _UNKNOWN
         self._own = False
         self._lock = threading.Lock()
         self._stopped = False
@@ -88,22 +92,25 @@ class StoreFollower:
         store, cid = session.store, session.conversation_id
         records = store.records(cid, after_seq=self._seq or 0)
         unsettled = tuple((s.id, s.state.value) for s in store.submissions(cid, unsettled=True))
+        lease = session.lease()
+        # Who holds the conversation, and whether it provably died: a card offering another
+        # kernel's approval says "ended" once that kernel is gone, though nothing was written.
+        holder = None if lease is None else (lease.owner, lease.gone)
         with self._lock:
             first = self._seq is None
             if records:
                 self._seq = max(r.seq for r in records)
             elif first:
                 self._seq = 0
-            changed = bool(records) or unsettled != self._unsettled
-            self._unsettled = unsettled
+            changed = (
+                bool(records)
+                or unsettled != self._unsettled
+                or (self._holder is not _UNKNOWN and holder != self._holder)
+            )
+            self._unsettled, self._holder = unsettled, holder
             own, self._own = self._own, False
         if first:
             return False  # the chat was just drawn from the store
         # Our own run's records arrive with its events; only a change nothing here explained
         # (another kernel's message, run or settlement) needs the redraw.
-        return changed and not own and not _running_here(session)
-
-
-def _running_here(session: Any) -> bool:
-    lease = session.lease()
-    return lease is not None and lease.here
+        return changed and not own and not (lease is not None and lease.here)

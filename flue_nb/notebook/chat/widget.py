@@ -153,9 +153,12 @@ class ChatWidget(anywidget.AnyWidget):
             from flue_nb.notebook.chat._follow import StoreFollower
 
             baseline = StoreFollower.snapshot(session)
+        self._remote: dict[str, int] = {}
+        """Call id -> seq of another kernel's approval request this chat offers (`_remote`)."""
         if redraw:
             for event in _stored_events(session):
                 self.fold.apply(event)
+            self._remote = _overlay(self.fold, session)
         with self._lock:
             pending, self._pending = self._pending, None
             for event in pending:
@@ -423,13 +426,25 @@ class ChatWidget(anywidget.AnyWidget):
         self._push()
 
     def answer(self, call_id: str, approved: bool) -> bool:
-        """Answer a waiting approval (any thread); False when nothing waits for `call_id`."""
+        """Answer a waiting approval (any thread), this kernel's or one another kernel asked for
+        (the store decides whether it came first); False when nothing waits for `call_id`."""
         with self._lock:
             found = self._approvals.get(call_id)
-        if found is None:
+            remote = self._remote.get(call_id)
+        if found is not None:
+            loop, fut = found
+            loop.call_soon_threadsafe(_resolve, fut, approved)
+            return True
+        if remote is None:
             return False
-        loop, fut = found
-        loop.call_soon_threadsafe(_resolve, fut, approved)
+        from flue_nb.notebook.chat import _remote
+
+        try:
+            _remote.answer(self.session, remote, approved)
+        except Exception as exc:  # noqa: BLE001 - a store hiccup: say so, the card stays to click again
+            self.error = f"the answer was not recorded: {exc}"
+            return False
+        self.redraw_from_store()  # the card shows the answer that won, and who gave it
         return True
 
     def redraw_from_store(self) -> None:
@@ -437,8 +452,10 @@ class ChatWidget(anywidget.AnyWidget):
         fold = ChatFold(only=None)
         for event in _stored_events(self.session):
             fold.apply(event)
+        remote = _overlay(fold, self.session)
         with self._lock:
             self.fold = fold
+            self._remote = remote
             self.fold.settled_now.add("store")  # send the whole history, not only the live part
         self._push(status=True)
 
@@ -490,6 +507,16 @@ def _block_images(parts: list[Part]) -> list[ImageRef]:
             if p.task is not None:
                 out.extend(_block_images(p.task.parts))
     return out
+
+
+def _overlay(fold: ChatFold, session: Any) -> dict[str, int]:
+    """Other kernels' approval requests on the cards (`_remote.overlay`); none if unreadable."""
+    from flue_nb.notebook.chat._remote import overlay
+
+    try:
+        return overlay(fold, session)
+    except Exception:  # noqa: BLE001 - a view without them still draws the conversation
+        return {}
 
 
 def _stored_events(session: Any) -> list[Event]:

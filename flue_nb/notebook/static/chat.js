@@ -14,7 +14,8 @@
  *   duration_ms: number | null, input: Clip, code: Code[], result: Clip | null,
  *   result_kind: "text" | "code" | "list" | "markdown", result_lang: string,
  *   namespace: { added: string[], changed: string[], removed: string[] } | null,
- *   approval: { approved?: boolean, reason?: string, fallback?: string, via?: string } | null,
+ *   approval: { approved?: boolean, reason?: string, fallback?: string, via?: string, by?: string,
+ *     detail?: string } | null,
  *   ask: string | null, asked_at: number | null, progress: string, images: Image[],
  *   task: TaskPart | null }} ToolPart
  * @typedef {{ kind: "signal", signal_type: string, changes: string[] }} SignalPart
@@ -187,7 +188,11 @@ function approvalNote(a) {
   const why = {
     approved: "approved by the user", declined: "denied by the user", policy: "denied by the approval policy",
   }[a.reason];
-  if (why) return `<div class="flue-muted">${why}</div>`;
+  // Where it was answered, when another view of the conversation could have: "in nb.ipynb (kernel …)".
+  if (why) return `<div class="flue-muted flue-answered">${why}${a.by && a.reason !== "policy" ? " in " + esc(a.by) : ""}</div>`;
+  if (a.reason === "ended") {
+    return `<div class="flue-muted flue-answered">the approval request ended${a.detail ? ": " + esc(a.detail) : ""}</div>`;
+  }
   if (a.reason === "headless" || a.reason === "unanswered") {
     return `<div class="flue-muted">no one to ask: fallback policy ${esc(a.fallback)} ${a.approved ? "ran it" : "refused it"}</div>`;
   }

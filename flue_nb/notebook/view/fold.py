@@ -278,6 +278,8 @@ class Fold:
         approval = details.get("approval")
         if isinstance(approval, Mapping):
             tool.approval = {k: approval.get(k) for k in ("approved", "reason", "fallback", "via")}
+            if approval.get("by"):  # answered where another view of the conversation could have
+                tool.approval["by"] = approval["by"]
         denied = tool.approval is not None and tool.approval.get("approved") is False
         if e.ended != "completed":
             tool.status = e.ended

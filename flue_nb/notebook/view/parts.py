@@ -117,7 +117,8 @@ class ToolPart:
     is_error: bool = False
     namespace: Namespace | None = None
     approval: dict[str, Any] | None = None
-    """How an approval was decided (`approved`, `reason`, `fallback`, `via`), when one was asked."""
+    """How an approval was decided (`approved`, `reason`, `fallback`, `via`, `by`: where it was
+    answered), when one was asked; `reason` `ended` (with `detail`) for a request that ended."""
     ask: str | None = None
     """While awaiting approval: what the person is asked."""
     progress: str = ""

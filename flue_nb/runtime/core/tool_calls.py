@@ -28,6 +28,7 @@ class ToolCalls:
     sandbox: Any
     conversation_id: str | None
     submission_id: str | None
+    is_subagent: bool
 
     async def _resume_unresolved(self) -> list[ToolResultMessage]:
         """After a crash: keep recorded results, re-run durable tools, mark the rest unknown (11.2).
@@ -83,7 +84,14 @@ class ToolCalls:
                     ev.ToolUpdate(call_id=call.id, name=call.name, progress=progress, total=total, message=message)
                 )
 
-            ctx = ToolContext(call.id, self.sandbox, step, self.conversation_id, self.submission_id, report=report)
+            # A top-level run records to the store under its lease: an approval it asks for is
+            # recorded there too, so a chat of the conversation in another kernel can answer it.
+            store = getattr(self.recorder, "store", None) if not self.is_subagent else None
+            owner = getattr(self.recorder, "owner", None) if store is not None else None
+            ctx = ToolContext(
+                call.id, self.sandbox, step, self.conversation_id, self.submission_id,
+                report=report, store=store, owner=owner,
+            )  # fmt: skip
             try:
                 out = await execute_tool(tool, call.input, ctx)
             except BaseException as exc:

@@ -316,6 +316,16 @@ class Store(Protocol):
         """The bytes kept under `digest`, or None."""
         ...
 
+    # an approval request and its one answer (records of kind `event`, _sql_approvals.py)
+    def close_approval(self, conversation_id: str, request_seq: int, answer: dict[str, Any], *, now: float) -> Record:
+        """Close the approval request recorded at `request_seq` with `answer` (`outcome`: approved,
+        denied or ended; `by`; `reason`) unless something closed it first; the closing record.
+
+        The first answer wins, fenced by the conversation's lock; an answer to a request whose
+        asker is gone (its run settled, its lease lost or expired) closes it as `ended`.
+        """
+        ...
+
     # following a conversation from another process
     def watch(self, conversation_id: str) -> Watch:
         """A `Watch` that wakes when the conversation may have changed (records, submissions,

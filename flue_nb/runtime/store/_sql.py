@@ -1,8 +1,9 @@
 """`SQLStore`: the `Store` protocol written once in SQL, over a `Dialect` per database engine.
 
 Each backend (sqlite.py, postgres.py) supplies its dialect and one way to run a transaction
-(`_run`); everything a `Store` method means is here and in `SQLBase` (_sql_base.py: rows, fences,
-ownership). SQL is written with `?` placeholders and the dialect's pieces (_dialect.py).
+(`_run`); everything a `Store` method means is here, in `SQLBase` (_sql_base.py: rows, fences,
+ownership) and in `SQLApprovals` (_sql_approvals.py: an approval's one answer). SQL is written
+with `?` placeholders and the dialect's pieces (_dialect.py).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState, SubmissionUpdate, Watch
 from flue_nb.runtime.store._dialect import Dialect, Tx
 from flue_nb.runtime.store._rows import BLOB_CHUNK, RECORD_KINDS, SETTLED, dump_json, load_json
-from flue_nb.runtime.store._sql_base import SQLBase
+from flue_nb.runtime.store._sql_approvals import SQLApprovals
 from flue_nb.runtime.store._watch import PollWatch
 
 __all__ = ["Dialect", "SQLStore", "Tx"]
 
 
-class SQLStore(SQLBase):
+class SQLStore(SQLApprovals):
     """The `Store` protocol over one SQL database; subclasses give `dialect` and `_run`."""
 
     # -- submissions --------------------------------------------------------------------------------

@@ -13,12 +13,13 @@ reason, and the fallback policy decides, saying so in the result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.tools.ballot import Ballot, open_ballot
 from flue_nb.runtime.tools.summary import arguments_json, summary_text
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
@@ -53,6 +54,9 @@ class ApprovalRequest:
     """The validated input, as plain JSON-like data."""
     summary: str
     """A short human line saying what would run (`bash: rm -rf build`)."""
+    ballot: Ballot | None = field(default=None, compare=False)
+    """The request as recorded in the store (a top-level run of a session): other kernels' views
+    can answer it, and an approver waits for that answer too (`Ballot.wait`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +122,19 @@ def with_approval(
             return _refused(tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name))
         answer: bool | Unanswered = Unanswered("a headless run")
         if approver is not None:
-            request = ApprovalRequest(
-                tool_name=tool.name,
-                call_id=ctx.call_id,
-                input=args.model_dump(mode="json"),
-                summary=request_summary(tool.name, args.model_dump(mode="json")),
-            )
-            answer = await approver(request)
+            summary = request_summary(tool.name, args.model_dump(mode="json"))
+            ballot = _recorded(ctx, tool.name, summary)
+            request = ApprovalRequest(tool.name, ctx.call_id, args.model_dump(mode="json"), summary, ballot)
+            try:
+                answer = await approver(request)
+            except BaseException:
+                if ballot is not None:  # aborted while asking: every view's card says it ended
+                    _close_quietly(ballot, Unanswered("the run stopped before an answer"))
+                raise
+            if ballot is not None:
+                answer, by = _first_answer(ballot, answer)
+                if by:
+                    facts["by"] = by
         if isinstance(answer, Unanswered):
             reason = "headless" if approver is None else "unanswered"
             facts |= {"approved": fallback == "allow", "reason": reason, "fallback": fallback}
@@ -150,6 +160,44 @@ def with_approval(
         )
 
     return replace(tool, run=run, blocking=False)
+
+
+def _recorded(ctx: ToolContext, name: str, summary: str) -> Ballot | None:
+    """The request recorded in the conversation's store, or None (no store here, or it failed:
+    then only this kernel's views and stdin can answer, as before)."""
+    if ctx.store is None or ctx.owner is None or ctx.conversation_id is None or ctx.submission_id is None:
+        return None
+    try:
+        return open_ballot(
+            ctx.store,
+            ctx.conversation_id,
+            ctx.submission_id,
+            ctx.owner,
+            call_id=ctx.call_id,
+            tool=name,
+            summary=summary,
+        )
+    except Exception:  # noqa: BLE001 - a store that cannot record it: ask here only
+        return None
+
+
+def _first_answer(ballot: Ballot, answer: bool | Unanswered) -> tuple[bool | Unanswered, str]:
+    """The answer that won in the store (this kernel's, or another view's that came first)."""
+    won = _close_quietly(ballot, answer)
+    if won is None:
+        return answer, ""
+    if won.approved is None:
+        return (answer if isinstance(answer, Unanswered) else Unanswered(won.reason or "the request ended")), ""
+    return won.approved, won.by
+
+
+def _close_quietly(ballot: Ballot, answer: bool | Unanswered) -> Any:
+    try:
+        if isinstance(answer, Unanswered):
+            return ballot.close("ended", reason=f"no answer ({answer.reason})")
+        return ballot.close("approved" if answer else "denied")
+    except Exception:  # noqa: BLE001 - the store is away: this kernel's answer stands
+        return None
 
 
 def _deny_text(name: str) -> str:

@@ -93,6 +93,11 @@ class ToolContext:
     report: Callable[[float | None, float | None, str | None], None] | None = None
     """`report(progress, total, message)` tells observers how a long call is going (a
     `ToolUpdate` event); None where nobody listens."""
+    store: Any = None
+    """The conversation's store, for a top-level run of a session (None in a subagent or a bare
+    run): where an approval request is recorded so other views can answer it."""
+    owner: str | None = None
+    """The lease holder running the call (with `store`): what fences those records."""
 
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""

@@ -1,0 +1,71 @@
+"""Approvals another kernel asked for, drawn on this chat's cards and answered from here.
+
+A run in kernel A records its approval request in the store (`runtime.tools.ballot`). A chat of
+the same conversation in kernel B draws its cards from the records, so after each redraw
+`overlay` marks the card of every call still waiting: Approve / Deny while the asking kernel
+still holds the conversation, "the request ended" once it does not (it died, or another kernel
+took the conversation over), and, once answered, who answered where. A click on such a card is
+`answer`: the store decides whether it was the first answer, and nothing an ended request is
+given takes effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flue_nb.runtime.tools.ballot import Asked, answer_request, approvals
+
+__all__ = ["answer", "overlay"]
+
+_GONE = "the kernel that asked stopped before an answer"
+
+
+def overlay(fold: Any, session: Any) -> dict[str, int]:
+    """Mark the cards of recorded requests on `fold`; the seq of each one this chat may answer."""
+    asked = approvals(session.store.records(session.conversation_id, kinds=["event"]))
+    if not asked:
+        return {}
+    lease = session.lease()
+    open_here: dict[str, int] = {}
+    for call_id, a in asked.items():
+        tool = fold.tool(call_id)
+        if tool is None or tool.status not in ("running", "awaiting_approval"):
+            continue  # no card, or its result is in: the result's facts say how it was decided
+        if a.answer is not None:
+            fold.mark_tool(call_id, status="running", ask=None, asked_at=None, approval=_facts(a))
+        elif lease is not None and lease.here and lease.owner == a.owner:
+            continue  # this kernel asks: its own approver draws the buttons
+        elif _alive(a, lease):
+            fold.mark_tool(call_id, status="awaiting_approval", ask=_question(a), asked_at=a.asked_at)
+            open_here[call_id] = a.seq
+        else:
+            fold.mark_tool(call_id, ask=None, asked_at=None, approval={"reason": "ended", "detail": _GONE})
+    return open_here
+
+
+def answer(session: Any, seq: int, approved: bool) -> Any:
+    """Answer another kernel's request from this chat; the answer that won (`ballot.Answer`)."""
+    asked = approvals(session.store.records(session.conversation_id, kinds=["event"]))
+    found = next((a for a in asked.values() if a.seq == seq), None)
+    lease = session.lease()
+    ended = None if found is not None and _alive(found, lease) else _GONE
+    return answer_request(session.store, session.conversation_id, seq, approved, ended=ended)
+
+
+def _alive(a: Asked, lease: Any) -> bool:
+    # The store fences an answer by the lease too; a holder that provably died (same host, its
+    # process gone) is known here sooner than its lease runs out.
+    return lease is not None and lease.owner == a.owner and not lease.gone
+
+
+def _question(a: Asked) -> str:
+    return f"{a.summary} (asked in {a.where})" if a.where else a.summary
+
+
+def _facts(a: Asked) -> dict[str, Any]:
+    assert a.answer is not None
+    outcome = a.answer.outcome
+    if outcome == "ended":
+        return {"reason": "ended", "detail": a.answer.reason or ""}
+    approved = outcome == "approved"
+    return {"approved": approved, "reason": "approved" if approved else "declined", "by": a.answer.by}

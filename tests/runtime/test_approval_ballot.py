@@ -1,0 +1,216 @@
+"""An approval recorded in the store (issue 19.3): any view answers it, the first answer wins,
+and a request whose asker is gone can only end. SQLite and PostgreSQL, each store object with
+its own connection standing for another kernel."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.store import Outcome
+from flue_nb.runtime.store.sqlite import SQLiteStore
+from flue_nb.runtime.tools.approval import ApprovalRequest, with_approval
+from flue_nb.runtime.tools.ballot import answer_request, approvals, here, open_ballot
+from flue_nb.runtime.tools.tool import Tool, ToolContext, define_tool, execute_tool
+
+CID = "team:approve"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "s.sqlite")
+
+
+def _open(db: str) -> Any:
+    if db.startswith("postgresql://"):
+        from flue_nb.runtime.store.postgres import PostgresStore
+
+        return PostgresStore(db)
+    return SQLiteStore(db)
+
+
+@pytest.fixture
+def stores(db: str) -> Iterator[tuple[Any, Any]]:
+    """Kernel A's store (its run holds the lease as "A") and kernel B's, on one database."""
+    a, b = _open(db), _open(db)
+    a.admit(CID, "write the file", submission_id="s1", now=time.time())
+    assert a.acquire_lease(CID, "A", ttl=60)
+    yield a, b
+    a.close()
+    b.close()
+
+
+class _Cmd(BaseModel):
+    command: str
+
+
+def _tool(calls: list[str]) -> Tool:
+    async def run(args: _Cmd) -> str:
+        calls.append(args.command)
+        return "ran"
+
+    return define_tool("bash", "Run a command.", input=_Cmd, run=run)
+
+
+def _ctx(store: Any) -> ToolContext:
+    return ToolContext("k1", conversation_id=CID, submission_id="s1", store=store, owner="A")
+
+
+def _answers(store: Any) -> list[Any]:
+    return [r for r in store.records(CID, kinds=["event"]) if "approval_answer" in r.data]
+
+
+def test_an_answer_from_another_kernel_lets_the_waiting_call_run(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    calls: list[str] = []
+    seen: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Any:
+        seen.append(request)
+        assert request.ballot is not None
+        [asked] = approvals(b.records(CID)).values()  # kernel B draws the request from the records
+        assert asked.summary == "bash: echo hi" and asked.owner == "A" and asked.answer is None
+        threading.Timer(0.3, answer_request, (b, CID, asked.seq, True)).start()
+        return (await request.ballot.wait()).approved
+
+    out = asyncio.run(
+        execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "echo hi"}, _ctx(a))
+    )
+    assert calls == ["echo hi"] and not out.is_error
+    assert out.details["approval"] == {"policy": "ask", "approved": True, "reason": "approved", "by": here()}
+    [answer] = _answers(a)
+    assert answer.data["approval_answer"]["outcome"] == "approved"
+
+
+def test_the_first_answer_wins_and_a_later_local_one_takes_it(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    calls: list[str] = []
+
+    async def approver(request: ApprovalRequest) -> bool:
+        assert request.ballot is not None
+        answer_request(b, CID, request.ballot.seq, True)  # kernel B clicked Approve first
+        return False  # this kernel's Deny came second
+
+    out = asyncio.run(
+        execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "x"}, _ctx(a))
+    )
+    assert calls == ["x"] and out.details["approval"]["approved"] is True
+    assert len(_answers(a)) == 1
+
+
+def test_concurrent_answers_from_many_connections_have_exactly_one_winner(db: str, stores: tuple[Any, Any]) -> None:
+    a, _ = stores
+    ballot = open_ballot(a, CID, "s1", "A", call_id="k1", tool="bash", summary="bash: x")
+    others = [_open(db) for _ in range(6)]
+    won: list[Any] = []
+    go = threading.Barrier(len(others))
+
+    def click(i: int) -> None:
+        go.wait()
+        won.append(answer_request(others[i], CID, ballot.seq, i % 2 == 0))
+
+    threads = [threading.Thread(target=click, args=(i,)) for i in range(len(others))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for s in others:
+        s.close()
+    assert len(won) == len(others) and len(set(won)) == 1, won  # everyone got the same answer back
+    assert len(_answers(a)) == 1
+    assert ballot.answer() == won[0]
+
+
+def test_a_request_whose_kernel_lost_the_conversation_can_only_end(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    ballot = open_ballot(a, CID, "s1", "A", call_id="k1", tool="bash", summary="bash: x")
+    a.release_lease(CID, "A")
+    assert b.acquire_lease(CID, "C", ttl=60)  # a recovering kernel took it over
+    won = answer_request(b, CID, ballot.seq, True)
+    assert won.outcome == "ended" and won.approved is None
+    assert "no longer runs the conversation" in (won.reason or "")
+    assert answer_request(b, CID, ballot.seq, True) == won  # a second click changes nothing
+
+
+def test_a_request_whose_run_settled_can_only_end(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    ballot = open_ballot(a, CID, "s1", "A", call_id="k1", tool="bash", summary="bash: x")
+    assert a.settle("s1", Outcome.ABORTED, now=time.time(), owner="A")
+    won = answer_request(b, CID, ballot.seq, False)
+    assert won.outcome == "ended" and "run ended" in (won.reason or "")
+
+
+def test_a_request_of_an_expired_lease_can_only_end(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    ballot = open_ballot(a, CID, "s1", "A", call_id="k1", tool="bash", summary="bash: x")
+    assert a.acquire_lease(CID, "A", ttl=0.05)  # the asker stopped renewing: its lease runs out
+    time.sleep(0.3)
+    won = answer_request(b, CID, ballot.seq, True)
+    assert won.outcome == "ended" and "lease ran out" in (won.reason or "")
+
+
+def test_the_asker_sees_an_ended_request_as_no_answer_and_the_fallback_applies(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    calls: list[str] = []
+
+    async def approver(request: ApprovalRequest) -> Any:
+        assert request.ballot is not None
+        answer_request(b, CID, request.ballot.seq, True, ended="closed by a test")
+        won = await request.ballot.wait()
+        assert won.outcome == "ended"
+        from flue_nb.runtime.tools.approval import Unanswered
+
+        return Unanswered(won.reason or "")
+
+    tool = with_approval(_tool(calls), policy="ask", approver=approver, fallback="deny")
+    out = asyncio.run(execute_tool(tool, {"command": "x"}, _ctx(a)))
+    assert calls == [] and out.is_error and out.details["approval"]["fallback"] == "deny"
+
+
+def test_a_run_stopped_while_asking_ends_its_request(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+
+    async def approver(request: ApprovalRequest) -> bool:
+        raise KeyboardInterrupt  # stands for an abort reaching the waiting approver
+
+    tool = with_approval(_tool([]), policy="ask", approver=approver)
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(execute_tool(tool, {"command": "x"}, _ctx(a)))
+    [asked] = approvals(b.records(CID)).values()
+    assert asked.answer is not None and asked.answer.outcome == "ended"
+    assert "stopped before an answer" in (asked.answer.reason or "")
+
+
+def test_closing_what_is_not_a_request_is_refused(stores: tuple[Any, Any]) -> None:
+    a, _ = stores
+    [rec] = a.append(CID, "s1", [("event", {"note": 1})], now=time.time())
+    with pytest.raises(StoreError, match="not an approval request"):
+        a.close_approval(CID, rec.seq, {"outcome": "approved", "by": "x"}, now=time.time())
+    ballot = open_ballot(a, CID, "s1", "A", call_id="k1", tool="bash", summary="bash: x")
+    with pytest.raises(ValueError, match="outcome"):
+        a.close_approval(CID, ballot.seq, {"outcome": "maybe"}, now=time.time())
+    with pytest.raises(StoreError, match="not an approval request"):
+        a.close_approval("team:other", ballot.seq, {"outcome": "approved"}, now=time.time())
+
+
+def test_without_a_store_the_approver_gets_no_ballot() -> None:
+    seen: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
+    out = asyncio.run(
+        execute_tool(with_approval(_tool([]), policy="ask", approver=approver), {"command": "x"}, ToolContext("c1"))
+    )
+    assert not out.is_error and seen[0].ballot is None and "by" not in out.details["approval"]
