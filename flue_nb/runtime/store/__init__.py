@@ -318,11 +318,14 @@ class Store(Protocol):
 
     # an approval request and its one answer (records of kind `event`, _sql_approvals.py)
     def close_approval(self, conversation_id: str, request_seq: int, answer: dict[str, Any], *, now: float) -> Record:
-        """Close the approval request recorded at `request_seq` with `answer` (`outcome`: approved,
-        denied or ended; `by`; `reason`) unless something closed it first; the closing record.
+        """Close the approval request recorded at `request_seq` with `answer` unless something
+        closed it first; the closing record: ours, or the one that came first.
 
-        The first answer wins, fenced by the conversation's lock; an answer to a request whose
-        asker is gone (its run settled, its lease lost or expired) closes it as `ended`.
+        `answer` is `{"outcome": "approved" | "denied" | "ended", "by": str, "reason": str}`. The
+        first answer wins, fenced by the conversation's lock. An `approved` or `denied` answer to a
+        request whose submission settled, or whose asker no longer holds an unexpired lease by the
+        database's clock, closes it as `ended` instead. Raises `StoreError` when `request_seq` is
+        not an approval request of this conversation, `ValueError` for another outcome.
         """
         ...
 

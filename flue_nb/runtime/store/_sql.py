@@ -268,8 +268,7 @@ class SQLStore(SQLApprovals):
         return {name: load_json(v) for name, v in rows}
 
     def watch(self, conversation_id: str) -> Watch:
-        """A `Watch` on the conversation: a short poll here (PostgreSQL's is notified)."""
-        return PollWatch()
+        return PollWatch()  # SQLite cannot tell another process; PostgresStore's is notified
 
     # -- partial responses (contract 11.2) ----------------------------------------------------------
 

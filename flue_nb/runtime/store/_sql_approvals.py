@@ -33,14 +33,6 @@ class SQLApprovals(SQLBase):
     """`close_approval` over one SQL database."""
 
     def close_approval(self, conversation_id: str, request_seq: int, answer: dict[str, Any], *, now: float) -> Record:
-        """Close the approval request recorded at `request_seq` with `answer`, unless it is closed.
-
-        `answer` is `{"outcome": "approved" | "denied" | "ended", "by": str, "reason": str}`. Returns
-        the closing record: ours, or the one that closed it first (the first answer wins). An
-        `approved` or `denied` answer to a request whose submission settled, or whose asker no
-        longer holds an unexpired lease by the database's clock, closes it as `ended` instead.
-        Raises `StoreError` when `request_seq` is not an approval request of this conversation.
-        """
         if answer.get("outcome") not in OUTCOMES:
             raise ValueError(f"an approval answer's outcome must be one of {OUTCOMES}, not {answer.get('outcome')!r}")
         d = self.dialect

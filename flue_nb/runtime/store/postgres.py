@@ -107,7 +107,7 @@ class PostgresStore(SQLStore):
         return self._db.call(lambda conn: fn(Tx(conn, POSTGRES)))
 
     def watch(self, conversation_id: str) -> Watch:
-        """A `Watch` woken by the server's notifications about this conversation."""
+        # Woken by the server's notifications (one LISTEN connection per store, opened now).
         if self._listener is None:
             url, timeout = self._url, self.connect_timeout
             self._listener = Listener(lambda: listen_connection(url, timeout))
