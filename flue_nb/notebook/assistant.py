@@ -9,12 +9,15 @@ how to configure one when there is none.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.kernel.sandbox import kernel
 from flue_nb.runtime.agent import AgentDef, agent
 from flue_nb.runtime.agent.hooks import use_model, use_sandbox
 from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.providers.model import Model
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
@@ -45,7 +48,7 @@ NoModelError = ModelNotConfiguredError
 """No model setting and no `ANTHROPIC_API_KEY`: `%flue` has nothing to talk to (the same class)."""
 
 
-def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
+def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> str | Model:
     """The model for the assistant: a spec string, or a Model object named in the namespace.
 
     Precedence is the caller's (cell option, then config, then `FLUE_MODEL`); with nothing set,
@@ -66,11 +69,11 @@ def resolve_spec(setting: str | None, namespace: dict[str, Any]) -> Any:
     return setting
 
 
-_cache: dict[tuple[Any, ...], AgentDef] = {}
+_cache: dict[tuple[str | int, str, str, float | None], AgentDef] = {}
 
 
 def make_assistant(
-    model: Any, *, approval: str = "allow", cwd: str | None = None, approval_timeout: float | None = None
+    model: str | Model, *, approval: str = "allow", cwd: str | None = None, approval_timeout: float | None = None
 ) -> AgentDef:
     """The notebook assistant for a model; the same settings give the same agent object.
 

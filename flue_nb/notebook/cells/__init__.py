@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from flue_nb.notebook.cells._envelope import ENVELOPE_PROMPT
+from flue_nb.notebook.cells.runner import Runner
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["NOTEBOOK_TOOLS", "PROMPT_NOTES", "notebook_tools"]
@@ -24,9 +25,7 @@ PROMPT_NOTES = (
 """What the kernel sandbox adds to the system prompt."""
 
 
-def notebook_tools(
-    namespace: Callable[[], dict[str, Any]], *, runner: Callable[[Callable[[], Any]], Awaitable[Any]]
-) -> list[Tool]:
+def notebook_tools(namespace: Callable[[], dict[str, Any]], *, runner: Runner) -> list[Tool]:
     """The six notebook tools on a namespace; `runner` runs code where the namespace lives."""
     from flue_nb.notebook.cells.tools import NotebookContext, read_tools
     from flue_nb.notebook.cells.write import write_tools

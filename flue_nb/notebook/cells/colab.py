@@ -9,18 +9,16 @@ Edits are refused: Colab offers no way for the kernel to change the document.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flue_nb.notebook.cells.document import DocumentError, NotebookCell, ReadOnlyDocument
+from flue_nb.notebook.cells.runner import Runner
 
 __all__ = ["ColabDocument", "colab_document"]
 
 TIMEOUT = 5.0
 """Seconds the front end has to answer."""
 _READ_ONLY = "Colab's notebook can be read from the kernel but not edited"
-
-Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 
 class ColabDocument(ReadOnlyDocument):

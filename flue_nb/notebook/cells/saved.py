@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flue_nb.notebook.cells.document import Document, DocumentError, NotebookCell, ReadOnlyDocument
+from flue_nb.notebook.cells.runner import Runner
 
 __all__ = ["SavedDocument", "find_document", "notebook_path", "reset_document"]
 
@@ -102,7 +103,7 @@ _live: Document | None = None
 _live_checked = 0.0
 
 
-async def find_document(namespace: Mapping[str, Any] | None = None, runner: Any = None) -> Document | None:
+async def find_document(namespace: Mapping[str, Any] | None = None, runner: Runner | None = None) -> Document | None:
     """The live document when a server offers one, else the saved notebook, else (in Colab, with a
     `runner` to ask the front end from) Colab's notebook, else None."""
     global _live, _live_checked

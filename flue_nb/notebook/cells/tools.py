@@ -9,7 +9,7 @@ images as image blocks; `variables` runs where the namespace lives (the kernel's
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,7 @@ from flue_nb.notebook.cells import _listing, _variables
 from flue_nb.notebook.cells._envelope import fence
 from flue_nb.notebook.cells.document import DocumentError, NotebookCell
 from flue_nb.notebook.cells.log import CellLog, CellRecord, cell_log
+from flue_nb.notebook.cells.runner import Runner
 from flue_nb.notebook.cells.saved import find_document, reset_document
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -26,7 +27,6 @@ from flue_nb.runtime.tools.truncate import MAX_BYTES, MAX_LINES, truncate_head
 __all__ = ["Namespace", "NotebookContext", "read_tools"]
 
 Namespace = Callable[[], dict[str, Any]]
-Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
 MAX_IMAGES = 4
 NO_LOG = (
     "No cell log in this kernel: the notebook tools see cells only where the flue_nb extension "

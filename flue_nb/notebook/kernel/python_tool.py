@@ -22,19 +22,21 @@ import threading
 import traceback
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flue_nb.notebook.cells.runner import Runner
 from flue_nb.notebook.kernel import _figures
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
 __all__ = ["FlueResults", "Namespace", "Runner", "keep_in", "python_tool"]
 
-Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
+T = TypeVar("T")
+
 """Runs a zero-argument sync function (e.g. on the kernel's main thread); returns its result."""
 
 Namespace = dict[str, Any] | Callable[[], dict[str, Any]]
@@ -113,7 +115,7 @@ class _Changes:
     deleted: list[str] = field(default_factory=list)
 
 
-async def _run_inline(fn: Callable[[], Any]) -> Any:
+async def _run_inline(fn: Callable[[], T]) -> T:
     # Inline on the caller's thread, not a worker: user code (and the objects in the namespace,
     # e.g. GUI handles, sqlite connections) may not be thread-safe.
     return fn()

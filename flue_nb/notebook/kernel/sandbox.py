@@ -12,8 +12,8 @@ the notebook) with `with_approval`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, get_args
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, get_args
 
 from flue_nb.notebook.kernel.python_tool import HANDLE_NAME, Runner, keep_in, python_tool
 from flue_nb.runtime.errors import ConfigError
@@ -23,6 +23,8 @@ from flue_nb.runtime.tools.approval import ApprovalPolicy, Approver, Fallback, w
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["KernelSandbox", "kernel"]
+
+T = TypeVar("T")
 
 APPROVAL_TOOLS = ("python", "bash", "insert_cell", "edit_cell", "run_cell")
 """The tools a single `approval` policy applies to: the ones that run code or change the notebook."""
@@ -159,7 +161,7 @@ def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
     return policies
 
 
-async def _on_waiting_thread(fn: Any) -> Any:
+async def _on_waiting_thread(fn: Callable[[], T]) -> T:
     """Run user code on the thread blocked waiting for the run (the kernel's main thread, in a
     blocking `%flue` cell), so matplotlib, signals and thread-bound objects behave as in a cell;
     with nobody waiting (a background run) it runs on the runtime's user-code thread, never

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from argparse import ArgumentParser
+from typing import TYPE_CHECKING
 
 from IPython.display import display
 
 from flue_nb.notebook.magics._line import FlueCellError
 from flue_nb.notebook.view.transcript import TextView
 
+if TYPE_CHECKING:
+    from flue_nb.runtime.session import Session, StoredConversation
+    from flue_nb.runtime.store import Submission
+
 __all__ = ["compact", "help_view", "history_with_outcomes", "mcp_view", "store_command"]
 
 
-def compact(session: Any) -> None:
+def compact(session: Session) -> None:
     """`%flue compact`: fold older messages into a summary now, and say what changed."""
     from flue_nb.runtime.errors import FlueError
 
@@ -53,7 +58,7 @@ _HELP_SETTINGS = (
 )
 
 
-def help_view(parser: Any) -> TextView:
+def help_view(parser: ArgumentParser) -> TextView:
     """`%flue help`: usage, subcommands, settings and every option.
 
     Markdown prose rather than argparse's fixed-width text: a front end wraps it at word
@@ -123,7 +128,7 @@ def mcp_view() -> TextView:
     return TextView("\n".join(plain), "\n".join(md))
 
 
-def history_with_outcomes(stored: Any) -> TextView:
+def history_with_outcomes(stored: Session | StoredConversation) -> TextView:
     """`%flue history`: the conversation from the store, each turn marked with how it ended
     when that was not plainly completed (aborted, failed, recovered after a kernel died)."""
     from flue_nb.notebook.view.history import history_view
@@ -147,7 +152,7 @@ def history_with_outcomes(stored: Any) -> TextView:
     )
 
 
-def _marks(sub: Any, recovered: bool) -> list[str]:
+def _marks(sub: Submission | None, recovered: bool) -> list[str]:
     marks = ["recovered after its kernel stopped mid-run"] if recovered else []
     if sub is None or sub.joined_into:
         return marks
@@ -181,7 +186,7 @@ def store_command(name: str, conversation_id: str, path: str) -> None:
 
         stored = StoredConversation(store, conversation_id)
         if name == "history":
-            shown: Any = history_with_outcomes(stored)
+            shown: TextView | str = history_with_outcomes(stored)
         else:
             shown = from_store(name, stored, store_label=label)
     finally:

@@ -13,8 +13,8 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
@@ -26,13 +26,18 @@ from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.errors import FlueError
 from flue_nb.runtime.events import ErrorInfo
 
+if TYPE_CHECKING:
+    from flue_nb.notebook.chat.cell import CellChat
+    from flue_nb.runtime.messages import ImagePart
+    from flue_nb.runtime.session import Receipt, Session
+
 __all__ = ["run_message"]
 
 INTERRUPTED = "flue: interrupted: the submission was aborted; the conversation is ready for the next cell."
 
 
 def run_message(
-    session: Any,
+    session: Session,
     message: str,
     *,
     agent: str,
@@ -41,7 +46,7 @@ def run_message(
     opened_at: float | None = None,
     widget: bool = False,
     stream: bool | None = None,
-    images: Sequence[Any] = (),
+    images: Sequence[ImagePart] = (),
     max_turns: int | None = None,
     max_cost_usd: float | None = None,
 ) -> None:
@@ -76,7 +81,7 @@ def run_message(
     stop = session.observe(live.feed)
     _show_recovery(session, view, opened_at)
 
-    def final(result: Any = None) -> None:
+    def final(result: str | None = None) -> None:
         u = session.usage(view.submission_id) if view.submission_id else None
         if u is not None:
             view.tokens = {
@@ -127,7 +132,7 @@ def run_message(
         _wait(session, receipt, view, live, stop, final, chat)
 
 
-def _nowhere(_obj: Any) -> None:
+def _nowhere(_obj: object) -> None:
     """The live publisher of a headless cell: nobody watches until the final output."""
 
 
@@ -137,13 +142,21 @@ def _watched_live() -> bool:
     return watched_live()
 
 
-def _cell_chat(session: Any, model: str, background: bool) -> Any:
+def _cell_chat(session: Session, model: str, background: bool) -> CellChat:
     from flue_nb.notebook.chat.cell import CellChat
 
     return CellChat(session, model, background=background)
 
 
-def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, final: Any, chat: Any = None) -> None:
+def _wait(
+    session: Session,
+    receipt: Receipt,
+    view: CellView,
+    live: LiveOutput,
+    stop: Callable[[], None],
+    final: Callable[[], None],
+    chat: CellChat | None = None,
+) -> None:
     try:
         view.reply = session.read(receipt)
     except KeyboardInterrupt:
@@ -160,7 +173,7 @@ def _wait(session: Any, receipt: Any, view: CellView, live: Any, stop: Any, fina
     final()
 
 
-def _show_recovery(session: Any, view: CellView, opened_at: float | None) -> None:
+def _show_recovery(session: Session, view: CellView, opened_at: float | None) -> None:
     if opened_at is None:
         return
     for sub in session.submissions():
@@ -186,7 +199,7 @@ def _failure_text(exc: Exception, view: CellView) -> str:
     return f"flue: the submission {outcome}: {getattr(exc, 'message', str(exc))}"
 
 
-def _note_lease(session: Any, view: CellView) -> None:
+def _note_lease(session: Session, view: CellView) -> None:
     # One store read at each cell (not `status()`, which reads the whole history).
     lease = session.lease()
     # Another holder is an earlier kernel (or another process) whose claim has not lapsed yet;

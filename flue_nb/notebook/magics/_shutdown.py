@@ -15,14 +15,17 @@ import inspect
 import signal
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.session import Session
 
 __all__ = ["on_frontend_shutdown", "on_idle_interrupt"]
 
 _installed: set[int] = set()
 
 
-def on_frontend_shutdown(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> None:
+def on_frontend_shutdown(kernel: Any, sessions: Callable[[], Iterable[Session]]) -> None:
     """Wrap `kernel.do_shutdown` (the shutdown_request handler) once; `sessions()` names the
     sessions whose runs this kernel may own."""
     if kernel is None or id(kernel) in _installed or not hasattr(kernel, "do_shutdown"):
@@ -50,7 +53,7 @@ def on_frontend_shutdown(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> 
         kernel.do_shutdown = do_shutdown
 
 
-def on_idle_interrupt(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> None:
+def on_idle_interrupt(kernel: Any, sessions: Callable[[], Iterable[Session]]) -> None:
     """Between requests, let SIGINT abort this kernel's runs instead of being ignored."""
     if kernel is None or ("sigint", id(kernel)) in _hooked or not hasattr(kernel, "post_handler_hook"):
         return
@@ -58,7 +61,7 @@ def on_idle_interrupt(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> Non
         return  # signal handlers can only be set on the main thread
     _hooked.add(("sigint", id(kernel)))
 
-    def idle_interrupt(_signum: int, _frame: Any) -> None:
+    def idle_interrupt(_signum: int, _frame: object) -> None:
         _abort_owned(sessions())
 
     original = kernel.post_handler_hook
@@ -76,7 +79,7 @@ def on_idle_interrupt(kernel: Any, sessions: Callable[[], Iterable[Any]]) -> Non
 _hooked: set[tuple[str, int]] = set()
 
 
-def _abort_owned(sessions: Iterable[Any]) -> None:
+def _abort_owned(sessions: Iterable[Session]) -> None:
     seen: set[int] = set()
     for session in sessions:
         if id(session) in seen:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from flue_nb.runtime.agent import AgentDef
+    from flue_nb.runtime.messages import ImagePart
     from flue_nb.runtime.session import Session
 
 __all__ = [
@@ -221,7 +222,7 @@ class FlueMagics(ConversationMagics):
             raise FlueCellError(f"flue: could not open conversation `{self.conversation_id}`: {exc.message}") from None
         return agent, label, session
 
-    def _attachments(self, spec: str) -> list[Any]:
+    def _attachments(self, spec: str) -> list[ImagePart]:
         """`--attach a,b`: each name is a variable (figure, image, bytes, path) or an image file."""
         from flue_nb.runtime.errors import ConfigError
         from flue_nb.runtime.images import image_from_object
@@ -417,9 +418,9 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     on_idle_interrupt(kernel, lambda: _open_sessions(magics))
 
 
-def _open_sessions(magics: Any) -> list[Any]:
+def _open_sessions(magics: FlueMagics | None) -> list[Session]:
     """The sessions this kernel talks to: its cells' and its chats' (to abort at shutdown)."""
-    found = [session for _agent, session in getattr(magics, "_agents", {}).values()]
+    found = [session for _agent, session in magics._agents.values()] if magics is not None else []
     try:
         from flue_nb.notebook.chat.widget import open_widgets
     except ImportError:  # no `widget` extra: only the cells' sessions

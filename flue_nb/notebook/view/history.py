@@ -7,7 +7,6 @@ re-runs to the same output.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from flue_nb.notebook.view.figures import Blobs, Figure, figure_line, figure_markdown
 from flue_nb.notebook.view.static import Block, blocks_markdown
@@ -140,7 +139,7 @@ def status_view(status: SessionStatus, *, store: str, model: str = "") -> TextVi
     return TextView("\n".join(lines), "\n".join(f"- {ln}" for ln in lines), meta)
 
 
-def from_store(name: str, stored: StoredConversation, *, store_label: str) -> Any:
+def from_store(name: str, stored: StoredConversation, *, store_label: str) -> TextView | str:
     """`status` or `abort` straight from a store, with no agent (none configured).
 
     Opening a session would start recovering interrupted work with whatever agent opened it;

@@ -15,9 +15,13 @@ view's bytes or the store's (`view.figures`), the markdown and the text name it.
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flue_nb.notebook.view.figures import FIGURE_CSS, Blobs, Figure, figure_html, named_markdown
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 __all__ = ["STATIC_CLASS", "Block", "StaticView", "blocks_markdown", "markdown_html"]
 
@@ -27,7 +31,17 @@ Block = str | Figure
 STATIC_CLASS = "flue-static"
 """The class of a static output's root element (the live chat hides the copy beside it)."""
 
-_md: Any = None
+_md: MarkdownIt | None = None
+
+
+class Bundled(Protocol):
+    """A view IPython can display: what `StaticView` renders again as HTML."""
+
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None
+    ) -> dict[str, str] | tuple[dict[str, str], dict[str, Any]]:
+        """Its text/plain and text/markdown (with metadata, as a pair)."""
+        ...
 
 
 def markdown_html(text: str) -> str:
@@ -41,7 +55,7 @@ def markdown_html(text: str) -> str:
     return rendered
 
 
-def blocks_markdown(blocks: list[Block], figure: Any = None) -> str:
+def blocks_markdown(blocks: list[Block], figure: Callable[[Figure], str] | None = None) -> str:
     """The blocks as one markdown text; a figure as `figure(f)`, by default its line."""
     out = []
     for b in blocks:
@@ -73,7 +87,7 @@ class StaticView:
     `blobs` (the store's `blob`) gives the bytes of figures the view has not seen live.
     """
 
-    def __init__(self, view: Any, *, title: str = "", blobs: Blobs | None = None) -> None:
+    def __init__(self, view: Bundled, *, title: str = "", blobs: Blobs | None = None) -> None:
         self.view = view
         self.title = title
         self.blobs = blobs
@@ -84,7 +98,8 @@ class StaticView:
         plain = data.get("text/plain", "")
         md = data.get("text/markdown", plain)
         head = f'<div class="flue-static-title"><b>{html.escape(self.title)}</b></div>' if self.title else ""
-        blocks = self.view.static_blocks() if hasattr(self.view, "static_blocks") else None
+        static_blocks = getattr(self.view, "static_blocks", None)
+        blocks: list[Block] | None = static_blocks() if static_blocks is not None else None
         if blocks is None:
             body = markdown_html(md)
         else:
