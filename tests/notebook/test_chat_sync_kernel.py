@@ -247,10 +247,12 @@ def test_an_approval_asked_in_kernel_a_is_answered_in_kernel_bs_chat_19_3(
         assert card["approval"]["by"].startswith(f"b.ipynb (kernel {b_pid} "), card
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_an_approval_of_a_killed_kernel_ends_in_the_other_chat_and_a_click_does_nothing_19_3(
-    tmp_path: Path,
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    a, b = _two_kernels(tmp_path, "flue.sqlite")
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else "flue.sqlite"
+    a, b = _two_kernels(tmp_path, db)
     try:
         a.ok("w.send_message('write the file')")
         b.ok("wait_card(w, 'k1', 'awaiting_approval')")

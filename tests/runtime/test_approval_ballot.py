@@ -177,6 +177,24 @@ def test_the_asker_sees_an_ended_request_as_no_answer_and_the_fallback_applies(s
     assert calls == [] and out.is_error and out.details["approval"]["fallback"] == "deny"
 
 
+def test_a_timed_out_request_ends_for_every_view_and_a_late_click_changes_nothing(stores: tuple[Any, Any]) -> None:
+    a, b = stores
+    from flue_nb.runtime.tools.approval import Unanswered
+
+    async def approver(request: ApprovalRequest) -> Any:
+        return Unanswered("time (nobody answered within 0.5 s in any view)")
+
+    calls: list[str] = []
+    out = asyncio.run(
+        execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "x"}, _ctx(a))
+    )
+    assert calls == [] and out.details["approval"]["fallback"] == "deny"
+    [asked] = approvals(b.records(CID)).values()
+    assert asked.answer is not None and asked.answer.outcome == "ended"
+    assert "nobody answered within 0.5 s" in (asked.answer.reason or "")
+    assert answer_request(b, CID, asked.seq, True) == asked.answer  # B's click came too late
+
+
 def test_a_run_stopped_while_asking_ends_its_request(stores: tuple[Any, Any]) -> None:
     a, b = stores
 
