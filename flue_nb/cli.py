@@ -187,7 +187,7 @@ def history(db: str | None, conversation: str | None) -> str:
             lines.append(f"     {first[:100]}{'…' if len(first) > 100 else ''}")
         from flue_nb.runtime.session import StoredConversation
 
-        lines += ["", history_with_outcomes(StoredConversation(store, conversation)).plain]
+        lines += ["", history_with_outcomes(StoredConversation(store, conversation), embed=False).plain]
         return "\n".join(lines)
     finally:
         store.close()

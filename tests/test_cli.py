@@ -154,6 +154,27 @@ def test_history_lists_conversations_and_shows_one_with_its_outcomes(tmp_path):
     assert missing.returncode != 0 and "no conversation 'nope'" in missing.stderr
 
 
+def test_history_names_a_conversations_images_in_their_place(tmp_path):
+    PIL = pytest.importorskip("PIL.Image", reason="Pillow (the `images` extra) draws the test's PNG")
+    import flue_nb as flue
+    from flue_nb.models import ScriptedModel, reply
+
+    PIL.new("RGB", (64, 48), "teal").save(tmp_path / "plot.png")
+
+    @flue.agent
+    def looker():
+        flue.use_model(ScriptedModel([reply("A teal square.")]))
+        return "Look."
+
+    db = str(tmp_path / "store.sqlite")
+    flue.init(looker, conversation="look", db=db, cwd=str(tmp_path)).prompt(
+        "what is it?", images=[str(tmp_path / "plot.png")]
+    )
+    one = _cli(["history", "--db", db, "look"], tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert "user: what is it?\n    [plot.png: 64×48 PNG]\nassistant: A teal square." in one.stdout
+
+
 def test_history_lists_the_conversations_of_a_postgresql_store(pg_url):
     from flue_nb.cli import history
     from flue_nb.runtime.store import Outcome

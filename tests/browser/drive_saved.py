@@ -8,6 +8,7 @@ Each step prints a line and leaves a screenshot in OUT; the first failure exits 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -16,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from drive_chat import TIMEOUT, run_cell, wait_done  # the first tab's cells: one notebook open
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 URL, OUT, CHROMIUM, NB_DIR = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 started = time.monotonic()
@@ -39,16 +40,54 @@ def save(page: Page) -> None:
     time.sleep(1.5)
 
 
-def readable(page: Page, where: str) -> None:
-    """The cell's run and the chat's conversation are shown; no widget error anywhere."""
-    expect(cell(page, 1).locator(".flue-static")).to_contain_text("The answer is", timeout=TIMEOUT)
-    expect(cell(page, 1).locator(".flue-static")).to_contain_text("echo hi from bash")
+def figures(where: Locator, count: int) -> Locator:
+    """`count` figures drawn in `where`, each visible and decoded (not a broken image)."""
+    images = where.locator(".flue-figure img")
+    expect(images).to_have_count(count, timeout=TIMEOUT)
+    for i in range(count):
+        expect(images.nth(i)).to_be_visible()
+        loaded = images.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
+        assert loaded, f"figure {i} in {where} did not load"
+    return images
+
+
+def full_size_on_click(image: Locator) -> str:
+    """A click on a scaled figure shows it full size; a second one scales it back."""
+    small = image.bounding_box()
+    image.click()
+    expect(image.locator("xpath=ancestor::details")).to_have_attribute("open", "")
+    large = image.bounding_box()
+    assert small is not None and large is not None and large["width"] > small["width"] * 1.5, (small, large)
+    shown = f"{small['width']:.0f} px wide, {large['width']:.0f} px on click"
+    image.click()
+    return shown
+
+
+def readable(page: Page, where: str, *, styled: bool = True) -> None:
+    """The cell's run and the chat's conversation are shown, figures in place; no widget error
+    anywhere. `styled`: the copy's stylesheet applies (a trusted notebook), so a click on a
+    scaled figure shows it full size; an untrusted one's is stripped, and the figures show at
+    their own size, fitted to the page."""
+    run = cell(page, 1).locator(".flue-static")
+    expect(run).to_contain_text("The answer is", timeout=TIMEOUT)
+    expect(run).to_contain_text("echo hi from bash")
+    figures(run, 1)
     copy = cell(page, 2).locator(".flue-static")
     expect(copy).to_be_visible(timeout=TIMEOUT)
     for text in ("what is it?", "and in the chat?", "The chat answers"):
         expect(copy).to_contain_text(text)
+    cell_figure, chat_figure = figures(copy, 2).all()  # the conversation's two figures, in order
+    expect(cell_figure).to_have_attribute("alt", re.compile(r"^\[figure 1: \d+×\d+ PNG\]$"))
+    if styled:
+        clicked = full_size_on_click(chat_figure)
+    else:
+        expect(copy).not_to_contain_text(".flue-figure")  # the stripped stylesheet leaves no text
+        box = chat_figure.bounding_box()
+        clicked = f"{box['width']:.0f} px wide, unstyled" if box else "no box"
     expect(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").get_by_text(ERROR)).to_have_count(0)
-    print(f"    readable {where}: cell run + conversation shown, no '{ERROR}'", flush=True)
+    print(
+        f"    readable {where}: cell run + conversation + 3 figures shown (chat's: {clicked}), no '{ERROR}'", flush=True
+    )
 
 
 def lab(page: Page) -> None:
@@ -63,6 +102,9 @@ def lab(page: Page) -> None:
     box.press("Enter")
     expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
     time.sleep(0.5)
+    # Nothing the chat drew was displayed into a cell (the card and the copy show it).
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    expect(panel.locator(".jp-RenderedImage")).to_have_count(0)
     # Live: the chat is drawn, its static copy under it is hidden; the settled cell is static.
     expect(cell(page, 2).locator(".flue-static")).to_be_hidden()
     expect(cell(page, 1).locator(".flue-chat")).to_have_count(0)
@@ -87,10 +129,11 @@ def lab(page: Page) -> None:
     page.goto(f"{URL}/lab/tree/saved-live.ipynb")
     expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
     time.sleep(2.0)
-    # A copied file is not trusted: Lab draws the copy's markdown instead of its HTML.
+    # A byte copy keeps the notebook's signature: Lab trusts it and draws the copy's HTML.
     copy = cell(page, 2).locator(".jp-OutputArea-output", has_text="and in the chat?")
     expect(copy).to_be_visible(timeout=TIMEOUT)
     expect(copy).to_contain_text("The chat answers")
+    figures(copy, 2)  # the copy was rewritten when the chat's message settled, figures and all
     # The widget's own output was saved with its model id, which no kernel has now: the one
     # case where JupyterLab still prints its error line (above the readable copy).
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -118,6 +161,15 @@ def notebook7(page: Page) -> None:
     readable(page, "in Notebook 7, new kernel")
     step(page, "Notebook 7: reopened in a new kernel", "nb7-reopened")
 
+    # Changed outside Jupyter (a cell added): the signature no longer matches, the outputs are
+    # untrusted and their HTML sanitised, as a static viewer would.
+    page.goto(f"{URL}/notebooks/untrusted.ipynb")
+    expect(page.get_by_text("Not Trusted")).to_be_visible(timeout=TIMEOUT)
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
+    time.sleep(2.0)
+    readable(page, "in Notebook 7, untrusted", styled=False)
+    step(page, "Notebook 7: the notebook changed outside Jupyter (untrusted)", "nb7-untrusted")
+
 
 def main() -> int:
     with sync_playwright() as p:
@@ -131,6 +183,9 @@ def main() -> int:
             text = (NB_DIR / "saved.ipynb").read_text()
             nk = text.replace('"name": "flue-test"', '"name": "no-such-kernel"')
             (NB_DIR / "nokernel.ipynb").write_text(nk)
+            changed = json.loads(text)
+            changed["cells"].append({"cell_type": "markdown", "id": "added", "metadata": {}, "source": "added"})
+            (NB_DIR / "untrusted.ipynb").write_text(json.dumps(changed))
             no_kernel(page)
             notebook7(page)
         except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1

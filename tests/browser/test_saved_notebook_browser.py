@@ -3,7 +3,9 @@
 The driver (`drive_saved.py`, in `.venv-browser`) runs a `%%flue` cell and a `%flue chat` in
 JupyterLab, sends a chat message, saves, shuts the kernel down from the Kernel menu and reopens
 the notebook (a new kernel), opens the copy saved while the chat was live, opens it with no
-kernel, and reopens it in Notebook 7. Screenshots of each step stay in the test's tmp dir.
+kernel, and reopens it in Notebook 7. The cell and the chat each have the `python` tool draw a
+matplotlib figure: every reopened view shows both in their tool card's place (the untrusted
+copy, drawn from its markdown, names them). Screenshots of each step stay in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ from kernel_helpers import _spec_manager, jupyter_env
 from test_chat_browser import _notebook, prerequisites  # noqa: F401 - the shared fixture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
+pytest.importorskip("matplotlib", reason="the runs draw matplotlib figures (the `test` extra has it)")
 
 SETUP = """\
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
 %config FlueMagics.db = 'flue.sqlite'
+PLOT = "import matplotlib.pyplot as plt\\nplt.figure(figsize=({}))\\nplt.plot([1, 3, 2])\\nplt.title('{}')"
 m = ScriptedModel([
-    reply("Checking.", tool_call("bash", command="echo hi from bash")),
+    reply("Checking.", tool_call("bash", command="echo hi from bash"),
+          tool_call("python", code=PLOT.format("4, 3", "drawn in the cell"))),
     reply("The answer is **42**."),
+    # Wider than the copy's thumbnail: a click on it shows it full size.
+    reply("Plotting.", tool_call("python", code=PLOT.format("12, 5", "drawn from the chat"))),
 ] + [reply("The chat answers: the conversation is kept.")] * 5)
 %config FlueMagics.model = 'm'
 """

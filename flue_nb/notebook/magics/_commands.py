@@ -128,9 +128,10 @@ def mcp_view() -> TextView:
     return TextView("\n".join(plain), "\n".join(md))
 
 
-def history_with_outcomes(stored: Session | StoredConversation) -> TextView:
+def history_with_outcomes(stored: Session | StoredConversation, *, embed: bool = True) -> TextView:
     """`%flue history`: the conversation from the store, each turn marked with how it ended
-    when that was not plainly completed (aborted, failed, recovered after a kernel died)."""
+    when that was not plainly completed (aborted, failed, recovered after a kernel died).
+    `embed`: figures as images in the markdown (False where only the text is read)."""
     from flue_nb.notebook.view.history import history_view
 
     turns = stored.turns()
@@ -139,7 +140,7 @@ def history_with_outcomes(stored: Session | StoredConversation) -> TextView:
     plain: list[str] = []
     md: list[str] = []
     for turn in turns:
-        view = history_view(stored.conversation_id, turn.messages)
+        view = history_view(stored.conversation_id, turn.messages, embed=embed)
         plain.append(view.plain)
         md.append(view.md)
         for mark in _marks(turn.submission, turn.recovered):

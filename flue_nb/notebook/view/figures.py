@@ -157,7 +157,8 @@ def figure_html(f: Figure, blobs: Blobs | None = None) -> str:
     uri, width, height = got
     scaled = f" · scaled to {width}×{height} for this copy" if (width, height) != (f.width, f.height) else ""
     return (
-        f'<figure class="flue-figure"><details><summary title="click for full size">'
+        # `display:block` inline too: a sanitiser that drops the stylesheet keeps it (no ▸ marker).
+        f'<figure class="flue-figure"><details><summary title="click for full size" style="display:block">'
         f'<img src="{uri}" alt="{line}" width="{width}" height="{height}"></summary></details>'
         f"<figcaption>{line}{scaled}</figcaption></figure>"
     )
