@@ -301,3 +301,24 @@ def test_a_cell_prompting_on_stdin_in_kernel_a_is_answered_from_kernel_bs_chat_1
     assert run.status == "ok", run.all_text()
     assert (tmp_path / "ran.txt").read_text() == "ran\n"
     assert "Done." in run.text() and "still works" in after.stdout
+
+
+def test_a_chat_opened_while_a_call_waits_offers_it_and_its_answer_counts_19_3(tmp_path: Path) -> None:
+    """The approver asked the chats open when the question was put; a chat opened later draws the
+    recorded request and answers it through the store, which the approver waits on too."""
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + ASKER + CARD)
+        kernel.ok("%flue chat -c late --approval ask")
+        kernel.ok("w1 = open_widgets()[-1]; w1.send_message('write the file')")
+        kernel.ok("wait_card(w1, 'k1', 'awaiting_approval')")
+        kernel.ok("%flue chat -c late --approval ask")
+        kernel.ok("[w2] = [w for w in open_widgets() if w is not w1]")
+        late = json.loads(kernel.ok("print(json.dumps(wait_card(w2, 'k1', 'awaiting_approval')))").stdout)
+        kernel.ok("assert w2.answer('k1', True)")
+        done = json.loads(kernel.ok("print(json.dumps(wait_card(w1, 'k1', 'ok')))").stdout)
+    finally:
+        kernel.shutdown()
+    assert late["ask"].startswith("bash: echo ran > ran.txt"), late
+    assert done["approval"]["approved"] is True and done["approval"]["by"].startswith("kernel "), done
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"

@@ -33,9 +33,9 @@ def overlay(fold: Any, session: Any) -> dict[str, int]:
             continue  # no card, or its result is in: the result's facts say how it was decided
         if a.answer is not None:
             fold.mark_tool(call_id, status="running", ask=None, asked_at=None, approval=_facts(a))
-        elif lease is not None and lease.here and lease.owner == a.owner:
-            continue  # this kernel asks: its own approver draws the buttons
         elif _alive(a, lease):
+            # Also when this kernel asks: a chat opened after the question was put answers it
+            # through the store, which the approver waits on too (a chat it asked has its own).
             fold.mark_tool(call_id, status="awaiting_approval", ask=_question(a), asked_at=a.asked_at)
             open_here[call_id] = a.seq
         else:
