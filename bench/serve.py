@@ -5,7 +5,8 @@ over streamable HTTP on loopback. Each round times, as the client sees them, a `
 trivial code (`1`, whose own run time is microseconds) and one whose code sleeps 50 ms; the
 overhead is the round trip minus the code's own run time (measured inside the kernel around the
 same code). `tools/list` (the transport and the SDK alone, nothing recorded) is information.
-Figures are medians. Target: a call's overhead at most 20 ms.
+Figures are medians. Target: a call's overhead at most 20 ms. An informational row times the same
+trivial call once the conversation holds 300 calls (every call is a submission of it).
 
     .venv/bin/python bench/serve.py
 """
@@ -22,12 +23,14 @@ from _util import Result, load_line, median, print_table, temp_dir, verdict
 
 TARGET_MS = 20.0
 SLEEP_S = 0.05
+GROWN, GROWN_QUICK = 300, 100
+"""Calls recorded in the conversation before the last, informational, row is timed."""
 TIMED = (
     "import time as _bt\n_bs = _bt.perf_counter()\n{code}\n_bench_own.append(_bt.perf_counter() - _bs)\ndel _bt, _bs"
 )
 
 
-async def _client(url: str, token: str, reps: int) -> dict[str, list[float]]:
+async def _client(url: str, token: str, reps: int, grown: int = 0) -> dict[str, list[float]]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -48,13 +51,21 @@ async def _client(url: str, token: str, reps: int) -> dict[str, list[float]]:
             await s.list_tools()
             out["list"].append(time.perf_counter() - started)
         own = await s.call_tool("python", {"code": "print(repr(_bench_own))"})
+        # The same call once the conversation holds `grown` calls: what a long session costs.
+        out["grown"] = []
+        for _ in range(max(0, grown - 2 * reps - 2)):
+            await s.call_tool("python", {"code": "1"})
+        for _ in range(10 if grown else 0):
+            started = time.perf_counter()
+            await s.call_tool("python", {"code": "1"})
+            out["grown"].append(time.perf_counter() - started)
     text = own.content[0].text  # type: ignore[union-attr]
     own_times = eval(text[: text.index("]") + 1])  # noqa: S307 - our own list of floats
     out["own_trivial"], out["own_sleep"] = own_times[0::2], own_times[1::2]
     return out
 
 
-def measure(reps: int) -> dict[str, list[float]]:
+def measure(reps: int, grown: int = 0) -> dict[str, list[float]]:
     """Client round trips (s) and the code's own run times (s) of `reps` rounds."""
     from cell_log import _BenchKernel
 
@@ -66,7 +77,7 @@ def measure(reps: int) -> dict[str, list[float]]:
             "import time, flue_nb as flue\nserved = flue.serve(db='bench.sqlite')\nprint(served.url, served.token)"
         )
         url, token = out.split()[-2:]
-        return asyncio.run(_client(url, token, reps))
+        return asyncio.run(_client(url, token, reps, grown))
     finally:
         kernel.close()
 
@@ -85,6 +96,16 @@ def rows_for(m: dict[str, list[float]]) -> list[Result]:
                 verdict(overhead <= TARGET_MS),
             )
         )
+    if m.get("grown"):
+        rows.append(
+            Result(
+                "serve (MCP call into a kernel)",
+                f"python `1` once the conversation holds {GROWN_QUICK if len(m['trivial']) < 30 else GROWN} calls",
+                f"{median(m['grown']) * 1000:.1f} ms round trip",
+                "",
+                "info",
+            )
+        )
     rows.append(
         Result(
             "serve (MCP call into a kernel)",
@@ -98,7 +119,7 @@ def rows_for(m: dict[str, list[float]]) -> list[Result]:
 
 
 def run(quick: bool = False) -> list[Result]:
-    return rows_for(measure(10 if quick else 30))
+    return rows_for(measure(10, GROWN_QUICK) if quick else measure(30, GROWN))
 
 
 def main() -> None:

@@ -403,6 +403,9 @@ def test_joined_submissions_settle_with_the_response_that_absorbed_them(store: S
     assert settlements["s1"] == {"outcome": "completed", "result": "answer", "error": None}
     assert settlements["s2"]["joined_into"] == settlements["s3"]["joined_into"] == "s1"
     assert "s4" not in settlements
+    # The absorbed ones are found by the response they joined, settled or not, in admission order.
+    assert [s.id for s in store.joined_into("s1")] == ["s2", "s3"]
+    assert store.joined_into("s4") == [] and store.joined_into("nope") == []
     # A joined one that somehow settled first keeps its own outcome.
     assert not store.settle("s2", Outcome.FAILED, now=10.0)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 from typing import Any
 
 from flue_nb.notebook.serve import _main_thread
@@ -69,10 +70,10 @@ def _on_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) ->
 
 def _show(held: _main_thread.Held) -> None:
     """Tell each chat on the call's conversation that it holds the main thread, or no longer."""
-    try:
-        from flue_nb.notebook.chat.widget import open_widgets
-    except ImportError:  # no `widget` extra: no chat to tell
-        return
+    widget_module = sys.modules.get("flue_nb.notebook.chat.widget")
+    if widget_module is None:
+        return  # no chat was ever opened here (and importing ipywidgets per call would cost ~1 s once)
+    open_widgets = widget_module.open_widgets
     value = held.call_id if held.running else ""
     for widget in open_widgets():
         if widget.mode == "chat" and getattr(widget.session, "conversation_id", None) == held.conversation_id:

@@ -271,9 +271,11 @@ class Conversation:
         self.bus.publish(ev.Idle())
 
     def _wake_all(self) -> None:
-        for sub in self.store.submissions(self.id):
-            if sub.state == S.SETTLED and sub.id in self._settled:
-                self._settled[sub.id].set()
+        # Only the submissions someone waits for: the conversation's whole list grows with every
+        # message (a served kernel admits one per outside call) and was read at each settle.
+        for sid, event in list(self._settled.items()):
+            if not event.is_set() and (sub := self.store.submission(sid)) is not None and sub.state == S.SETTLED:
+                event.set()
 
     # --- one submission -----------------------------------------------------------------------
 
@@ -312,7 +314,7 @@ class Conversation:
         self.settled_event(sub.id).set()
         # Every joined message ends too, naming the response that absorbed it (10.4), so a
         # stream or an observer waiting on that message ends with the reply it joined.
-        for joined in self.store.submissions(self.id):
+        for joined in self.store.joined_into(sub.id):
             if joined.joined_into == sub.id:
                 self.bus.publish(
                     ev.SubmissionSettled(

@@ -214,6 +214,10 @@ class Store(Protocol):
         """The conversation's submissions in admission order (without settled ones if asked)."""
         ...
 
+    def joined_into(self, submission_id: str) -> list[Submission]:
+        """The submissions that joined `submission_id` (its live response), in admission order."""
+        ...
+
     def update_submission(
         self,
         submission_id: str,

@@ -74,6 +74,12 @@ class SQLStore(SQLApprovals):
         rows = self._run(lambda tx: tx.run(sql + " ORDER BY seq", params), write=False)
         return [self._submission(row) for row in rows]
 
+    def joined_into(self, submission_id: str) -> list[Submission]:
+        # By the submissions_by_joined_into index, not a scan of the conversation's submissions.
+        sql = f"SELECT {self.dialect.submission_columns} FROM submissions WHERE joined_into = ? ORDER BY seq"
+        rows = self._run(lambda tx: tx.run(sql, (submission_id,)), write=False)
+        return [self._submission(row) for row in rows]
+
     def update_submission(
         self,
         submission_id: str,
