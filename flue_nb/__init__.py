@@ -111,14 +111,14 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext flue_nb`: register the `%flue` magics (imported only now)."""
-    from flue_nb.notebook.magics.flue import load_ipython_extension as load
+    from flue_nb.notebook.magics._extension import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """`%unload_ext flue_nb`."""
-    from flue_nb.notebook.magics.flue import unload_ipython_extension as unload
+    from flue_nb.notebook.magics._extension import unload_ipython_extension as unload
 
     unload(ipython)
 

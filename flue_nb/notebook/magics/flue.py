@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from flue_nb.notebook.magics._commands import (
@@ -37,12 +36,11 @@ from flue_nb.notebook.magics._line import (
     protect_line_magic,
     split_line,
 )
+from flue_nb.notebook.magics._options import cell_options
 from flue_nb.runtime.store.url import mask_url, store_key
 from flue_nb.runtime.text import clean
 
 if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
-
     from flue_nb.runtime.agent import AgentDef
     from flue_nb.runtime.messages import ImagePart
     from flue_nb.runtime.session import Session
@@ -51,7 +49,6 @@ __all__ = [
     "FlueCellError",
     "FlueMagics",
     "default_conversation_id",
-    "load_ipython_extension",
     "protect_line_magic",
     "split_line",
 ]
@@ -68,75 +65,7 @@ class FlueMagics(ConversationMagics):
 
     # --- the magic ----------------------------------------------------------------------------
 
-    @magic_arguments()
-    @argument(
-        "-a",
-        "--agent",
-        metavar="NAME",
-        help="An @agent function in the namespace to talk to (this conversation keeps it).",
-    )
-    @argument(
-        "-c",
-        "--conversation",
-        metavar="ID",
-        help="Switch to conversation ID (later cells continue it).",
-    )
-    @argument("--new", action="store_true", help="Start a fresh conversation (later cells continue it).")
-    @argument(
-        "-m",
-        "--model",
-        metavar="SPEC",
-        help="Model for the default assistant, for this cell: anthropic/<id>, openai/<model>, "
-        "azure/<deployment>, bedrock/<id>, vertex/<id> (`:` works for `/`), or the name of a "
-        "Model object in the namespace.",
-    )
-    @argument(
-        "--db",
-        metavar="PATH",
-        help="Store for this cell: an SQLite path or a postgresql:// URL (default: "
-        "c.FlueMagics.db, else $FLUE_DB, else .flue/flue.sqlite).",
-    )
-    @argument(
-        "--approval",
-        choices=["allow", "ask", "deny"],
-        help="Approval policy for the assistant's `python` and `bash`, for this cell.",
-    )
-    @argument(
-        "--no-widget",
-        action="store_true",
-        help="Plain text/markdown output instead of the chat widget.",
-    )
-    @argument("--background", action="store_true", help="Return at once; the output keeps updating.")
-    @argument(
-        "--max-turns",
-        type=int,
-        metavar="N",
-        help="At most N model calls for this message (default: the agent's max_turns, 100); "
-        "then it fails with turn_limit_exceeded.",
-    )
-    @argument(
-        "--max-cost",
-        type=float,
-        metavar="USD",
-        help="At most USD dollars (list prices) for this message, subagents included (default: "
-        "FlueMagics.max_cost_usd); it stops before the model call that would pass it, with budget_exceeded.",
-    )
-    @argument(
-        "--attach",
-        metavar="NAME[,NAME]",
-        help="Attach images to the message: figures or images named in the namespace, or image "
-        "files (PNG, JPEG, GIF, WebP) by path.",
-    )
-    @argument(
-        "--interpolate",
-        action="store_true",
-        help="Expand {expr} and $name in the message from the namespace.",
-    )
-    @argument(
-        "message",
-        nargs="*",
-        help="The message, or a subcommand: chat, status, history, abort, compact, mcp, serve, use, help.",
-    )
+    @cell_options
     @no_var_expand
     @line_cell_magic
     def flue(self, line: str = "", cell: str | None = None) -> Any:
@@ -392,50 +321,3 @@ def _store_failures() -> Iterator[None]:
         yield
     except StoreError as exc:
         raise FlueCellError(f"flue: {exc.message}") from None
-
-
-def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """Register the `%flue` magics (idempotent)."""
-    if "flue" not in ipython.magics_manager.magics["line"]:
-        ipython.register_magics(FlueMagics)
-    transforms = ipython.input_transformer_manager.line_transforms
-    if protect_line_magic not in transforms:
-        transforms.append(protect_line_magic)
-    from flue_nb.notebook.magics._warm import warm_up
-
-    magics = ipython.magics_manager.registry.get("FlueMagics")
-    warm_up(getattr(magics, "model", "") or "")  # the first cell's imports, off the main path
-    from flue_nb.notebook.chat._frontend import watch
-
-    watch()  # a frontend that draws widgets says so when it connects: cells then draw the chat
-    from flue_nb.notebook.cells.log import install
-
-    install(ipython)  # the cell log the notebook tools read: every cell from now on
-    from flue_nb.notebook.magics._shutdown import on_frontend_shutdown, on_idle_interrupt
-
-    kernel = getattr(ipython, "kernel", None)
-    on_frontend_shutdown(kernel, lambda: _open_sessions(magics))
-    on_idle_interrupt(kernel, lambda: _open_sessions(magics))
-
-
-def _open_sessions(magics: FlueMagics | None) -> list[Session]:
-    """The sessions this kernel talks to: its cells' and its chats' (to abort at shutdown)."""
-    found = [session for _agent, session in magics._agents.values()] if magics is not None else []
-    try:
-        from flue_nb.notebook.chat.widget import open_widgets
-    except ImportError:  # no `widget` extra: only the cells' sessions
-        return found
-    return found + [w.session for w in open_widgets()]
-
-
-def unload_ipython_extension(ipython: InteractiveShell) -> None:
-    """Remove the `%flue` magics."""
-    for kind in ("line", "cell"):
-        ipython.magics_manager.magics[kind].pop("flue", None)
-    ipython.magics_manager.registry.pop("FlueMagics", None)
-    from flue_nb.notebook.cells.log import uninstall
-
-    uninstall(ipython)
-    transforms = ipython.input_transformer_manager.line_transforms
-    if protect_line_magic in transforms:
-        transforms.remove(protect_line_magic)
