@@ -132,7 +132,7 @@ class ChatWidget(anywidget.AnyWidget):
         self.saved: Any = None
         """The static copy under a chat (`_saved.SavedCopy`), rewritten when a submission settles."""
         self.follower: Any = None
-        """A chat's poll of the store for what other kernels do (`_follow.StoreFollower`)."""
+        """How a chat follows what other kernels do to its conversation (`_follow.StoreFollower`)."""
         self.fold = ChatFold(only=None)
         self.interval = 1.0 / rate
         self.updates = 0
