@@ -170,3 +170,5 @@ def test_a_frontend_shutdown_leaves_the_copy_and_no_widget_in_the_chats_outputs(
         kernel.shutdown()
     assert updates[live_id] == {"text/plain": ""}, json.dumps(updates)[:2000]
     assert "hello" in updates[copy_id]["text/html"] and VIEW not in updates[copy_id]
+    # Rewritten from the store as the kernel goes: the figure the run drew is still in it.
+    assert len(_figures(updates[copy_id]["text/html"])) == 1
