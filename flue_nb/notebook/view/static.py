@@ -9,7 +9,7 @@ widget in it: `text/html` (JupyterLab, Notebook 7, nbconvert, GitHub), `text/mar
 The model's text is untrusted: it is rendered by markdown-it with raw HTML disabled, so a
 `<script>` in an answer shows as text. A view with figures gives its blocks (`static_blocks()`:
 markdown, and `Figure`s in their tool card's place); the HTML draws each figure there from the
-view's bytes or the store's (`view.figures`), the markdown and the text name it.
+view's bytes or the store's (`notebook.view.figures`), the markdown and the text name it.
 """
 
 from __future__ import annotations
