@@ -90,6 +90,9 @@ class ToolCall:
     name: str
     input: dict[str, Any]
     kind: Literal["tool_call"] = "tool_call"
+    caller: dict[str, Any] | None = None
+    """Who made the call when it was not the model itself (Anthropic's programmatic tool calling:
+    code in its container), kept to be sent back as the API gave it."""
 
 
 @dataclass(slots=True)
@@ -265,7 +268,8 @@ def _part_to_dict(p: AssistantPart) -> dict[str, Any]:
         return {"kind": "thinking", "thinking": p.thinking, "signature": p.signature}
     if isinstance(p, ProviderPart):
         return {"kind": "provider", "provider": p.provider, "block": p.block}
-    return {"kind": "tool_call", "id": p.id, "name": p.name, "input": p.input}
+    d = {"kind": "tool_call", "id": p.id, "name": p.name, "input": p.input}
+    return d if p.caller is None else {**d, "caller": p.caller}
 
 
 def _part_from_dict(d: dict[str, Any]) -> AssistantPart:
@@ -276,7 +280,7 @@ def _part_from_dict(d: dict[str, Any]) -> AssistantPart:
         return ThinkingPart(d["thinking"], d.get("signature"))
     if k == "provider":
         return ProviderPart(d["provider"], d["block"])
-    return ToolCall(d["id"], d["name"], d.get("input") or {})
+    return ToolCall(d["id"], d["name"], d.get("input") or {}, caller=d.get("caller"))
 
 
 def message_to_dict(m: Message) -> dict[str, Any]:

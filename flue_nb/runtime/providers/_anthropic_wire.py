@@ -116,5 +116,6 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
             if p.provider == "anthropic":
                 blocks.append(p.block)
         else:
-            blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.input})
+            use = {"type": "tool_use", "id": p.id, "name": p.name, "input": p.input}
+            blocks.append(use if p.caller is None else {**use, "caller": p.caller})
     return blocks

@@ -344,7 +344,10 @@ class _Assembler:
         elif block.type == "tool_use":
             # The input streams as deltas, or comes whole in the start (programmatic calls).
             start = getattr(block, "input", None)
-            self.parts[index] = ToolCall(block.id, block.name, _raw(start) if start else {})
+            caller = getattr(block, "caller", None)
+            self.parts[index] = ToolCall(
+                block.id, block.name, _raw(start) if start else {}, caller=_raw(caller) if caller else None
+            )
             self.json_buffers[index] = []
             yield ToolCallDelta(block.id, block.name)
         else:

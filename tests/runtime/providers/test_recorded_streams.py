@@ -102,8 +102,6 @@ def _normal(block: dict[str, Any]) -> dict[str, Any]:
     out = dict(block)
     if out.get("type") == "text" and not out.get("citations"):
         out.pop("citations", None)
-    if out.get("type") == "tool_use":
-        out.pop("caller", None)  # not kept: test_a_tool_use_caller_is_echoed_back
     return out
 
 
@@ -220,11 +218,11 @@ def test_a_recorded_refusal_settles_failed_with_model_refused(tmp_path: Any) -> 
     assert (sub.outcome, sub.error["type"]) == ("failed", "model_refused")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="gap: ToolCall has no `caller` (programmatic tool calling), so it is not sent back"
-)
-def test_a_tool_use_caller_is_echoed_back() -> None:
+def test_a_tool_use_caller_is_kept_and_echoed_back() -> None:
     msg, exc, _ = _replay("vercel-programmatic-tool-calling.1-2.sse")
     assert exc is None and msg is not None
     [sent] = to_wire_messages([msg])
     assert sent["content"][0]["caller"]["type"] == "code_execution_20250825"
+    from flue_nb.runtime.messages import message_from_dict, message_to_dict
+
+    assert to_wire_messages([message_from_dict(message_to_dict(msg))]) == [sent]  # stored and loaded
