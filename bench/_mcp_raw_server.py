@@ -22,6 +22,8 @@ TOOLS = [
         "type": "object", "properties": {"megabytes": {"type": "number"}}, "required": ["megabytes"]}},
     {"name": "echo", "description": "Echo `text`.", "inputSchema": {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "env", "description": "The value of environment variable `name`.", "inputSchema": {
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
     {"name": "hostile", "description": "Misbehave as `how` says.", "inputSchema": {
         "type": "object", "properties": {"how": {"type": "string"}}, "required": ["how"]}},
 ]  # fmt: skip
@@ -55,6 +57,10 @@ def answer(message: dict[str, Any], out: Any = None) -> dict[str, Any] | None:
             result = _result(_text(float(args.get("megabytes", 1))))
         elif name == "echo":
             result = _result(str(args.get("text", "")))
+        elif name == "env":
+            import os
+
+            result = _result(os.environ.get(str(args.get("name")), ""))
         elif name == "hostile":
             return _hostile(str(args.get("how")), ident, out)
         else:
@@ -96,11 +102,13 @@ def _hostile(how: str, ident: Any, out: Any) -> dict[str, Any] | None:
         time.sleep(3600)
     elif how == "null_bytes":
         return {"jsonrpc": "2.0", "id": ident, "result": _result("a\x00b\x01c\x1b[31mred\u202eevil")}
-    elif how == "deep":
-        nested: Any = "x"
-        for _ in range(2000):
-            nested = [nested]
-        return {"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "deep"}], "x": nested}}
+    elif how == "deep" and out is not None:
+        # Written by hand: json.dumps itself cannot nest this deep.
+        deep = "[" * 2000 + '"x"' + "]" * 2000
+        out(
+            f'{{"jsonrpc":"2.0","id":{json.dumps(ident)},"result":{{"content":[{{"type":"text","text":"deep"}}],"x":{deep}}}}}'
+        )
+        return None
     return ok
 
 

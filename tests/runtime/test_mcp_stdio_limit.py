@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,21 @@ def test_an_answer_over_the_limit_is_an_error_result_and_the_server_answers_the_
     small, echo = results(model.requests[2])[-2:]
     assert not small.is_error and "cut to the 2000-line / 50 KB limit" in small.content
     assert echo.content == "after"
+
+
+def test_an_answer_that_cannot_be_parsed_is_an_error_result_at_once_not_a_call_timeout():
+    # 2,000 levels of nesting: pydantic's JSON parser refuses it; the call must not wait 300 s.
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__raw__hostile", how="deep")),
+            reply("", tool_call("mcp__raw__echo", text="after")),
+            reply("done"),
+        ]
+    )
+    s = session(make_agent(model, extra=lambda: flue.use_mcp("raw", command=RAW, call_timeout=60)))
+    started = time.monotonic()
+    assert s.prompt("go") == "done"
+    assert time.monotonic() - started < 30
+    [deep] = results(model.requests[1])
+    assert deep.is_error and "could not be read" in deep.content and "recursion" in deep.content
+    assert results(model.requests[2])[-1].content == "after"

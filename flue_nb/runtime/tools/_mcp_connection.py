@@ -34,7 +34,7 @@ from flue_nb.runtime.tools._mcp_sdk import (
     noise_line,
     owned_http,
 )
-from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, stdio_transport
+from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, UNREADABLE, stdio_transport
 
 if TYPE_CHECKING:
     from flue_nb.runtime.tools.mcp import McpServer
@@ -59,7 +59,8 @@ class SessionLost(ConnectionGone):
 
 
 class AnswerTooLarge(Exception):
-    """The server's answer to a call was over `_mcp_stdio.MAX_MESSAGE` and was dropped unread."""
+    """The server's answer to a call was over `_mcp_stdio.MAX_MESSAGE` and was dropped unread, or
+    could not be parsed at all."""
 
 
 class CallTimedOut(Exception):
@@ -355,7 +356,7 @@ class Connection:
                 raise ConnectionGone(self.error) from exc
             if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
                 raise CallTimedOut(str(timeout)) from exc
-            if isinstance(exc, MCPError) and exc.code == TOO_LARGE:
+            if isinstance(exc, MCPError) and exc.code in (TOO_LARGE, UNREADABLE):
                 raise AnswerTooLarge(exc.message) from exc
             raise
 

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-__all__ = ["MAX_MESSAGE", "TOO_LARGE", "LineReader", "stdio_transport"]
+__all__ = ["MAX_MESSAGE", "TOO_LARGE", "UNREADABLE", "LineReader", "stdio_transport"]
 
 log = logging.getLogger("flue_nb")
 
@@ -33,6 +33,9 @@ with an error result: tool results are cut to 50 KB for the model anyway, and re
 linear here (about 0.05 s a MB) but still held in memory whole while it is parsed."""
 TOO_LARGE = -32099
 """The JSON-RPC error code of the answer flue_nb makes for a request whose answer was too large."""
+UNREADABLE = -32098
+"""... and for one whose answer could not be parsed (nested too deep, say): the call gets an error
+result at once instead of waiting out its `call_timeout`."""
 
 _EDGE = 512
 _ID_HEAD = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
@@ -113,7 +116,15 @@ def _message(line: bytes | tuple[bytes, bytes, int], server: str) -> Any:
         return None
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError:
+    except ValueError as exc:
+        ident = oversized_id(line[:_EDGE], line[-_EDGE:]) if b'"method"' not in line[:_EDGE] else None
+        if ident is not None and (b'"result"' in line or b'"error"' in line):
+            lines = str(exc).splitlines() or [type(exc).__name__]
+            detail = next((x for x in lines if "Invalid JSON" in x), lines[0]).split(" [type=")[0].strip()
+            why = f"the MCP server's answer could not be read ({detail[:300]}); ask the tool for something simpler."
+            return SessionMessage(
+                types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=UNREADABLE, message=why))
+            )
         # What the session passes to its message handler for a line that is not JSON-RPC: the
         # line itself (cut), which `Connection` logs once per server.
         return ValueError(line[:300].decode("utf-8", "replace"))

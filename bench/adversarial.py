@@ -1,0 +1,425 @@
+"""The adversarial categories of issue 20, re-run on what is cheap here; prints the counts.
+
+Categories, each counted over every scenario below:
+- lost: an accepted submission with no terminal outcome, or a queued message never answered;
+- duplicated: a submission settled twice, or a recorded tool result produced by a second run;
+- hangs: a scenario that did not end within its bound;
+- tracebacks: an exception that escaped as something other than a flue_nb error, or a log
+  record carrying a traceback;
+- leaks: a secret (as is, as Python's repr shows it, as JSON encodes it) found in the store's
+  bytes, an error message, a result the model was given or what the server saw.
+
+Scenarios:
+- kill storms: the crash matrix (tests/runtime/test_crash.py's repetitions: SIGKILL at each kill
+  point, then recovery by a new process) on SQLite and, when a server can be had, PostgreSQL;
+  and two processes dispatching into one conversation (bench/store.py);
+- secrets on every path: a tool's result and its exception, the agent function's exception, an
+  MCP server's stderr and a value given only through use_mcp(env=...), a provider error body
+  echoing the key;
+- hostile MCP servers: bench/_mcp_raw_server.py's HOSTILE ways (garbage on stdout, a wrong id, a
+  malformed result, a sampling request, exiting, hanging, control characters, deep nesting),
+  each followed by an ordinary call;
+- hostile model streams: the loopback Messages API cut mid-stream (clean EOF and a broken
+  chunk), an error event, bad JSON, bytes that are not UTF-8, a stall, a 500, a 529.
+
+    .venv/bin/python bench/adversarial.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH), str(ROOT / "tests" / "runtime"), str(ROOT)]
+from _util import Result, load_line, print_table, verdict
+
+CATEGORIES = ("lost", "duplicated", "hangs", "tracebacks", "leaks")
+RAW = [sys.executable, str(BENCH / "_mcp_raw_server.py")]
+SECRET = "sk-adv-" + 'q7Zr9"XkLm2\\Vb8Nc4Pw6Ty1Ud3Hs5Jg0F'
+"""Made up; a quote and a backslash in it so its repr- and JSON-escaped copies differ."""
+
+
+class Counts:
+    """The five counts of one group of scenarios, and what each finding was."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.scenarios = 0
+        self.submissions = 0
+        """Submissions checked (kill storms)."""
+        self.n = dict.fromkeys(CATEGORIES, 0)
+        self.notes: list[str] = []
+
+    def add(self, category: str, note: str) -> None:
+        self.n[category] += 1
+        self.notes.append(f"{category}: {note}")
+
+
+class _Tracebacks(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
+def _bounded(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any, BaseException | None]:
+    """Run `fn` in a thread: (ended in time, its value, the exception it raised)."""
+    box: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported
+            box["exc"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(seconds)
+    return not t.is_alive(), box.get("value"), box.get("exc")
+
+
+def _escaped(secret: str) -> list[str]:
+    return list(dict.fromkeys([secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]]))
+
+
+def _no_sleep() -> Any:
+    from flue_nb.runtime.core.loop import RunSettings
+
+    async def sleep(seconds: float) -> None:
+        pass
+
+    return RunSettings(sleep=sleep)
+
+
+def _settled_once(s: Any, c: Counts, where: str) -> None:
+    """Every submission of session `s` has one terminal outcome (lost/duplicated otherwise)."""
+    for sub in s.submissions():
+        if sub.outcome is None:
+            c.add("lost", f"{where}: submission {sub.id} never settled")
+
+
+def _agent(name: str, model: Any, *, mcp: bool = False) -> Any:
+    """An agent on `model`, with the raw MCP server (3 s call timeout) when `mcp`."""
+    import flue_nb as flue
+
+    @flue.agent(name=name)
+    def a() -> str:
+        flue.use_model(model)
+        if mcp:
+            flue.use_mcp("raw", command=RAW, call_timeout=3)
+        return "adversarial"
+
+    return a
+
+
+# --- kill storms ---------------------------------------------------------------------------------
+
+
+def kill_storms(quick: bool) -> Counts:
+    import test_crash
+    from store import two_processes
+
+    c = Counts("kill storms (SIGKILL + recovery; two processes)")
+    reps = 1 if quick else 2
+    backends: list[tuple[str, Any]] = [("sqlite", None)]
+    pg_server = None
+    try:
+        from tests.pg import PgServer, unavailable
+
+        if unavailable() is None:
+            pg_server = PgServer().start()
+            backends.append(("postgres", pg_server))
+        else:
+            c.notes.append(f"postgres not run: {unavailable()}")
+    except Exception as exc:  # noqa: BLE001 - PostgreSQL is optional here
+        c.notes.append(f"postgres not run: {exc}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for backend, pg in backends:
+                for mode in test_crash.KILL_POINTS:
+                    root = Path(tmp) / f"{backend}-{mode}"
+                    root.mkdir()
+                    for i in range(reps):
+                        c.scenarios += 1
+                        ended, t, exc = _bounded(lambda: test_crash._repetition(mode, root, i, pg), 300)  # noqa: B023
+                        if not ended:
+                            c.add("hangs", f"{backend} {mode} rep {i}")
+                            continue
+                        if exc is not None:
+                            c.add("tracebacks", f"{backend} {mode} rep {i}: {type(exc).__name__}: {exc}")
+                            continue
+                        c.submissions += t.submissions
+                        for _ in range(t.lost):
+                            c.add("lost", f"{backend} {mode} rep {i}")
+                        for _ in range(t.duplicated + t.tool_reruns):
+                            c.add("duplicated", f"{backend} {mode} rep {i}")
+                        c.notes += [f"problem ({backend} {mode}): {p}" for p in t.problems]
+            dbs = [("sqlite", os.path.join(tmp, "two.sqlite"))]
+            if pg_server is not None:
+                dbs.append(("postgres", pg_server.create_database()))
+            for label, db in dbs:
+                c.scenarios += 1
+                r = two_processes(db, 20 if quick else 50)
+                c.submissions += r["messages"]
+                for _ in range(r["lost"]):
+                    c.add("lost", f"two processes on {label}")
+                for _ in range(r["duplicated"]):
+                    c.add("duplicated", f"two processes on {label}")
+    finally:
+        if pg_server is not None:
+            pg_server.destroy()
+    return c
+
+
+# --- secrets on every path -----------------------------------------------------------------------
+
+
+def _scenario(c: Counts, name: str, build: Callable[[str], Any], run: Callable[[Any], Any]) -> None:
+    """Run one secrets scenario; count the secret's copies in the store and in what was seen."""
+    import flue_nb as flue
+    from flue_nb.runtime.tools.mcp import close_mcp_servers
+
+    c.scenarios += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "s.sqlite")
+        s = flue.init(build(name), db=db, conversation=name, settings=_no_sleep())
+        seen: list[str] = []
+        s.observe(lambda e: seen.append(repr(e)))
+        try:
+            out = run(s)
+            seen.append(repr(out))
+        except flue.FlueError as exc:
+            seen.append(str(exc) + repr(getattr(exc, "details", None)))
+        except Exception as exc:  # noqa: BLE001 - counted
+            c.add("tracebacks", f"{name}: {type(exc).__name__}: {exc}")
+            seen.append(str(exc))
+        finally:
+            close_mcp_servers()
+        seen += [repr(m) for m in s.history()] + [repr(sub) for sub in s.submissions()]
+        blob = open(db, "rb").read() + b"".join(
+            open(os.path.join(tmp, f), "rb").read() for f in os.listdir(tmp) if f.startswith("s.sqlite-")
+        )
+        for form in _escaped(SECRET):
+            if form.encode() in blob:
+                c.add("leaks", f"{name}: in the store as {form[:12]}…")
+            if any(form in x for x in seen):
+                c.add("leaks", f"{name}: in what was shown or returned as {form[:12]}…")
+
+
+def secrets(quick: bool) -> Counts:
+    import flue_nb as flue
+    from flue_nb.models import ScriptedModel, reply, tool_call
+    from flue_nb.runtime.providers.anthropic import AnthropicModel
+    from tests.anthropic_server import AnthropicServer, error
+
+    c = Counts("secrets on every path")
+    os.environ["ADV_SERVICE_API_KEY"] = SECRET  # a secret by its name, as a user's key would be
+
+    @flue.tool
+    def leaky() -> str:
+        """Return the service key (a careless tool)."""
+        return f"key={os.environ['ADV_SERVICE_API_KEY']}"
+
+    @flue.tool
+    def raising() -> str:
+        """Fail quoting the key."""
+        raise RuntimeError(f"auth failed with {os.environ['ADV_SERVICE_API_KEY']!r}")
+
+    def agent(model: Any, extra: Callable[[], None] | None = None, fail: bool = False) -> Callable[[str], Any]:
+        def build(name: str) -> Any:
+            @flue.agent(name=f"adv_{name}")
+            def a() -> str:
+                flue.use_model(model)
+                flue.use_tool(leaky)
+                flue.use_tool(raising)
+                if extra is not None:
+                    extra()
+                if fail:
+                    raise ValueError(f"bad config {os.environ['ADV_SERVICE_API_KEY']}")
+                return "adversarial"
+
+            return a
+
+        return build
+
+    _scenario(
+        c, "tool_result", agent(ScriptedModel([reply("", tool_call("leaky")), reply("ok")])), lambda s: s.prompt("go")
+    )
+    _scenario(
+        c, "tool_error", agent(ScriptedModel([reply("", tool_call("raising")), reply("ok")])), lambda s: s.prompt("go")
+    )
+    _scenario(c, "agent_error", agent(ScriptedModel(["never"]), fail=True), lambda s: s.prompt("go"))
+    stderr_cmd = ["sh", "-c", 'printf "starting with %s\\n" "$LOCAL_TOKEN_VALUE" >&2; exit 1']
+    _scenario(
+        c,
+        "mcp_stderr",
+        agent(
+            ScriptedModel(["never"]), lambda: flue.use_mcp("bad", command=stderr_cmd, env={"LOCAL_TOKEN_VALUE": SECRET})
+        ),
+        lambda s: s.prompt("go"),
+    )
+    echo = ScriptedModel([reply("", tool_call("mcp__raw__env", name="UPSTREAM_SECRET")), reply("ok")])
+    _scenario(
+        c,
+        "mcp_env_value",
+        agent(echo, lambda: flue.use_mcp("raw", command=RAW, env={"UPSTREAM_SECRET": SECRET})),
+        lambda s: s.prompt("go"),
+    )
+    with AnthropicServer() as server:
+        for _ in range(8):
+            server.enqueue(error(401, "authentication_error", f"invalid x-api-key: {SECRET}"))
+        model = AnthropicModel("claude-sonnet-4-6", api_key=SECRET, base_url=server.url)
+        _scenario(c, "provider_401_body", agent(model), lambda s: s.prompt("go"))
+        sent = json.dumps([r.body for r in server.requests])
+        if SECRET in sent:
+            c.add("leaks", "provider_401_body: in a request body")
+    del os.environ["ADV_SERVICE_API_KEY"]
+    return c
+
+
+# --- hostile MCP servers -------------------------------------------------------------------------
+
+
+def hostile_mcp(quick: bool) -> Counts:
+    from _mcp_raw_server import HOSTILE
+
+    import flue_nb as flue
+    from flue_nb.models import ScriptedModel, reply, tool_call
+    from flue_nb.runtime.messages import ToolResultMessage
+    from flue_nb.runtime.tools.mcp import close_mcp_servers
+
+    c = Counts("hostile MCP servers")
+    for how in HOSTILE:
+        c.scenarios += 1
+        model = ScriptedModel(
+            [
+                reply("", tool_call("mcp__raw__hostile", how=how)),
+                reply("", tool_call("mcp__raw__echo", text="after")),
+                reply("done"),
+            ]
+        )
+
+        s = flue.init(_agent(f"hostile_{how}", model, mcp=True), db=":memory:", settings=_no_sleep())
+        ended, _, exc = _bounded(lambda: s.prompt("go"), 60)  # noqa: B023
+        if not ended:
+            c.add("hangs", how)
+            continue
+        if exc is not None and not isinstance(exc, flue.FlueError):
+            c.add("tracebacks", f"{how}: {type(exc).__name__}: {exc}")
+        _settled_once(s, c, how)
+        if len(model.requests) >= 2:
+            [first] = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)][-1:]
+            c.notes.append(f"{how}: {'error' if first.is_error else 'ok'}: {first.content.splitlines()[0][:90]!r}")
+        last = [m for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)] if model.requests else []
+        if len(model.requests) == 3 and last and last[-1].content != "after":
+            c.notes.append(f"{how}: the next call answered {last[-1].content[:80]!r}")
+        close_mcp_servers()
+    return c
+
+
+# --- hostile model streams -----------------------------------------------------------------------
+
+
+def hostile_streams(quick: bool) -> Counts:
+    import flue_nb as flue
+    from flue_nb.runtime.providers.anthropic import AnthropicModel
+    from tests.anthropic_server import AnthropicServer, error, stream, text
+
+    c = Counts("hostile model streams")
+    bad = {
+        "cut (clean EOF)": [stream(text("half"), cut_after=4, cut_mode="eof")],
+        "cut (broken chunk)": [stream(text("half"), cut_after=4, cut_mode="chunk")],
+        "error event": [stream(text("half"), error_after=4)],
+        "bad JSON": [stream(text("x"), raw_before={3: b"event: content_block_delta\ndata: {not json\n\n"})],
+        "not UTF-8": [stream(text("x"), raw_before={3: b"event: content_block_delta\ndata: \xff\xfe\n\n"})],
+        "stall": [stream(text("half"), stall_after=4, stall_seconds=5.0)],
+        "500": [error(500, "api_error", "boom")],
+        "529": [error(529, "overloaded_error", "overloaded")],
+    }
+    for name, replies in bad.items():
+        c.scenarios += 1
+        with AnthropicServer() as server:
+            for _ in range(4):  # the provider retries transient faults; then it answers
+                server.enqueue(*replies)
+            server.enqueue(stream(text("fine")), stream(text("fine again")))
+            model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url, idle_timeout=1.0)
+
+            s = flue.init(_agent("hostile_stream", model), db=":memory:", settings=_no_sleep())
+            ended, _, exc = _bounded(lambda: (s.prompt("one"), s.prompt("two")), 120)  # noqa: B023
+            if not ended:
+                c.add("hangs", name)
+                continue
+            if exc is not None and not isinstance(exc, flue.FlueError):
+                c.add("tracebacks", f"{name}: {type(exc).__name__}: {exc}")
+            _settled_once(s, c, name)
+            c.notes.append(f"{name}: {[sub.outcome for sub in s.submissions()]}, {len(server.requests)} requests")
+            if len(s.submissions()) != 2 and exc is None:
+                c.add("lost", f"{name}: {len(s.submissions())} submissions for 2 prompts")
+    return c
+
+
+GROUPS = [kill_storms, secrets, hostile_mcp, hostile_streams]
+
+
+def run(quick: bool = False) -> list[Result]:
+    tracebacks = _Tracebacks()
+    logging.getLogger().addHandler(tracebacks)
+    rows = []
+    total = dict.fromkeys(CATEGORIES, 0)
+    try:
+        for group in GROUPS:
+            start = len(tracebacks.records)
+            started = time.monotonic()
+            c = group(quick)
+            for record in tracebacks.records[start:]:
+                c.add("tracebacks", f"logged: {record.getMessage()[:120]}")
+            for note in c.notes:
+                print(f"  [{c.name}] {note}")
+            if c.submissions:
+                print(f"  [{c.name}] {c.submissions} submissions checked")
+            for k in CATEGORIES:
+                total[k] += c.n[k]
+            counts = ", ".join(f"{c.n[k]} {k}" for k in CATEGORIES)
+            rows.append(
+                Result(
+                    "adversarial",
+                    f"{c.name} ({c.scenarios} scenarios, {time.monotonic() - started:.0f} s)",
+                    counts,
+                    "all 0",
+                    verdict(not any(c.n.values())),
+                )
+            )
+    finally:
+        logging.getLogger().removeHandler(tracebacks)
+    rows.append(
+        Result(
+            "adversarial",
+            "all",
+            ", ".join(f"{total[k]} {k}" for k in CATEGORIES),
+            "all 0",
+            verdict(not any(total.values())),
+        )
+    )
+    return rows
+
+
+def main() -> None:
+    print(load_line())
+    print_table(run("--quick" in sys.argv))
+
+
+if __name__ == "__main__":
+    main()
