@@ -111,6 +111,32 @@ def _settled_once(s: Any, c: Counts, where: str) -> None:
             c.add("lost", f"{where}: submission {sub.id} never settled")
 
 
+def _attempt(c: Counts, name: str, s: Any, fn: Callable[[], Any], bound: float) -> bool:
+    """Run one scenario's prompts within `bound` s: count a hang, an escaped non-flue_nb error and
+    an unsettled submission; False when it hung."""
+    from flue_nb import FlueError
+
+    ended, _, exc = _bounded(fn, bound)
+    if not ended:
+        c.add("hangs", name)
+        return False
+    if exc is not None and not isinstance(exc, FlueError):
+        c.add("tracebacks", f"{name}: {type(exc).__name__}: {exc}")
+    _settled_once(s, c, name)
+    return True
+
+
+def _prompts(s: Any, *texts: str) -> None:
+    """Each prompt in turn; one failing with a flue_nb error does not stop the next."""
+    from flue_nb import FlueError
+
+    for text in texts:
+        try:
+            s.prompt(text)
+        except FlueError:
+            pass
+
+
 def _agent(name: str, model: Any, *, mcp: bool = False) -> Any:
     """An agent on `model`, with the raw MCP server (3 s call timeout) when `mcp`."""
     import flue_nb as flue
@@ -313,13 +339,8 @@ def hostile_mcp(quick: bool) -> Counts:
         )
 
         s = flue.init(_agent(f"hostile_{how}", model, mcp=True), db=":memory:", settings=_no_sleep())
-        ended, _, exc = _bounded(lambda: s.prompt("go"), 60)  # noqa: B023
-        if not ended:
-            c.add("hangs", how)
+        if not _attempt(c, how, s, lambda: s.prompt("go"), 60):  # noqa: B023
             continue
-        if exc is not None and not isinstance(exc, flue.FlueError):
-            c.add("tracebacks", f"{how}: {type(exc).__name__}: {exc}")
-        _settled_once(s, c, how)
         if len(model.requests) >= 2:
             [first] = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)][-1:]
             c.notes.append(f"{how}: {'error' if first.is_error else 'ok'}: {first.content.splitlines()[0][:90]!r}")
@@ -358,15 +379,10 @@ def hostile_streams(quick: bool) -> Counts:
             model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url, idle_timeout=1.0)
 
             s = flue.init(_agent("hostile_stream", model), db=":memory:", settings=_no_sleep())
-            ended, _, exc = _bounded(lambda: (s.prompt("one"), s.prompt("two")), 120)  # noqa: B023
-            if not ended:
-                c.add("hangs", name)
+            if not _attempt(c, name, s, lambda: _prompts(s, "one", "two"), 120):  # noqa: B023
                 continue
-            if exc is not None and not isinstance(exc, flue.FlueError):
-                c.add("tracebacks", f"{name}: {type(exc).__name__}: {exc}")
-            _settled_once(s, c, name)
             c.notes.append(f"{name}: {[sub.outcome for sub in s.submissions()]}, {len(server.requests)} requests")
-            if len(s.submissions()) != 2 and exc is None:
+            if len(s.submissions()) != 2:
                 c.add("lost", f"{name}: {len(s.submissions())} submissions for 2 prompts")
     return c
 

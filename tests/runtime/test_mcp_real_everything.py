@@ -12,7 +12,7 @@ import time
 import pytest
 from agents import make_agent, session
 from mcp_client import names, results
-from real_mcp import Unavailable, everything_http, free_port, kill_child, node_command
+from real_mcp import Unavailable, children_running, everything_http, free_port, kill_child, node_command
 
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
@@ -225,14 +225,8 @@ def test_a_stdio_server_killed_between_prompts_is_started_again_for_the_next_cal
     assert s.prompt("two") == "second"
     [again] = results(model.requests[3])[-1:]
     assert (again.is_error, again.content) == (False, "Echo: two")
-    [new] = [p for p in _children("server-everything")]
+    [new] = children_running("server-everything")
     assert new != killed
-
-
-def _children(marker: str) -> list[int]:
-    from real_mcp import children_running
-
-    return children_running(marker)
 
 
 def test_a_stdio_server_killed_during_a_call_fails_that_call_and_the_next_call_restarts_it(everything):
