@@ -4,7 +4,7 @@ These are measurements on a shared, noisy machine, not timed tests: each figure 
 a ratio of medians) taken in this one run; nothing here fails a build. Details (the loop
 profile, the raw outputs of the reused scripts) are printed before the table.
 
-    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images,celllog,serve,cache,tracing,follow,mcpbig,adversarial]
+    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images,celllog,serve,cache,tracing,follow,mcpbig,adversarial,heartbeat]
 
 `make bench` runs it in full (about 3-5 minutes on 2 cores).
 """
@@ -147,6 +147,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("follow", "commit to redraw in another process (notify vs poll)", _module("follow_delay")),
     ("mcpbig", "a huge MCP tool result, stdio and HTTP", _module("mcp_big_result")),
     ("adversarial", "lost, duplicated, hangs, tracebacks, leaks (issue 20)", _module("adversarial")),
+    ("heartbeat", "the chat views' heartbeat", _module("heartbeat")),
 ]
 
 

@@ -20,9 +20,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "notebook"))
+from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env  # noqa: E402
+
 VENV = ROOT / ".venv-browser"
 STAMP = VENV / ".installed"
 PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8"]
@@ -70,6 +76,57 @@ def browser_venv(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
         raise Unavailable(f"pip could not install {packages} into {venv}: {done.stderr.strip()[-800:]}")
     stamp.write_text("\n".join(packages))
     return python
+
+
+def prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> tuple[str, Path]:
+    """Chromium and the browser venv's python; the test skips saying why when they cannot be
+    had, except under CI (`CI=true`), where it fails."""
+    try:
+        return chromium(), browser_venv(venv, packages)
+    except Unavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the browser test must run under CI, but: {exc}")
+        pytest.skip(f"no real browser here: {exc}")
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A notebook of code cells (ids c0, c1, ...) whose kernel is this venv's test kernel."""
+    nb = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+             "outputs": [], "source": src}
+            for i, src in enumerate(cells)
+        ],
+        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "flue test", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }  # fmt: skip
+    path.write_text(json.dumps(nb, indent=1))
+
+
+def run_driver(
+    python: Path, driver: str, tmp_path: Path, args: list[str], *, timeout: float = 900,
+    before_stop: Callable[[], object] | None = None,
+) -> str:  # fmt: skip
+    """Start a Lab on `tmp_path/nb` (kernel: this venv's Python), run `driver` (a script beside
+    this file) with `URL OUT CHROMIUM *args`, then `before_stop()` while the server still runs,
+    and fail with the driver's report unless it passed."""
+    _spec_manager(tmp_path)
+    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
+    try:
+        done = subprocess.run([str(python), str(Path(__file__).with_name(driver)), lab.url, str(tmp_path), *args],
+                              check=False, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        if before_stop is not None:
+            before_stop()
+    finally:
+        lab.stop()
+    report = done.stdout + done.stderr
+    (tmp_path / "driver.log").write_text(report)
+    assert done.returncode == 0, (
+        f"browser steps failed (screenshots in {tmp_path}, log: driver.log):\n{report[:5000]}\n"
+        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
+    )
+    return report
 
 
 def _free_port() -> int:

@@ -11,65 +11,20 @@ from __future__ import annotations
 import re
 import sys
 import time
-import traceback
 from pathlib import Path
 
-from playwright.sync_api import Page, expect, sync_playwright
+from _page import OUT, TIMEOUT, cell, drive, kernel_idle, open_notebook, run_cell, send, step, wait_done
+from playwright.sync_api import Page, expect
 
-URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 README_PNG = Path(sys.argv[4]) if len(sys.argv) > 4 else None
-TIMEOUT = 60_000
-started = time.monotonic()
 
 
-def step(text: str) -> None:
-    print(f"[{time.monotonic() - started:6.1f} s] {text}", flush=True)
-
-
-def cell(page: Page, i: int):
-    return page.locator(".jp-Notebook .jp-Cell").nth(i)
-
-
-def run_cell(page: Page, i: int) -> None:
-    """Select cell i and run it with Shift+Enter, as a person would."""
-    prompt = cell(page, i).locator(".jp-InputPrompt")
-    before = prompt.inner_text()
-    for _ in range(3):
-        cell(page, i).locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        try:  # a kernel that was still connecting can drop the first request
-            expect(prompt).not_to_have_text(before, timeout=10_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"cell {i} did not start running after three Shift+Enter")
-
-
-def wait_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
-    """Until cell i's prompt shows an execution count (not `[*]`)."""
-    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
-
-
-def kernel_idle(page: Page) -> None:
-    """The kernel is up when the status bar says so."""
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
-
-
-def open_notebook(page: Page, path: str) -> None:
-    page.goto(f"{URL}/lab/tree/{path}")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    kernel_idle(page)
-
-
-def send(chat, text: str) -> None:
-    box = chat.locator(".flue-input textarea")
-    box.fill(text)
-    box.press("Enter")
-
-
-def lab(page: Page) -> None:
-    open_notebook(page, "chat.ipynb")
-    step("JupyterLab open, kernel idle")
+def whole(page: Page, lab: bool) -> None:
+    """Every step, in JupyterLab (`lab`) or Notebook 7; Notebook 7's copy of the notebook is in
+    `seven/`, so its kernel has a store of its own."""
+    tag, path = ("lab", "chat.ipynb") if lab else ("nb7", "seven/chat.ipynb")
+    open_notebook(page, path, lab=lab)
+    step("notebook open, kernel idle")
 
     run_cell(page, 0)
     wait_done(page, 0)
@@ -132,14 +87,14 @@ def lab(page: Page) -> None:
     step("chat: Approve → the bash call ran")
     gauge = chat.locator(".flue-gauge-text")
     expect(gauge).to_contain_text("/ 200k tokens · compacts at 180k")
-    if README_PNG is not None:
+    if README_PNG is not None and lab:
         # The whole conversation in one picture: let the log grow instead of scrolling.
         page.add_style_tag(content=".flue-log { max-height: none !important; }")
         chat.screenshot(path=str(README_PNG))
         # Settled, a cell shows its static bundle (issue 19.1): that is the cell's picture.
         cell(page, 1).locator(".flue-static").screenshot(path=str(README_PNG.with_name("cell-view.png")))
         step(f"screenshots saved: {README_PNG} and cell-view.png")
-    chat.screenshot(path=str(OUT / "chat.png"))
+    chat.screenshot(path=str(OUT / f"chat-{tag}.png"))
 
     # 5. A blocking cell stops with the kernel's interrupt (I, I): its view says aborted.
     run_cell(page, 4)
@@ -181,13 +136,13 @@ def lab(page: Page) -> None:
     expect(gal.locator(".flue-chip")).to_have_text("resources Mounted tools: lookup")
     expect(gal.locator(".flue-outcome.flue-failed")).to_have_text("✗ failed: provider_error: the request was malformed")
     page.add_style_tag(content=".flue-log { max-height: none !important; }")
-    gal.screenshot(path=str(OUT / "gallery.png"))
-    if README_PNG is not None:
+    gal.screenshot(path=str(OUT / f"gallery-{tag}.png"))
+    if README_PNG is not None and lab:
         gal.screenshot(path=str(README_PNG.with_name("chat-parts.png")))
     step("chat: thinking, long result, subagent, compaction, signal chip, failure drawn")
 
     # 6b. Reading: a figure in its card (full size on click), markdown, a denied call, the input.
-    rich_steps(page)
+    rich_steps(page, tag, OUT / "nb" / path)
 
     # 7. Reload the page: the saved notebook's widgets come back from the kernel, and a new
     #    `%flue chat` redraws the whole conversation from the store.
@@ -195,7 +150,7 @@ def lab(page: Page) -> None:
     time.sleep(1.0)
     page.reload()
     expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    kernel_idle(page)
+    kernel_idle(page, lab)
     run_cell(page, 3)
     wait_done(page, 3)
     again = cell(page, 3).locator(".flue-chat")
@@ -220,7 +175,7 @@ def lab(page: Page) -> None:
     time.sleep(1.0)
     at = log.evaluate("l => [l.scrollTop, l.clientHeight, l.scrollHeight]")
     assert at[2] > 2 * at[1] and at[0] + at[1] >= at[2] - 40, f"the chat did not open at its newest message: {at}"
-    long.screenshot(path=str(OUT / "long.png"))
+    long.screenshot(path=str(OUT / f"long-{tag}.png"))
     log.evaluate("l => { l.scrollTop = 0; }")
     time.sleep(0.3)
     run_cell(page, 13)  # new content arrives while the user reads the top
@@ -232,7 +187,7 @@ def lab(page: Page) -> None:
     step("long chat: opened at the newest of 40 messages; scrolled up, it stayed while new ones came")
 
 
-def rich_steps(page: Page) -> None:
+def rich_steps(page: Page, tag: str, saved: Path) -> None:
     run_cell(page, 8)
     wait_done(page, 8)
     run_cell(page, 9)
@@ -253,7 +208,7 @@ def rich_steps(page: Page) -> None:
     fig.click()
     overlay = rich.locator(".flue-overlay")
     expect(overlay).to_be_visible()
-    page.screenshot(path=str(OUT / "figure-full.png"))
+    page.screenshot(path=str(OUT / f"figure-full-{tag}.png"))
     overlay.click()
     expect(overlay).to_be_hidden()
     step("figure: drawn in the python card, scaled; full size on click")
@@ -274,10 +229,12 @@ def rich_steps(page: Page) -> None:
     assert not box.evaluate("b => b === document.activeElement"), "Escape did not leave the input"
     box.click()
     box.type("draft")
-    dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty")
-    expect(dirty).to_have_count(1)  # the cells just run left the notebook unsaved
+    before = saved.stat().st_mtime_ns
     box.press("Control+s")
-    expect(dirty).to_have_count(0, timeout=10_000)
+    deadline = time.monotonic() + 10
+    while saved.stat().st_mtime_ns == before:  # the file on disk is written: it was saved
+        assert time.monotonic() < deadline, "Ctrl+S in the chat's input did not save the notebook"
+        time.sleep(0.2)
     expect(box).to_have_value("draft")
     box.fill("")
     step("input: Escape leaves it, Ctrl+S saved the notebook")
@@ -293,7 +250,7 @@ def rich_steps(page: Page) -> None:
                   return w ? w.textContent : ""; }"""
     )
     assert "remove it" in seen and "waiting for the kernel" in seen, f"no local echo: {seen!r}"
-    rich.screenshot(path=str(OUT / "waiting.png"))
+    rich.screenshot(path=str(OUT / f"waiting-{tag}.png"))
     wait_done(page, 10, timeout=TIMEOUT)
     expect(rich.locator(".flue-waiting")).to_have_count(0, timeout=TIMEOUT)
     step("chat: a message sent while a cell ran showed 'waiting for the kernel' until admitted")
@@ -308,14 +265,12 @@ def rich_steps(page: Page) -> None:
     expect(denied).to_contain_text("denied by the user", timeout=TIMEOUT)
     expect(rich.locator(".flue-tool-error")).to_have_count(0)
     expect(rich.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
-    rich.screenshot(path=str(OUT / "rich.png"))
+    rich.screenshot(path=str(OUT / f"rich-{tag}.png"))
     step("approval: the card said how long it waited; Deny drew the call as denied")
 
 
 def notebook7(page: Page) -> None:
-    page.goto(f"{URL}/notebooks/nb7.ipynb")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
+    open_notebook(page, "nb7.ipynb", lab=False)
     run_cell(page, 0)
     wait_done(page, 0)
     run_cell(page, 1)
@@ -349,34 +304,6 @@ def notebook7(page: Page) -> None:
     step("Notebook 7: a fresh chat names its window (1M); at 600 px the gauge is one line")
 
 
-def main() -> int:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        try:
-            for name, fn in (("JupyterLab", lab), ("Notebook 7", notebook7)):
-                step(f"--- {name}")
-                fn(page)
-        except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
-            shot = OUT / "failure.png"
-            page.screenshot(path=str(shot), full_page=True)
-            traceback.print_exc()
-            print(f"FAILED; screenshot: {shot}; page errors: {errors}", flush=True)
-            return 1
-        finally:
-            browser.close()
-    flue_errors = [e for e in errors if "flue" in e.lower()]
-    if flue_errors:
-        print(f"FAILED: page errors from the widget: {flue_errors}", flush=True)
-        return 1
-    step("all steps passed")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(drive([("JupyterLab", lambda page: whole(page, True)), ("Notebook 7", lambda page: whole(page, False)),
+                    ("Notebook 7: a fresh chat, 600 px", notebook7)]))  # fmt: skip

@@ -11,66 +11,27 @@ from __future__ import annotations
 
 import re
 import sys
-import time
-import traceback
-from pathlib import Path
 
-from playwright.sync_api import Page, expect, sync_playwright
-
-URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-TIMEOUT = 60_000
-started = time.monotonic()
-
-
-def step(text: str) -> None:
-    print(f"[{time.monotonic() - started:6.1f} s] {text}", flush=True)
-
-
-def cell(page: Page, i: int):
-    return page.locator(".jp-Notebook .jp-Cell").nth(i)
-
-
-def run_cell(page: Page, i: int) -> None:
-    """Select cell i and run it with Shift+Enter, as a person would."""
-    prompt = cell(page, i).locator(".jp-InputPrompt")
-    before = prompt.inner_text()
-    for _ in range(3):
-        cell(page, i).locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        try:  # a kernel that was still connecting can drop the first request
-            expect(prompt).not_to_have_text(before, timeout=10_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"cell {i} did not start running after three Shift+Enter")
-
-
-def wait_done(page: Page, i: int) -> None:
-    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=TIMEOUT)
+from _page import OUT, TIMEOUT, cell, drive, open_notebook, run_done, send, step
+from playwright.sync_api import Page, expect
 
 
 def scenario(page: Page) -> None:
-    page.goto(f"{URL}/lab/tree/fix.ipynb")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+    open_notebook(page, "fix.ipynb")
     step("JupyterLab (with collaboration) open, kernel idle")
 
-    run_cell(page, 0)
-    wait_done(page, 0)
+    run_done(page, 0)
     step("setup cell ran")
 
     broken = cell(page, 1)
-    run_cell(page, 1)
-    wait_done(page, 1)
+    run_done(page, 1)
     expect(broken.locator(".jp-OutputArea-output")).to_contain_text("KeyError", timeout=TIMEOUT)
     step("the user's cell raised KeyError")
 
-    run_cell(page, 2)
+    run_done(page, 2)
     chat = cell(page, 2).locator(".flue-chat")
     expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
-    box = chat.locator(".flue-input textarea")
-    box.fill("fix the error above")
-    box.press("Enter")
+    send(chat, "fix the error above")
     step("chat: asked to fix the error")
 
     expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
@@ -93,23 +54,5 @@ def scenario(page: Page) -> None:
     step(f"screenshot: {OUT / 'live-fix.png'}")
 
 
-def main() -> int:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
-        page = browser.new_page(viewport={"width": 1280, "height": 1100})
-        try:
-            scenario(page)
-        except Exception:
-            traceback.print_exc()
-            page.screenshot(path=str(OUT / "failure.png"), full_page=True)
-            return 1
-        finally:
-            browser.close()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(drive([("JupyterLab with collaboration", scenario)], height=1100))

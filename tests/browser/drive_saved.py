@@ -1,5 +1,5 @@
-"""Save a notebook with a chat in JupyterLab, shut the kernel down, reopen it; run by
-test_saved_notebook_browser (in `.venv-browser`, where Playwright lives).
+"""Save a notebook with a chat in JupyterLab and in Notebook 7, shut the kernel down, reopen it;
+run by test_saved_notebook_browser (in `.venv-browser`, where Playwright lives).
 
 Each step prints a line and leaves a screenshot in OUT; the first failure exits non-zero.
 
@@ -13,25 +13,20 @@ import re
 import shutil
 import sys
 import time
-import traceback
 from pathlib import Path
 
-from drive_chat import TIMEOUT, run_cell, wait_done  # the first tab's cells: one notebook open
-from playwright.sync_api import Locator, Page, expect, sync_playwright
+from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, open_notebook, run_done, send
+from _page import step as report
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Locator, Page, expect
 
-URL, OUT, CHROMIUM, NB_DIR = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-started = time.monotonic()
+NB_DIR = Path(sys.argv[4])
 ERROR = "Error displaying widget"
 
 
 def step(page: Page, text: str, shot: str) -> None:
     page.screenshot(path=str(OUT / f"{shot}.png"), full_page=True)
-    print(f"[{time.monotonic() - started:6.1f} s] {text} ({shot}.png)", flush=True)
-
-
-def cell(page: Page, i: int):
-    """Cell i of the notebook in view (Lab keeps the other tabs' notebooks in the page, hidden)."""
-    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(i)
+    report(f"{text} ({shot}.png)")
 
 
 def save(page: Page) -> None:
@@ -84,120 +79,87 @@ def readable(page: Page, where: str, *, styled: bool = True) -> None:
         expect(copy).not_to_contain_text(".flue-figure")  # the stripped stylesheet leaves no text
         box = chat_figure.bounding_box()
         clicked = f"{box['width']:.0f} px wide, unstyled" if box else "no box"
-    expect(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").get_by_text(ERROR)).to_have_count(0)
+    expect(page.locator(VISIBLE).get_by_text(ERROR)).to_have_count(0)
     print(
         f"    readable {where}: cell run + conversation + 3 figures shown (chat's: {clicked}), no '{ERROR}'", flush=True
     )
 
 
-def lab(page: Page) -> None:
-    page.goto(f"{URL}/lab/tree/saved.ipynb")
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+def saved(page: Page, lab: bool) -> None:
+    """Run, save while live, shut the kernel down from the menu, reopen; in JupyterLab (`lab`)
+    or Notebook 7, whose copy of the notebook is in `seven/` (a store of its own)."""
+    where, tag, d = ("Lab", "lab", "") if lab else ("Notebook 7", "nb7", "seven/")
+    open_notebook(page, f"{d}saved.ipynb", lab=lab)
     for i in range(3):
-        run_cell(page, i)
-        wait_done(page, i)
+        run_done(page, i)
     chat = cell(page, 2).locator(".flue-chat")
-    box = chat.locator(".flue-input textarea")
-    box.fill("and in the chat?")
-    box.press("Enter")
+    send(chat, "and in the chat?")
     expect(chat.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
     time.sleep(0.5)
     # Nothing the chat drew was displayed into a cell (the card and the copy show it).
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-    expect(panel.locator(".jp-RenderedImage")).to_have_count(0)
+    expect(page.locator(VISIBLE).locator(".jp-RenderedImage")).to_have_count(0)
     # Live: the chat is drawn, its static copy under it is hidden; the settled cell is static.
     expect(cell(page, 2).locator(".flue-static")).to_be_hidden()
     expect(cell(page, 1).locator(".flue-chat")).to_have_count(0)
-    step(page, "Lab live: chat drawn, its copy hidden, the settled cell static", "lab-live")
+    step(page, f"{where} live: chat drawn, its copy hidden, the settled cell static", f"{tag}-live")
 
     save(page)
-    shutil.copy(NB_DIR / "saved.ipynb", NB_DIR / "saved-live.ipynb")  # as saved while live
-    page.get_by_role("menuitem", name="Kernel").click()
+    shutil.copy(NB_DIR / f"{d}saved.ipynb", NB_DIR / f"{d}saved-live.ipynb")  # as saved while live
+    page.get_by_role("menuitem", name="Kernel", exact=True).click()
     page.get_by_role("menuitem", name=re.compile("Shut Down Kernel")).click()
+    try:  # a frontend may ask first
+        page.locator(".jp-Dialog .jp-mod-accept").click(timeout=3_000)
+    except PlaywrightError:
+        pass
     expect(page.get_by_text(re.compile(r"^No Kernel")).first).to_be_visible(timeout=TIMEOUT)
     time.sleep(1.0)
-    readable(page, "after the kernel shut down (same page)")
-    step(page, "Lab: kernel shut down from the menu, the page shows the copy", "lab-shutdown")
+    readable(page, f"in {where} after the kernel shut down (same page)")
+    step(page, f"{where}: kernel shut down from the menu, the page shows the copy", f"{tag}-shutdown")
     save(page)
 
-    page.goto(f"{URL}/lab/tree/saved.ipynb")  # reopened: a new kernel starts
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+    open_notebook(page, f"{d}saved.ipynb", lab=lab)  # reopened: a new kernel starts
     time.sleep(2.0)
-    readable(page, "reopened in a new kernel")
-    step(page, "Lab: reopened in a new kernel", "lab-reopened")
+    readable(page, f"in {where}, reopened in a new kernel")
+    step(page, f"{where}: reopened in a new kernel", f"{tag}-reopened")
 
-    page.goto(f"{URL}/lab/tree/saved-live.ipynb")
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+    # The file saved while the chat was live, reopened after its kernel died unseen: the
+    # readable copy, and no widget error line above it (the chat named its model in the
+    # notebook's widget state, as a widget that hides its own output).
+    open_notebook(page, f"{d}saved-live.ipynb", lab=lab)
     time.sleep(2.0)
-    # A byte copy keeps the notebook's signature: Lab trusts it and draws the copy's HTML.
+    # A byte copy keeps the notebook's signature: the frontend trusts it and draws its HTML.
     copy = cell(page, 2).locator(".jp-OutputArea-output", has_text="and in the chat?")
     expect(copy).to_be_visible(timeout=TIMEOUT)
     expect(copy).to_contain_text("The chat answers")
     figures(copy, 2)  # the copy was rewritten when the chat's message settled, figures and all
-    # The widget's own output was saved with its model id, which no kernel has now: the one
-    # case where JupyterLab still prints its error line (above the readable copy).
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel = page.locator(VISIBLE)
     expect(panel.get_by_text("Loading widget...")).to_have_count(0, timeout=TIMEOUT)  # the manager restored
-    errors = panel.get_by_text(ERROR).count()
-    step(
-        page, f"Lab: the copy saved while the chat was live, reopened ({errors} widget error line(s))", "lab-live-copy"
-    )
+    expect(panel.get_by_text(ERROR)).to_have_count(0)
+    expect(cell(page, 2).locator(".jupyter-widgets-disconnected:visible")).to_have_count(0)
+    step(page, f"{where}: the file saved while the chat was live, reopened: only the copy", f"{tag}-live-copy")
 
-
-def no_kernel(page: Page) -> None:
-    page.goto(f"{URL}/lab/tree/nokernel.ipynb")
+    text = (NB_DIR / f"{d}saved.ipynb").read_text()
+    (NB_DIR / f"{d}nokernel.ipynb").write_text(text.replace('"name": "flue-test"', '"name": "no-such-kernel"'))
+    page.goto(f"{URL}/lab/tree/nokernel.ipynb" if lab else f"{URL}/notebooks/seven/nokernel.ipynb")
     dialog = page.locator(".jp-Dialog")
     expect(dialog).to_be_visible(timeout=TIMEOUT)  # its kernel does not exist here: choose none
     dialog.get_by_role("button", name=re.compile("No Kernel|Cancel")).first.click()
     time.sleep(2.0)
-    readable(page, "with no kernel")
-    step(page, "Lab: opened with no kernel", "lab-no-kernel")
+    readable(page, f"in {where} with no kernel")
+    step(page, f"{where}: opened with no kernel", f"{tag}-no-kernel")
 
-
-def notebook7(page: Page) -> None:
-    page.goto(f"{URL}/notebooks/saved.ipynb")
-    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
-    time.sleep(2.0)
-    readable(page, "in Notebook 7, new kernel")
-    step(page, "Notebook 7: reopened in a new kernel", "nb7-reopened")
-
-    # Changed outside Jupyter (a cell added): the signature no longer matches, the outputs are
-    # untrusted and their HTML sanitised, as a static viewer would.
-    page.goto(f"{URL}/notebooks/untrusted.ipynb")
-    expect(page.get_by_text("Not Trusted")).to_be_visible(timeout=TIMEOUT)
-    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
-    time.sleep(2.0)
-    readable(page, "in Notebook 7, untrusted", styled=False)
-    step(page, "Notebook 7: the notebook changed outside Jupyter (untrusted)", "nb7-untrusted")
-
-
-def main() -> int:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        try:
-            lab(page)
-            text = (NB_DIR / "saved.ipynb").read_text()
-            nk = text.replace('"name": "flue-test"', '"name": "no-such-kernel"')
-            (NB_DIR / "nokernel.ipynb").write_text(nk)
-            changed = json.loads(text)
-            changed["cells"].append({"cell_type": "markdown", "id": "added", "metadata": {}, "source": "added"})
-            (NB_DIR / "untrusted.ipynb").write_text(json.dumps(changed))
-            no_kernel(page)
-            notebook7(page)
-        except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
-            page.screenshot(path=str(OUT / "failure.png"), full_page=True)
-            traceback.print_exc()
-            print(f"FAILED; screenshot: {OUT / 'failure.png'}", flush=True)
-            return 1
-        finally:
-            browser.close()
-    print("all steps passed", flush=True)
-    return 0
+    if not lab:
+        # Changed outside Jupyter (a cell added): the signature no longer matches, the outputs
+        # are untrusted and their HTML sanitised, as a static viewer would.
+        changed = json.loads(text)
+        changed["cells"].append({"cell_type": "markdown", "id": "added", "metadata": {}, "source": "added"})
+        (NB_DIR / f"{d}untrusted.ipynb").write_text(json.dumps(changed))
+        open_notebook(page, f"{d}untrusted.ipynb", lab=False)
+        expect(page.get_by_text("Not Trusted")).to_be_visible(timeout=TIMEOUT)
+        time.sleep(2.0)
+        readable(page, "in Notebook 7, untrusted", styled=False)
+        step(page, "Notebook 7: the notebook changed outside Jupyter (untrusted)", "nb7-untrusted")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(drive([("JupyterLab", lambda page: saved(page, True)), ("Notebook 7", lambda page: saved(page, False))]))

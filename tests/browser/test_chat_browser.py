@@ -4,24 +4,20 @@ The driver (`drive_chat.py`, run with `.venv-browser`'s Playwright) runs a `%%fl
 offline model streams text and calls `bash` and `python`; opens `%flue chat`, sends a message
 while the agent works and sees it join; presses Stop on a long run and sees `aborted`; clicks
 Approve on an `ask` card and sees the tool run; reloads the page and sees the history redrawn;
-then does the short version in Notebook 7. A failure leaves `failure.png` in the test's tmp dir.
+then does all of it again in Notebook 7 (a copy of the notebook in `seven/`, so its kernel has a
+store of its own), and there opens a fresh chat at a 600 px width. A failure leaves
+`failure.png` in the test's tmp dir.
 
 Set `FLUE_README_SCREENSHOT=1` to refresh `docs/chat-widget.png` (the README's screenshot).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
-from _lab import ROOT, Lab, Unavailable, browser_venv, chromium
-from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env
+from _lab import ROOT, prerequisites, run_driver, write_notebook
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]
 
@@ -173,69 +169,40 @@ for i in range(40):
 """
 
 
-def _notebook(path: Path, cells: list[str]) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
-             "outputs": [], "source": src}
-            for i, src in enumerate(cells)
-        ],
-        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "flue test", "language": "python"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }  # fmt: skip
-    path.write_text(json.dumps(nb, indent=1))
+CELLS = [
+    SETUP,
+    "%%flue --agent helper -c cellrun\nWhat is six times seven?",
+    "%flue chat --agent chatty -c talk",
+    "%flue chat --agent chatty -c talk",
+    "%%flue --agent chatty -c longcell\nlong one",
+    GALLERY,
+    "%flue chat --agent gal -c gallery",
+    GALLERY_RUN,
+    RICH,
+    "%flue chat --agent richy -c rich",
+    "import time; time.sleep(8)",
+    LONG,
+    "%flue chat --agent many -c many",
+    'ms.prompt("one more")',
+]
 
 
 @pytest.fixture(scope="module")
-def prerequisites() -> tuple[str, Path]:
-    try:
-        return chromium(), browser_venv()
-    except Unavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the browser test must run under CI, but: {exc}")
-        pytest.skip(f"no real browser here: {exc}")
+def browser_and_python() -> tuple[str, Path]:
+    return prerequisites()
 
 
-def test_chat_widget_in_jupyterlab_and_notebook7(prerequisites: tuple[str, Path], tmp_path: Path) -> None:
-    browser, python = prerequisites
+def test_chat_widget_in_jupyterlab_and_notebook7(browser_and_python: tuple[str, Path], tmp_path: Path) -> None:
+    browser, python = browser_and_python
     (tmp_path / "nb").mkdir()
-    _spec_manager(tmp_path)  # the kernel: this venv's Python (flue_nb, anywidget)
-    _notebook(tmp_path / "nb" / "chat.ipynb", [
-        SETUP,
-        "%%flue --agent helper -c cellrun\nWhat is six times seven?",
-        "%flue chat --agent chatty -c talk",
-        "%flue chat --agent chatty -c talk",
-        "%%flue --agent chatty -c longcell\nlong one",
-        GALLERY,
-        "%flue chat --agent gal -c gallery",
-        GALLERY_RUN,
-        RICH,
-        "%flue chat --agent richy -c rich",
-        "import time; time.sleep(8)",
-        LONG,
-        "%flue chat --agent many -c many",
-        'ms.prompt("one more")',
-    ])  # fmt: skip
-    _notebook(tmp_path / "nb" / "nb7.ipynb", [
+    (tmp_path / "nb" / "seven").mkdir()
+    write_notebook(tmp_path / "nb" / "chat.ipynb", CELLS)
+    write_notebook(tmp_path / "nb" / "seven" / "chat.ipynb", CELLS)  # Notebook 7's, with its own store
+    write_notebook(tmp_path / "nb" / "nb7.ipynb", [
         SETUP,
         "%%flue --agent helper -c nb7cell\nWhat is six times seven?",
         "%flue chat --agent chatty -c nb7talk",
         "flue.chat(model='anthropic/claude-sonnet-4-6', conversation='nb7fresh')",
     ])  # fmt: skip
-    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
     readme = ROOT / "docs" / "chat-widget.png" if os.environ.get("FLUE_README_SCREENSHOT") else None
-    try:
-        args = [str(python), str(Path(__file__).with_name("drive_chat.py")), lab.url, str(tmp_path), browser]
-        done = subprocess.run(args + ([str(readme)] if readme else []),
-                              check=False, capture_output=True, text=True, timeout=900)  # fmt: skip
-    finally:
-        lab.stop()
-    report = done.stdout + done.stderr
-    (tmp_path / "driver.log").write_text(report)
-    assert done.returncode == 0, (
-        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}, log: driver.log):\n"
-        f"{report[:5000]}\n"
-        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
-    )
-    print(report)
+    print(run_driver(python, "drive_chat.py", tmp_path, [browser] + ([str(readme)] if readme else [])))

@@ -11,19 +11,13 @@ fixed source, its new output and execution count: `live-fix.png` in the test's t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
-from _lab import LIVE_PACKAGES, LIVE_VENV, Lab, Unavailable, browser_venv, chromium
-from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env
+from _lab import LIVE_PACKAGES, LIVE_VENV, prerequisites, run_driver, write_notebook
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]
 
@@ -59,20 +53,6 @@ def fixer():
 BROKEN = 'sales = {"north": 120, "south": 95}\nprint("total:", sales["nort"] + sales["south"])'
 
 
-def _notebook(path: Path, cells: list[str]) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
-             "outputs": [], "source": src}
-            for i, src in enumerate(cells)
-        ],
-        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "flue test", "language": "python"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }  # fmt: skip
-    path.write_text(json.dumps(nb, indent=1))
-
-
 def _saved_when(path: Path, ok: Callable[[dict[str, Any]], bool], wait: float = 20.0) -> dict[str, Any]:
     """The notebook file once `ok` holds for it (the server saves a moment after a change)."""
     deadline = time.monotonic() + wait
@@ -83,38 +63,18 @@ def _saved_when(path: Path, ok: Callable[[dict[str, Any]], bool], wait: float = 
         time.sleep(0.3)
 
 
-@pytest.fixture(scope="module")
-def prerequisites() -> tuple[str, Path]:
-    try:
-        return chromium(), browser_venv(LIVE_VENV, LIVE_PACKAGES)
-    except Unavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the live-notebook browser test must run under CI, but: {exc}")
-        pytest.skip(f"no real browser or collaborative JupyterLab here: {exc}")
-
-
-def test_the_agent_fixes_a_broken_cell_live_in_jupyterlab(prerequisites: tuple[str, Path], tmp_path: Path) -> None:
-    browser, python = prerequisites
+def test_the_agent_fixes_a_broken_cell_live_in_jupyterlab(tmp_path: Path) -> None:
+    browser, python = prerequisites(LIVE_VENV, LIVE_PACKAGES)
     (tmp_path / "nb").mkdir()
-    _spec_manager(tmp_path)  # the kernel: this venv's Python (flue_nb with the live extra)
-    _notebook(tmp_path / "nb" / "fix.ipynb", [SETUP, BROKEN, "%flue chat --agent fixer -c fix"])
-    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
-    try:
-        args = [str(python), str(Path(__file__).with_name("drive_live_notebook.py")), lab.url, str(tmp_path), browser]
-        done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900)
-        saved = _saved_when(tmp_path / "nb" / "fix.ipynb", lambda nb: "total: 215" in json.dumps(nb["cells"][1]))
-    finally:
-        lab.stop()
-    report = done.stdout + done.stderr
-    (tmp_path / "driver.log").write_text(report)
-    assert done.returncode == 0, (
-        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}, log: driver.log):\n"
-        f"{report[:5000]}\n"
-        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
-    )
+    write_notebook(tmp_path / "nb" / "fix.ipynb", [SETUP, BROKEN, "%flue chat --agent fixer -c fix"])
+    saved: dict[str, Any] = {}
+
+    def read_saved() -> None:  # the server saves a moment after a change: wait while it runs
+        saved.update(_saved_when(tmp_path / "nb" / "fix.ipynb", lambda nb: "total: 215" in json.dumps(nb["cells"][1])))
+
+    print(run_driver(python, "drive_live_notebook.py", tmp_path, [browser], before_stop=read_saved))
     # The saved file agrees with the page: the server wrote the agent's edit and outputs to disk.
     fixed = saved["cells"][1]
     assert "".join(fixed["source"]) == BROKEN.replace('"nort"', '"north"')
     assert fixed["metadata"]["flue"]["conversation"]
     assert any("total: 215" in "".join(o.get("text", "")) for o in fixed["outputs"])
-    print(report)

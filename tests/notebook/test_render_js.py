@@ -34,6 +34,12 @@ def test_the_renderer_draws_tables_nested_lists_code_links_math_and_code_argumen
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+def test_a_view_keeps_a_message_until_the_kernel_takes_it_and_hands_it_back_when_the_kernel_is_gone() -> None:
+    node = _need("node")
+    done = subprocess.run([node, str(HERE / "link_test.mjs"), str(STATIC)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def test_hostile_html_in_the_models_text_is_sanitised_in_a_real_browser() -> None:
     chromium = next((p for p in ("chromium", "chromium-browser") if shutil.which(p)), None) or _need("chromium")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT))

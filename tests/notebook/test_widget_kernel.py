@@ -160,6 +160,7 @@ def test_ask_in_a_cell_prompts_on_stdin_when_the_frontend_allows_it(tmp_path: Pa
     try:
         kernel.ok(SETUP)
         kernel.ok('%config FlueMagics.widget = "always"')  # the cell's view shows the call too
+        kernel.ok("%config FlueMagics.live = 'always'")  # as a person watching: the view is live
         msg_id = kernel.kc.execute("%%flue -c st -m asker --approval ask\nwrite a file", allow_stdin=True)
         request = kernel.kc.get_stdin_msg(timeout=60)
         assert request["content"]["prompt"] == "flue: allow bash: echo nope > asked.txt? [y/N] "
@@ -168,6 +169,16 @@ def test_ask_in_a_cell_prompts_on_stdin_when_the_frontend_allows_it(tmp_path: Pa
         assert run.status == "ok", run.all_text()
         assert (cwd / "asked.txt").read_text() == "nope\n"
         assert "· bash: echo nope > asked.txt ✓" in run.text()
+        # The frontend keeps its echo of the answer ("flue: allow …? [y/N] y") under the view: the
+        # cell ends by clearing its output and showing the final view (same display id) alone.
+        shown = [m for m in run.messages if m["msg_type"] not in ("status", "execute_input")]
+        kinds = [m["msg_type"] for m in shown]
+        assert "clear_output" in kinds, kinds
+        after = shown[len(kinds) - kinds[::-1].index("clear_output") :]
+        assert [m["msg_type"] for m in after] == ["display_data"], kinds
+        final = after[0]
+        assert "flue-static" in final["content"]["data"]["text/html"]
+        assert VIEW not in final["content"]["data"]  # no widget left in the saved cell
     finally:
         kernel.shutdown()
 

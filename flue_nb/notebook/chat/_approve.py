@@ -24,13 +24,22 @@ from typing import Any
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.tools.approval import ApprovalRequest, Unanswered
 
-__all__ = ["NO_ONE", "default_approver", "notebook_approver"]
+__all__ = ["NO_ONE", "default_approver", "notebook_approver", "prompts"]
 
 NO_ONE = "this kernel: no chat widget shows the call, and no cell is waiting with a frontend that accepts input"
 
 
 class _NoStdin(Exception):
     """Stdin cannot be used for this question (wrong thread, or the frontend refuses input)."""
+
+
+_prompts = 0
+
+
+def prompts() -> int:
+    """How many stdin prompts this kernel has shown: a cell that saw one clears the frontend's
+    echo of the answer (or a box an interrupt left) when it ends."""
+    return _prompts
 
 
 def _prompt(request: ApprovalRequest) -> bool:
@@ -46,6 +55,8 @@ def _prompt(request: ApprovalRequest) -> bool:
             raise _NoStdin("the frontend does not accept input")
     except ImportError:  # plain IPython: input() reads the terminal
         pass
+    global _prompts
+    _prompts += 1
     try:
         answer = input(f"flue: allow {request.summary}? [y/N] ")
     except (StdinNotImplementedError, EOFError, OSError) as exc:

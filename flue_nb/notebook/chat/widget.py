@@ -8,11 +8,14 @@ last pending change), plus at once when a submission settles.
 Synced traits (snake_case, plain JSON, shapes in `chat._wire`): `history` (settled
 submissions), `live` (queued and running ones), `status` (the gauge and the queue), `images`
 (data URLs of the figures tool cards show, by digest), `mode` (`chat`, or `cell` for one
-`%%flue` cell's submission), `title`, and `vendor` (the shared model with the front end's
-libraries, `chat._vendor`), and `holding` (an outside call holding the kernel's main thread,
-which Stop then interrupts by the control channel, `serve._stop`). The browser sends three messages: `send` (a new message, admitted
-with `Session.dispatch`), `stop` (`Session.abort`, the same durable path as the kernel's stop
-button) and `approve` (the answer to a tool card under the `ask` policy).
+`%%flue` cell's submission), `title`, `vendor` (the shared model with the front end's
+libraries, `chat._vendor`), `holding` (an outside call holding the kernel's main thread, which
+Stop then interrupts by the control channel, `serve._stop`) and `ref` (its own model id). The
+browser sends three messages: `send` (a new message with the browser's id for it, admitted with
+`Session.dispatch` and acknowledged in `sent`), `stop` (`Session.abort`, the same durable path as
+the kernel's stop button) and `approve` (the answer to a tool card under the `ask` policy). The
+kernel sends `beat` every few seconds (`chat._beat`): a view whose beats stop says its kernel is
+gone.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import anywidget
 import traitlets
 from ipywidgets import widget_serialization
 
+from flue_nb.notebook.chat import _beat as heartbeat
 from flue_nb.notebook.chat._fold import ChatFold
 from flue_nb.notebook.chat._saved import HIDE_COPY_CSS
 from flue_nb.notebook.chat._vendor import Vendor, vendor
@@ -110,6 +114,9 @@ class ChatWidget(anywidget.AnyWidget):
     images = traitlets.Dict().tag(sync=True)
     """Digest → data URL of every image a tool card of this view shows."""
     vendor = traitlets.Instance(Vendor, allow_none=True).tag(sync=True, **widget_serialization)
+    ref = traitlets.Unicode("").tag(sync=True)
+    """This widget's own model id: the browser names it in the notebook's widget state so a
+    notebook saved while the chat was live reopens without a widget error (issue 19.1)."""
 
     def __init__(
         self,
@@ -125,6 +132,7 @@ class ChatWidget(anywidget.AnyWidget):
         follow: bool = True,
     ) -> None:
         super().__init__(mode=mode, interactive=interactive, vendor=vendor())
+        self.ref = self.model_id or ""
         self.session = session
         self.model_label = model
         self.describe = describe
@@ -165,6 +173,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self.fold.apply(event)
         self.on_msg(self._on_browser_msg)
         _open.add(self)
+        heartbeat.start(open_widgets)  # the browser tells a dead kernel by its missing beats
         if mode == "chat":
             self._replace_the_cells_previous_chat()
             if redraw and follow:

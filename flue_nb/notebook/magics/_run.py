@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from IPython.display import display
+from IPython.display import clear_output, display
 
+from flue_nb.notebook.chat._approve import prompts as _prompts
 from flue_nb.notebook.magics._line import FlueCellError
 from flue_nb.notebook.magics._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.view.transcript import CellView
@@ -80,6 +81,7 @@ def run_message(
     live = LiveOutput(view, publish if chat is None else chat.quiet)
     stop = session.observe(live.feed)
     _show_recovery(session, view, opened_at)
+    prompts_before = _prompts()
 
     def final(result: str | None = None) -> None:
         u = session.usage(view.submission_id) if view.submission_id else None
@@ -96,8 +98,9 @@ def run_message(
         live.finish(result)
         if not watched:
             display(view if chat is None else chat.final(view, None))
-        elif chat is not None:
-            publish(chat.final(view, result))
+            return
+        prompted = not background and _prompts() != prompts_before
+        _last_output(view, result, chat, publish, handle.display_id, prompted)
 
     with contextlib.ExitStack() as waiting:
         if not background:
@@ -130,6 +133,21 @@ def run_message(
         if background:
             return
         _wait(session, receipt, view, live, stop, final, chat)
+
+
+def _last_output(
+    view: CellView, result: str | None, chat: CellChat | None, publish: Callable[[object], None], display_id: str,
+    prompted: bool,
+) -> None:  # fmt: skip
+    """A watched cell's final output; after a stdin prompt, the only output of the cell."""
+    shown = chat.final(view, result) if chat is not None else None
+    if prompted:
+        # The frontend left its echo of the stdin answer ("flue: allow …? [y/N] y"), or the box
+        # an interrupt cut short, under the view: the cell's output becomes the view alone.
+        clear_output()
+        display(shown if shown is not None else (view if result is None else result), display_id=display_id)
+    elif shown is not None:
+        publish(shown)
 
 
 def _nowhere(_obj: object) -> None:

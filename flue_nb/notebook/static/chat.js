@@ -210,7 +210,8 @@ function figures(ctx, images) {
   }).join("")}</div>`;
 }
 
-function toolMeta(t, st) {
+function toolMeta(t, st, gone) {
+  if (gone && (st === "running" || st === "awaiting_approval")) return "cut off: the kernel went away";
   if (st === "running") return t.progress ? `running… ${esc(t.progress)}` : "running…";
   if (st === "awaiting_approval") {
     const since = t.asked_at ? ` <span class="flue-wait" data-since="${t.asked_at}">${fmtWait(Date.now() / 1000 - t.asked_at)}</span>` : "";
@@ -223,14 +224,14 @@ function toolCard(ctx, t) {
   const key = "tool:" + t.call_id;
   const st = t.status || "running";
   const head = `<span class="flue-glyph flue-st-${st}" aria-hidden="true">${GLYPH[st] || "·"}</span> <span class="flue-tname">${esc(t.name)}</span> <span class="flue-targ">${esc(t.summary)}</span>` +
-    `<span class="flue-tmeta">${toolMeta(t, st)} ${fmtMs(t.duration_ms)}</span>`;
+    `<span class="flue-tmeta">${toolMeta(t, st, ctx.gone)} ${fmtMs(t.duration_ms)}</span>`;
   let body = "";
   for (const c of t.code || []) {
     body += clipped(ctx, `${key}:code:${c.arg}`, esc(c.arg), c.value, c.lang === "markdown"
       ? `<div class="flue-md">${ctx.md(c.value.text)}</div>` : codeBlock(c.value.text, c.lang, ctx.libs && ctx.libs.hljs));
   }
   if (t.input && t.input.text) body += clipped(ctx, key + ":in", "arguments", t.input);
-  if (st === "awaiting_approval") {
+  if (st === "awaiting_approval" && !ctx.gone) {
     body += `<div class="flue-ask" role="alert"><div>${esc(t.ask || "")}</div>` +
       (ctx.interactive
         ? `<button class="flue-btn flue-approve" data-call="${esc(t.call_id)}">Approve</button> <button class="flue-btn flue-deny" data-call="${esc(t.call_id)}">Deny</button>`
@@ -282,7 +283,10 @@ export function part(ctx, p, key) {
   }
 }
 
-function outcomeLine(b) {
+function outcomeLine(b, gone) {
+  if (gone && ["queued", "joining", "running"].includes(b.state)) {
+    return `<div class="flue-outcome flue-gone">the kernel went away before this ended: re-run the cell to see how it ended</div>`;
+  }
   if (b.state === "queued") return `<div class="flue-outcome flue-queued">queued: runs when the agent is free</div>`;
   if (b.state === "joining") return `<div class="flue-outcome flue-queued">queued: joins the live response at the next turn</div>`;
   if (b.state === "running") return `<div class="flue-outcome flue-running">running…</div>`;
@@ -302,7 +306,7 @@ export function blockPieces(ctx, b) {
     if (b.recovered) out.push(["rec", `<span class="flue-badge flue-rec">recovered</span>`]);
   }
   b.parts.forEach((p, i) => out.push([`p${i}`, part(ctx, p, `${b.id}:${i}`)]));
-  if (b.kind !== "aside") out.push(["outcome", outcomeLine(b)]);
+  if (b.kind !== "aside") out.push(["outcome", outcomeLine(b, ctx.gone)]);
   return out;
 }
 
@@ -369,6 +373,159 @@ function gauge(st) {
   const full = `${ctxText} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${cached}`;
   return `<div class="flue-gauge" role="meter" aria-label="context used" aria-valuemin="0" aria-valuemax="${win || 0}" aria-valuenow="${used || 0}"><div class="flue-gauge-fill" style="width:${pct}%"></div>${mark}</div>` +
     `<div class="flue-gauge-text" title="${esc(full)}${st.cost_note ? " · " + esc(st.cost_note) : ""}">${esc(full)}${st.cost ? ` · ${esc(st.cost)}` : ""}</div>`;
+}
+
+// --- the kernel link: is the kernel there, and which messages has it not acknowledged ----------
+
+/** Milliseconds without the kernel's beat (`chat/_beat.py` sends one every 3 s) before a view
+ * calls its kernel gone: long enough for a cell holding the GIL in C code for a while. */
+export const SILENCE = 20000;
+
+/** What a view knows of its kernel, and the messages it sent that the kernel has not taken yet. */
+export class Link {
+  constructor(now) {
+    this.lastBeat = now;
+    this.gone = ""; // "", "restarted" (the frontend said so), "dead" or "silent" (no beats)
+    /** @type {{ id: string, text: string, at: number }[]} */
+    this.pending = [];
+    /** @type {{ id: string, text: string, at: number }[]} messages handed back to the input */
+    this.returned = [];
+    this.seq = 0;
+  }
+
+  beat(now) {
+    this.lastBeat = now;
+    if (this.gone === "silent") this.gone = ""; // only quiet (a long C call): it is back
+  }
+
+  /** The frontend says the kernel restarted or died: nothing brings this view's model back. */
+  lost(why) { this.gone = why; }
+
+  /** The state after `now`'s look at the beats. */
+  check(now) {
+    if (!this.gone && now - this.lastBeat > SILENCE) this.gone = "silent";
+    return this.gone;
+  }
+
+  /** A new message, pending until the kernel acknowledges its id (or draws it: `seen`);
+   * `known` are the ids of the blocks drawn when it was sent. */
+  add(text, now, known = []) {
+    const id = `m${now.toString(36)}.${++this.seq}.${Math.random().toString(36).slice(2, 8)}`;
+    this.pending.push({ id, text, at: now, known: new Set(known) });
+    return id;
+  }
+
+  /** The kernel drew a block for a pending message (a new block with its text) before its
+   * acknowledgement arrived: it has it. Each block answers for one message. */
+  seen(blocks) {
+    const used = new Set();
+    this.pending = this.pending.filter((p) => {
+      const b = blocks.find((x) => x.text === p.text && !p.known.has(x.id) && !used.has(x.id));
+      if (!b) return true;
+      used.add(b.id);
+      return false;
+    });
+  }
+
+  /** The kernel's acknowledgements (`sent`: id -> submission id, "" when refused): the refused
+   * messages, and those handed back that the kernel took after all. */
+  ack(sent) {
+    const refused = [];
+    const late = [];
+    this.pending = this.pending.filter((p) => {
+      if (!Object.prototype.hasOwnProperty.call(sent, p.id)) return true;
+      if (!sent[p.id]) refused.push(p);
+      return false;
+    });
+    this.returned = this.returned.filter((p) => {
+      if (!Object.prototype.hasOwnProperty.call(sent, p.id)) return true;
+      if (sent[p.id]) late.push(p);
+      return false;
+    });
+    return { refused, late };
+  }
+
+  /** The kernel is gone: every pending message goes back to the person who typed it. */
+  takeBack() {
+    const back = this.pending;
+    this.pending = [];
+    this.returned.push(...back);
+    return back;
+  }
+}
+
+/** What the view says of a kernel that is gone. */
+export function goneText(why) {
+  if (why === "restarted") return "the kernel restarted — re-run this cell to chat";
+  if (why === "dead") return "the kernel died — re-run this cell to chat";
+  return `no word from the kernel for ${Math.round(SILENCE / 1000)} s: it is gone (killed, restarted, or its server stopped) or stuck — re-run this cell to chat`;
+}
+
+/** The input's text with `back` (messages not sent) put in front of what is typed there now. */
+export function putBack(current, back) {
+  const texts = back.map((p) => p.text);
+  if (current.trim()) texts.push(current);
+  return texts.join("\n\n");
+}
+
+// --- a notebook saved while the chat was live (issue 19.1) ---------------------------------------
+
+const STATE = "application/vnd.jupyter.widget-state+json";
+const STUB_CLASS = "flue-saved-stub";
+/** What the notebook's widget state says of a live chat's model: an HTML widget whose only
+ * content is a rule hiding its own output. Reopened where that model is gone (a new kernel), the
+ * frontend draws this instead of "Error displaying widget: model not found" (and its
+ * disconnected mark), and the static copy under it reads the conversation. */
+export const STUB = {
+  model_name: "HTMLModel", model_module: "@jupyter-widgets/controls", model_module_version: "2.0.0",
+  state: {
+    value: `<style>.jp-OutputArea-child:has(.${STUB_CLASS}) { display: none; }</style>`,
+    _dom_classes: [STUB_CLASS],
+  },
+};
+
+function referencedModels(nb) {
+  const ids = new Set();
+  for (const c of nb.cells) {
+    const outputs = c.outputs;
+    if (!outputs) continue;
+    for (let i = 0; i < outputs.length; i++) {
+      const view = (outputs.get(i).data || {})["application/vnd.jupyter.widget-view+json"];
+      if (view && view.model_id) ids.add(view.model_id);
+    }
+  }
+  return ids;
+}
+
+/** The notebook's widget state with `id` as a stub, and the stubs of models no output shows
+ * any longer dropped; null when there is nothing to change. */
+export function withStub(saved, id, used) {
+  const was = (saved && saved.state) || {};
+  if (was[id]) return null;
+  const state = {};
+  for (const [k, v] of Object.entries(was)) {
+    const stub = ((v && v.state && v.state._dom_classes) || []).includes(STUB_CLASS);
+    if (!stub || !used || used.has(k)) state[k] = v;
+  }
+  state[id] = STUB;
+  return { version_major: 2, version_minor: 0, ...(saved || {}), state };
+}
+
+/** In JupyterLab and Notebook 7 (their widget manager knows its notebook), name this chat's
+ * model in the notebook's widget state; elsewhere nothing to do. */
+function leaveStub(model) {
+  try {
+    const id = model.get("ref");
+    const nb = model.widget_manager && model.widget_manager.context && model.widget_manager.context.model;
+    if (!id || !nb || typeof nb.getMetadata !== "function") return;
+    const meta = nb.getMetadata("widgets") || {};
+    let used = null;
+    try { used = referencedModels(nb); used.add(id); } catch (e) { used = null; } // no pruning then
+    const saved = withStub(meta[STATE], id, used);
+    if (saved) nb.setMetadata("widgets", { ...meta, [STATE]: saved });
+  } catch (e) {
+    console.warn("flue_nb: could not name the chat in the notebook's widget state", e);
+  }
 }
 
 // --- loading the vendored libraries (once a page) --------------------------------------------
@@ -458,6 +615,7 @@ async function render({ model, el }) {
   root.innerHTML = `<div class="flue-head"><span class="flue-title"></span><span class="flue-state" role="status"></span><span class="flue-hint"></span><button class="flue-btn flue-stop" title="Abort every unsettled message of this conversation">Stop</button></div>
 <div class="flue-gaugebox"></div>
 <div class="flue-log" role="log" aria-label="conversation" tabindex="0"><div class="flue-history"></div><div class="flue-live"></div><div class="flue-pending"></div></div>
+<div class="flue-gone-note" role="alert"></div>
 <div class="flue-error" role="alert"></div>
 <div class="flue-announce" aria-live="polite"></div>
 <div class="flue-input"><textarea rows="2" aria-label="Message the agent" placeholder="Message the agent (Enter to send, Shift+Enter for a new line)"></textarea><button class="flue-btn flue-send">Send</button></div>
@@ -467,12 +625,12 @@ async function render({ model, el }) {
   const log = $(".flue-log");
   const opened = new Set();
   const closed = new Set(); // cards with figures start open; these the user closed
-  /** @type {{ text: string, at: number }[]} */
-  let pending = [];
+  const link = new Link(Date.now());
   let follow = true;
   let libs = null;
   const ctx = () => ({
     opened, closed, libs, md, images: model.get("images") || {}, mode: model.get("mode"), interactive: model.get("interactive"),
+    gone: link.gone,
   });
   let md = makeMarkdown(null);
 
@@ -498,6 +656,7 @@ async function render({ model, el }) {
     }
   });
   $(".flue-stop").addEventListener("click", async () => {
+    if (link.gone) return; // nothing there to stop
     const held = model.get("holding");
     if (!held) { model.send({ type: "stop" }); return; }
     // The `stop` message would wait for the main thread the call holds: go by the control
@@ -507,12 +666,21 @@ async function render({ model, el }) {
     $(".flue-error").textContent = how === "unreachable" ? USE_INTERRUPT : "";
   });
   const ta = $("textarea");
+  const notSent = (why) => { $(".flue-error").textContent = `not sent: ${why}`; };
   const send = () => {
     const text = ta.value.trim();
     if (!text) return;
-    model.send({ type: "send", text });
-    // Shown at once, even while a cell keeps the kernel busy; gone when the kernel has it.
-    pending.push({ text, at: Date.now() });
+    if (link.gone) { notSent("the kernel is gone; re-run this cell to chat (your text stays here)"); keepUnsent(); return; }
+    // Shown at once, even while a cell keeps the kernel busy; pending until the kernel
+    // acknowledges its id in `sent`, handed back to the input if the kernel goes first.
+    const id = link.add(text, Date.now(), knownBlocks().map((b) => b.id));
+    try {
+      model.send({ type: "send", text, id });
+    } catch (e) {
+      link.pending = link.pending.filter((p) => p.id !== id);
+      notSent(`the frontend could not reach the kernel (${e}); your text stays here`);
+      return;
+    }
     ta.value = "";
     follow = true;
     drawPending();
@@ -547,20 +715,78 @@ async function render({ model, el }) {
     while (box.children.length > 3) box.firstElementChild.remove();
   };
 
+  function knownBlocks() { return [...(model.get("history") || []), ...(model.get("live") || [])]; }
   function drawPending() {
-    const known = [...(model.get("history") || []), ...(model.get("live") || [])];
-    const texts = known.map((b) => b.text);
-    // A pending message is acknowledged once a block with its text appears (each text once).
-    pending = pending.filter((p) => {
-      const i = texts.indexOf(p.text);
-      if (i === -1) return true;
-      texts.splice(i, 1);
-      return false;
-    });
-    patch($(".flue-pending"), pending.map((p, i) => [`pending${i}`,
+    link.seen(knownBlocks());
+    patch($(".flue-pending"), link.pending.map((p) => [p.id,
       `<div class="flue-block flue-waiting"><div class="flue-user">${esc(p.text)}</div><div class="flue-outcome flue-queued">waiting for the kernel…</div></div>`]));
     stick();
   }
+  const onSent = () => {
+    const { refused, late } = link.ack(model.get("sent") || {});
+    if (refused.length) ta.value = putBack(ta.value, refused); // `error` says why
+    for (const p of late) {
+      // Handed back when the kernel fell silent, taken after all: not twice in the input.
+      if (ta.value.includes(p.text)) ta.value = ta.value.replace(p.text, "").trim();
+      $(".flue-error").textContent = "the kernel was only slow: your message was sent after all";
+    }
+    drawPending();
+  };
+  // What a dead view's input holds outlives the view: re-running the cell replaces it, and the
+  // new chat of the same conversation (this browser) starts with that text in its input.
+  const unsentKey = () => `flue-unsent:${model.get("title")}`;
+  const keepUnsent = () => {
+    try {
+      if (!link.gone) return;
+      if (ta.value.trim()) localStorage.setItem(unsentKey(), ta.value); else localStorage.removeItem(unsentKey());
+    } catch (e) { /* no storage here: the text stays in this view's input */ }
+  };
+  ta.addEventListener("input", keepUnsent);
+  try {
+    const unsent = localStorage.getItem(unsentKey());
+    if (unsent) {
+      localStorage.removeItem(unsentKey());
+      ta.value = putBack(ta.value, [{ text: unsent }]);
+      $(".flue-error").textContent = "not sent before the last kernel went away: your message is back in the input";
+    }
+  } catch (e) { /* no storage */ }
+  const onGone = () => {
+    const back = link.takeBack();
+    if (back.length) {
+      ta.value = putBack(ta.value, back);
+      notSent(`the kernel is gone and never took ${back.length === 1 ? "your message" : "your messages"}: ${back.length === 1 ? "it is" : "they are"} back in the input`);
+    }
+    keepUnsent();
+    drawAll();
+  };
+  const look = () => {
+    let why = link.gone;
+    try { // the frontend's own word, where its widget manager says it (JupyterLab, Notebook 7)
+      const k = model.widget_manager && model.widget_manager.kernel;
+      if (!why && k && k.status === "dead") { link.lost("dead"); why = "dead"; }
+    } catch (e) { /* no kernel to ask: the beats decide */ }
+    const was = link.gone;
+    why = link.check(Date.now());
+    if (why && !was) onGone();
+    else if (why !== (was || "")) drawAll();
+  };
+  const onBeat = (msg) => {
+    if (!msg || msg.type !== "beat") return;
+    const was = link.gone;
+    link.beat(Date.now());
+    if (was && !link.gone) {
+      if ($(".flue-error").textContent.startsWith("not sent: the kernel is gone")) $(".flue-error").textContent = "";
+      drawAll();
+    }
+  };
+  // The widget manager marks every model not live when its kernel restarts (a restart from the
+  // frontend, or the server's after a crash): the new kernel has no model for this view.
+  const onCommLive = () => {
+    if (link.gone === "restarted") return;
+    const was = link.gone;
+    link.lost("restarted");
+    if (!was) onGone(); else drawAll();
+  };
   const draw = (which) => {
     const c = ctx();
     if (which !== "live") patchBlocks(c, $(".flue-history"), model.get("history") || []);
@@ -588,6 +814,19 @@ async function render({ model, el }) {
     if (state !== lastStatus && lastStatus) announce(state);
     lastStatus = state;
     const interactive = model.get("interactive");
+    root.classList.toggle("flue-dead", Boolean(link.gone));
+    $(".flue-gone-note").textContent = link.gone ? goneText(link.gone) : "";
+    if (link.gone) {
+      $(".flue-state").textContent = link.gone === "restarted" ? "kernel restarted" : "kernel gone";
+      $(".flue-state").className = "flue-state flue-dead-state";
+      $(".flue-stop").disabled = true;
+      $(".flue-stop").style.display = interactive ? "" : "none";
+      $(".flue-hint").textContent = "";
+      $(".flue-gaugebox").innerHTML = gauge(st);
+      if (lastStatus !== "gone") announce(goneText(link.gone));
+      lastStatus = "gone";
+      return;
+    }
     $(".flue-stop").disabled = !running && !queued;
     $(".flue-stop").style.display = interactive ? "" : "none";
     // A blocking cell keeps the kernel busy: the kernel's own stop button is the way to stop it.
@@ -595,19 +834,21 @@ async function render({ model, el }) {
       : model.get("holding") && !controlChannel(model) ? "an outside call holds the kernel: stop it with the kernel's interrupt (■)" : "";
     $(".flue-gaugebox").innerHTML = gauge(st);
   };
-  const drawError = () => {
-    $(".flue-error").textContent = model.get("error") || "";
-    if (model.get("error")) { pending = []; drawPending(); }
-  };
-  const onHistory = () => { draw("all"); drawStatus(); };
+  const drawError = () => { $(".flue-error").textContent = model.get("error") || ""; };
+  const drawAll = () => { draw("all"); drawStatus(); };
+  const onHistory = drawAll;
   const onLive = () => { draw("live"); drawStatus(); };
   const timer = setInterval(() => {
     for (const w of root.querySelectorAll(".flue-wait")) w.textContent = fmtWait(Date.now() / 1000 - Number(w.dataset.since));
+    look();
   }, 1000);
   const events = [["change:history", onHistory], ["change:live", onLive], ["change:status", drawStatus],
-    ["change:error", drawError], ["change:holding", drawStatus], ["change:mode", onHistory], ["change:interactive", onHistory], ["change:images", onHistory]];
+    ["change:error", drawError], ["change:holding", drawStatus], ["change:mode", onHistory], ["change:interactive", onHistory],
+    ["change:images", onHistory], ["change:sent", onSent], ["msg:custom", onBeat], ["comm_live_update", onCommLive]];
   for (const [name, fn] of events) model.on(name, fn);
-  draw("all"); drawStatus(); drawError();
+  leaveStub(model);
+  draw("all"); drawStatus();
+  if (model.get("error")) drawError();
   requestAnimationFrame(stick); // start at the newest message once the view is laid out
   libs = await loadLibs(model);
   md = makeMarkdown(libs);

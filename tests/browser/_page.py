@@ -1,0 +1,116 @@
+"""What every browser driver does to a JupyterLab or Notebook 7 page (run in `.venv-browser`).
+
+The drivers (`drive_*.py`) are scripts Playwright runs outside the test process: each imports
+these helpers and ends with `drive(...)`, which launches Debian's Chromium, runs its scenarios
+in order, and on the first failure saves `failure.png` in OUT and exits non-zero.
+
+    drive_x.py URL OUT CHROMIUM [more arguments the driver reads from sys.argv[4:]]
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+TIMEOUT = 60_000
+_started = time.monotonic()
+VISIBLE = ".jp-NotebookPanel:not(.lm-mod-hidden) "
+"""The notebook in view (Lab keeps other tabs' notebooks in the page, hidden)."""
+
+
+def step(text: str) -> None:
+    """One line of the driver's report, with the seconds since it started."""
+    print(f"[{time.monotonic() - _started:6.1f} s] {text}", flush=True)
+
+
+def cell(page: Page, i: int) -> Any:
+    """Cell i of the notebook in view."""
+    return page.locator(VISIBLE + ".jp-Notebook .jp-Cell").nth(i)
+
+
+def run_cell(page: Page, i: int) -> None:
+    """Select cell i and run it with Shift+Enter, as a person would."""
+    prompt = cell(page, i).locator(".jp-InputPrompt")
+    before = prompt.inner_text()
+    for _ in range(3):
+        cell(page, i).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:  # a kernel that was still connecting can drop the first request
+            expect(prompt).not_to_have_text(before, timeout=10_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"cell {i} did not start running after three Shift+Enter")
+
+
+def wait_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
+    """Until cell i's prompt shows an execution count (not `[*]`)."""
+    expect(cell(page, i).locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
+
+
+def run_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
+    """Run cell i and wait until it is done."""
+    run_cell(page, i)
+    wait_done(page, i, timeout)
+
+
+def kernel_idle(page: Page, lab: bool = True) -> None:
+    """The kernel is up: Lab's status bar says so, or Notebook 7's execution indicator."""
+    if lab:
+        expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+    else:
+        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
+        expect(idle).to_be_attached(timeout=TIMEOUT)
+
+
+def open_notebook(page: Page, path: str, *, lab: bool = True) -> None:
+    """Open `path` in JupyterLab (or Notebook 7) and wait for its kernel."""
+    page.goto(f"{URL}/lab/tree/{path}" if lab else f"{URL}/notebooks/{path}")
+    expect(page.locator(VISIBLE + ".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
+    kernel_idle(page, lab)
+
+
+def send(chat: Any, text: str) -> None:
+    """Type `text` into a chat's input and press Enter."""
+    box = chat.locator(".flue-input textarea")
+    box.fill(text)
+    box.press("Enter")
+
+
+def drive(scenarios: list[tuple[str, Callable[[Page], None]]], *, width: int = 1280, height: int = 1400) -> int:
+    """Run each (name, scenario) on one page in Chromium; 0 when all passed, else 1 (and
+    OUT/failure.png). A page error naming flue fails the run too."""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )  # fmt: skip
+        page = browser.new_page(viewport={"width": width, "height": height})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            for name, scenario in scenarios:
+                step(f"--- {name}")
+                scenario(page)
+        except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
+            shot = OUT / "failure.png"
+            page.screenshot(path=str(shot), full_page=True)
+            traceback.print_exc()
+            print(f"FAILED; screenshot: {shot}; page errors: {errors}", flush=True)
+            return 1
+        finally:
+            browser.close()
+    flue_errors = [e for e in errors if "flue" in e.lower()]
+    if flue_errors:
+        print(f"FAILED: page errors from the widget: {flue_errors}", flush=True)
+        return 1
+    step("all steps passed")
+    return 0
