@@ -754,7 +754,8 @@ async function render({ model, el }) {
     const back = link.takeBack();
     if (back.length) {
       ta.value = putBack(ta.value, back);
-      notSent(`the kernel is gone and never took ${back.length === 1 ? "your message" : "your messages"}: ${back.length === 1 ? "it is" : "they are"} back in the input`);
+      const what = back.length === 1 ? "your message: it is" : "your messages: they are";
+      notSent(`${link.gone === "silent" ? "the kernel went silent before it took" : "the kernel is gone and never took"} ${what} back in the input`);
     }
     keepUnsent();
     drawAll();
@@ -775,7 +776,7 @@ async function render({ model, el }) {
     const was = link.gone;
     link.beat(Date.now());
     if (was && !link.gone) {
-      if ($(".flue-error").textContent.startsWith("not sent: the kernel is gone")) $(".flue-error").textContent = "";
+      if ($(".flue-error").textContent.startsWith("not sent: the kernel")) $(".flue-error").textContent = "";
       drawAll();
     }
   };
