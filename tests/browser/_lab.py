@@ -106,16 +106,18 @@ def write_notebook(path: Path, cells: list[str]) -> None:
 
 def run_driver(
     python: Path, driver: str, tmp_path: Path, args: list[str], *, timeout: float = 900,
-    before_stop: Callable[[], object] | None = None,
+    before_stop: Callable[[], object] | None = None, env: dict[str, str] | None = None,
 ) -> str:  # fmt: skip
     """Start a Lab on `tmp_path/nb` (kernel: this venv's Python), run `driver` (a script beside
-    this file) with `URL OUT CHROMIUM *args`, then `before_stop()` while the server still runs,
-    and fail with the driver's report unless it passed."""
+    this file, with `env` added to its environment) with `URL OUT CHROMIUM *args`, then
+    `before_stop()` while the server still runs, and fail with the driver's report unless it
+    passed."""
     _spec_manager(tmp_path)
     lab = Lab(python, tmp_path, jupyter_env(tmp_path))
     try:
         done = subprocess.run([str(python), str(Path(__file__).with_name(driver)), lab.url, str(tmp_path), *args],
-                              check=False, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+                              check=False, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})  # fmt: skip
         if before_stop is not None:
             before_stop()
     finally:

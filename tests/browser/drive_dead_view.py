@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from _page import OUT, TIMEOUT, cell, drive, kernel_idle, open_notebook, run_cell, run_done, send, step, wait_done
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
 NB_DIR = Path(sys.argv[4])
@@ -122,6 +123,18 @@ def killed(page: Page, tag: str, lab: bool) -> None:
     note = chat.locator(".flue-gone-note")
     expect(note).not_to_be_empty(timeout=TIMEOUT)
     step(f"SIGKILL: the chat said {note.inner_text()!r} after {time.monotonic() - began:.1f} s")
+    # The frontend's own "the kernel appears to have died" dialog holds the focus: a person
+    # dismisses it before typing on (a key pressed now would go to its button).
+    dialog = page.locator(".jp-Dialog")
+    try:
+        dialog.locator(".jp-mod-accept").click(timeout=10_000)
+        step(
+            f"dismissed the frontend's dialog: {dialog.inner_text()[:80]!r}"
+            if dialog.count()
+            else "dismissed its dialog"
+        )
+    except PlaywrightError:
+        step("the frontend showed no dialog")
     expect(note).to_have_text("the kernel restarted — re-run this cell to chat")
     expect(chat.locator(".flue-state")).to_have_text("kernel restarted")
     expect(chat.locator(".flue-stop")).to_be_disabled()

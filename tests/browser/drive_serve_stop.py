@@ -16,11 +16,10 @@ import re
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
-from drive_chat import CHROMIUM, OUT, TIMEOUT, URL, cell, run_cell, step, wait_done
-from playwright.sync_api import Page, expect, sync_playwright
+from _page import TIMEOUT, cell, drive, open_notebook, run_cell, step, wait_done
+from playwright.sync_api import Page, expect
 
 MAIN_PYTHON = os.environ["FLUE_MAIN_PYTHON"]
 CLIENT = str(Path(__file__).with_name("_mcp_call.py"))
@@ -78,47 +77,14 @@ def serve_and_stop(page: Page, where: str) -> None:
 
 
 def lab(page: Page) -> None:
-    page.goto(f"{URL}/lab/tree/serve.ipynb")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
+    open_notebook(page, "serve.ipynb")
     serve_and_stop(page, "JupyterLab")
 
 
 def notebook7(page: Page) -> None:
-    page.goto(f"{URL}/notebooks/nb7.ipynb")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
-    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=TIMEOUT)
+    open_notebook(page, "nb7.ipynb", lab=False)
     serve_and_stop(page, "Notebook 7")
 
 
-def main() -> int:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        try:
-            for name, fn in (("JupyterLab", lab), ("Notebook 7", notebook7)):
-                step(f"--- {name}")
-                fn(page)
-        except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
-            shot = OUT / "failure.png"
-            page.screenshot(path=str(shot), full_page=True)
-            traceback.print_exc()
-            print(f"FAILED; screenshot: {shot}; page errors: {errors}", flush=True)
-            return 1
-        finally:
-            browser.close()
-    flue_errors = [e for e in errors if "flue" in e.lower()]  # Lab's own page errors are not ours
-    if flue_errors:
-        print(f"FAILED: page errors from the widget: {flue_errors}", flush=True)
-        return 1
-    step("all steps passed")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(drive([("JupyterLab", lab), ("Notebook 7", notebook7)]))

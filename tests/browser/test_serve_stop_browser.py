@@ -8,17 +8,11 @@ user stopped it, and that the user cell run next is untouched. A failure leaves 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
-from _lab import Lab, Unavailable, browser_venv, chromium
-from kernel_helpers import _spec_manager, jupyter_env
-from test_chat_browser import _notebook
+from _lab import prerequisites, run_driver, write_notebook
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
@@ -30,27 +24,9 @@ CELLS = [
 
 
 def test_chat_stop_ends_an_outside_call_in_jupyterlab_and_notebook7(tmp_path: Path) -> None:
-    try:
-        browser, python = chromium(), browser_venv()
-    except Unavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the browser test must run under CI, but: {exc}")
-        pytest.skip(f"no real browser here: {exc}")
+    browser, python = prerequisites()
     (tmp_path / "nb").mkdir()
-    _spec_manager(tmp_path)  # the kernel: this venv's Python (flue_nb, anywidget, mcp)
     for name in ("serve.ipynb", "nb7.ipynb"):
-        _notebook(tmp_path / "nb" / name, CELLS)
-    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
-    try:
-        args = [str(python), str(Path(__file__).with_name("drive_serve_stop.py")), lab.url, str(tmp_path), browser]
-        env = {**os.environ, "FLUE_MAIN_PYTHON": sys.executable}
-        done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=600, env=env)
-    finally:
-        lab.stop()
-    report = done.stdout + done.stderr
-    (tmp_path / "driver.log").write_text(report)
-    assert done.returncode == 0, (
-        f"browser steps failed (screenshot: {tmp_path / 'failure.png'}, log: driver.log):\n{report[:5000]}\n"
-        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
-    )
-    print(report)
+        write_notebook(tmp_path / "nb" / name, CELLS)
+    env = {"FLUE_MAIN_PYTHON": sys.executable}  # the mcp client runs in this venv
+    print(run_driver(python, "drive_serve_stop.py", tmp_path, [browser], timeout=600, env=env))
