@@ -85,26 +85,31 @@ def send(chat: Any, text: str) -> None:
     box.press("Enter")
 
 
-def drive(scenarios: list[tuple[str, Callable[[Page], None]]], *, width: int = 1280, height: int = 1400) -> int:
-    """Run each (name, scenario) on one page in Chromium; 0 when all passed, else 1 (and
-    OUT/failure.png). A page error naming flue fails the run too."""
+def drive(
+    scenarios: list[tuple[str, Callable[..., None]]], *, pages: int = 1, width: int = 1280, height: int = 1400
+) -> int:
+    """Run each (name, scenario) in Chromium, each given the same `pages` pages; 0 when all
+    passed, else 1 (and OUT/failure.png, or failure-a.png, failure-b.png … for several pages).
+    A page error naming flue fails the run too."""
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM, headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
         )  # fmt: skip
-        page = browser.new_page(viewport={"width": width, "height": height})
+        opened = [browser.new_page(viewport={"width": width, "height": height}) for _ in range(pages)]
         errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        for page in opened:
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
         try:
             for name, scenario in scenarios:
                 step(f"--- {name}")
-                scenario(page)
+                scenario(*opened)
         except Exception:  # noqa: BLE001 - any failure: screenshot, report, exit 1
-            shot = OUT / "failure.png"
-            page.screenshot(path=str(shot), full_page=True)
+            names = ["failure.png"] if pages == 1 else [f"failure-{chr(97 + i)}.png" for i in range(pages)]
+            for page, shot in zip(opened, names, strict=True):
+                page.screenshot(path=str(OUT / shot), full_page=True)
             traceback.print_exc()
-            print(f"FAILED; screenshot: {shot}; page errors: {errors}", flush=True)
+            print(f"FAILED; screenshots: {', '.join(str(OUT / n) for n in names)}; page errors: {errors}", flush=True)
             return 1
         finally:
             browser.close()

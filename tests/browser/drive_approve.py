@@ -12,33 +12,21 @@ step prints a line; the first failure saves a screenshot of both pages in OUT an
 from __future__ import annotations
 
 import sys
-import time
-import traceback
-from pathlib import Path
 
-from drive_chat import TIMEOUT, cell, kernel_idle, run_cell, send, wait_done
-from playwright.sync_api import Page, expect, sync_playwright
-
-URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-started = time.monotonic()
-
-
-def step(text: str) -> None:
-    print(f"[{time.monotonic() - started:6.1f} s] {text}", flush=True)
+from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, kernel_idle, run_done, send, step
+from playwright.sync_api import Page, expect
 
 
 def chat_of(page: Page, path: str):
     """Open `path` in a Lab workspace of its own (so the page shows that notebook alone), run its
     setup and chat cells; its chat."""
     page.goto(f"{URL}/lab/workspaces/{path.split('.')[0]}/tree/{path}")
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
+    expect(page.locator(VISIBLE + ".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
     kernel_idle(page)
-    run_cell(page, 0)
-    wait_done(page, 0)
-    run_cell(page, 1)
+    run_done(page, 0)
+    run_done(page, 1)
     chat = cell(page, 1).locator(".flue-chat")
     expect(chat.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
-    wait_done(page, 1)
     return chat
 
 
@@ -69,33 +57,5 @@ def steps(a: Page, b: Page) -> None:
     step("B: its card and the answer follow (approved-in-b.png)")
 
 
-def main() -> int:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )  # fmt: skip
-        pages = [browser.new_page(viewport={"width": 1280, "height": 1400}) for _ in range(2)]
-        errors: list[str] = []
-        for page in pages:
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-        try:
-            steps(*pages)
-        except Exception:  # noqa: BLE001 - any failure: screenshots, report, exit 1
-            for name, page in zip("ab", pages):
-                page.screenshot(path=str(OUT / f"failure-{name}.png"), full_page=True)
-            traceback.print_exc()
-            print(f"FAILED; screenshots: {OUT}/failure-a.png, failure-b.png; page errors: {errors}", flush=True)
-            return 1
-        finally:
-            browser.close()
-    flue_errors = [e for e in errors if "flue" in e.lower()]
-    if flue_errors:
-        print(f"FAILED: page errors from the widget: {flue_errors}", flush=True)
-        return 1
-    step("all steps passed")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(drive([("JupyterLab, two notebooks", steps)], pages=2))

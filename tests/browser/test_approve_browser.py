@@ -7,16 +7,11 @@ waits for approval of a `bash` call; Approve clicked in B's chat lets it go on.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebook"))
-from _lab import Lab
-from kernel_helpers import _spec_manager, jupyter_env
-from test_chat_browser import _notebook, prerequisites  # noqa: F401 - the shared fixture
+from _lab import run_driver, write_notebook
+from test_chat_browser import browser_and_python  # noqa: F401 - the shared fixture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
@@ -40,25 +35,12 @@ def asky():
 
 
 def test_approve_in_notebook_b_lets_kernel_as_run_continue(
-    prerequisites: tuple[str, Path],  # noqa: F811 - the fixture imported above
+    browser_and_python: tuple[str, Path],  # noqa: F811 - the fixture imported above
     tmp_path: Path,
 ) -> None:
-    browser, python = prerequisites
+    browser, python = browser_and_python
     (tmp_path / "nb").mkdir()
-    _spec_manager(tmp_path)
     for name in ("a", "b"):
-        _notebook(tmp_path / "nb" / f"{name}.ipynb", [SETUP, "%flue chat --agent asky -c shared"])
-    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
-    try:
-        args = [str(python), str(Path(__file__).with_name("drive_approve.py")), lab.url, str(tmp_path), browser]
-        done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=600)
-    finally:
-        lab.stop()
-    report = done.stdout + done.stderr
-    (tmp_path / "driver.log").write_text(report)
-    assert done.returncode == 0, (
-        f"browser steps failed (screenshots in {tmp_path}):\n{report[:5000]}\n"
-        f"--- lab.log:\n{(tmp_path / 'lab.log').read_text()[-3000:]}"
-    )
+        write_notebook(tmp_path / "nb" / f"{name}.ipynb", [SETUP, "%flue chat --agent asky -c shared"])
+    print(run_driver(python, "drive_approve.py", tmp_path, [browser], timeout=600))
     assert (tmp_path / "nb" / ".flue").is_dir()  # the one store both kernels used
-    print(report)
