@@ -35,7 +35,7 @@ def whole(page: Page, lab: bool) -> None:
     view = cell(page, 1).locator(".flue-chat")
     expect(view.locator(".flue-answer").first).to_contain_text("Let me check", timeout=TIMEOUT)
     step("cell view: streamed text appeared while the cell ran")
-    # While `python` sleeps (2 s), the live view shows the cards.
+    # While `python` sleeps (5 s: the window must outlast a loaded machine), the live view shows the cards.
     expect(view.locator(".flue-tool", has_text="bash")).to_contain_text("echo hello from bash", timeout=TIMEOUT)
     expect(view.locator(".flue-stop")).to_be_hidden()  # a blocking cell stops with the kernel's ■
     wait_done(page, 1)

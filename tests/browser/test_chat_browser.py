@@ -27,7 +27,7 @@ from flue_nb.models import ScriptedModel, FunctionModel, fail, reply, tool_call
 
 cell_model = ScriptedModel([
     reply("Let me check with both tools.", tool_call("bash", command="echo hello from bash"),
-          tool_call("python", code="__import__('time').sleep(2); answer = 6 * 7")),
+          tool_call("python", code="__import__('time').sleep(5); answer = 6 * 7")),
     reply("### Result\\nThe answer is **42**, computed with `python`."),
 ], delay=0.02)
 
