@@ -51,7 +51,16 @@ def free_port() -> int:
 @contextmanager
 def http_server(port: int, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
     """The test server on http://127.0.0.1:PORT/mcp, killed on exit."""
-    proc = subprocess.Popen([*CALC, "--http", str(port), *flags], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    with serving([*CALC, "--http", str(port), *flags], port, "the HTTP server") as proc:
+        yield proc
+
+
+@contextmanager
+def serving(
+    command: list[str], port: int, what: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start `command`, wait until it accepts connections on 127.0.0.1:PORT, kill it on exit."""
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -59,7 +68,7 @@ def http_server(port: int, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+                assert proc.poll() is None and time.monotonic() < deadline, f"{what} did not start"
                 time.sleep(0.1)
         yield proc
     finally:

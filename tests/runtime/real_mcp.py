@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mcp_client import serving
+
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / ".mcp-servers"
 PINS = Path(__file__).with_name("real_servers")
@@ -118,19 +120,5 @@ def free_port() -> int:
 def everything_http(port: int) -> Iterator[subprocess.Popen[bytes]]:
     """server-everything's streamable HTTP transport on http://127.0.0.1:PORT/mcp, killed on exit."""
     env = {**os.environ, "PORT": str(port)}
-    proc = subprocess.Popen(
-        [*node_command("everything"), "streamableHttp"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "server-everything's HTTP did not start"
-                time.sleep(0.1)
+    with serving([*node_command("everything"), "streamableHttp"], port, "server-everything's HTTP", env) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait(10)
