@@ -94,6 +94,8 @@ class Conversation:
             on_lost=self._stop_run, on_beat=self._notice_abort,
         )  # fmt: skip
         self._recovering: set[str] = set()
+        self._plain: set[str] = set()
+        """Submissions admitted here with no images: no attachment record to look for."""
         self.broken: FlueError | None = None
         """Why the last worker stopped without settling its work (None: it did not)."""
         store.ensure_conversation(conversation_id, now=settings.clock())
@@ -113,6 +115,8 @@ class Conversation:
         sid = f"sub_{uuid.uuid4().hex[:16]}"
         if images:
             self._attach(sid, list(images))
+        else:
+            self._plain.add(sid)
         recorded = {"agent": self.agent.name, **self.admission, **(settings or {})}
         sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock(), settings=recorded)
         if self.current is not None:
@@ -131,6 +135,8 @@ class Conversation:
 
     def _attachments(self, sid: str) -> list[ImagePart]:
         """The images admitted with submission `sid`, bytes loaded (none for most messages)."""
+        if sid in self._plain:
+            return []  # else every message would read all of the conversation's event records
         for r in self.store.records(self.id, kinds=["event"]):
             if r.data.get("attachments_for") == sid:
                 images = [image_from_dict(d) for d in r.data["images"]]
@@ -302,6 +308,7 @@ class Conversation:
         settled = final.outcome if final and final.outcome else outcome
         recovered = sub.id in self._recovering
         self._recovering.discard(sub.id)
+        self._plain.discard(sub.id)
         self.bus.publish(
             ev.SubmissionSettled(
                 submission_id=sub.id,
@@ -315,6 +322,7 @@ class Conversation:
         # Every joined message ends too, naming the response that absorbed it (10.4), so a
         # stream or an observer waiting on that message ends with the reply it joined.
         for joined in self.store.joined_into(sub.id):
+            self._plain.discard(joined.id)
             if joined.joined_into == sub.id:
                 self.bus.publish(
                     ev.SubmissionSettled(
