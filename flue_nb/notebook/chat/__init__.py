@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.chat.widget import ChatWidget
+    from flue_nb.runtime.agent import AgentDef
 
 __all__ = ["available", "chat"]
 
@@ -19,12 +23,12 @@ def available() -> bool:
 
 
 def chat(
-    agent: Any = None,
+    agent: AgentDef | None = None,
     *,
     conversation: str | None = None,
     db: str | os.PathLike[str] | None = None,
     model: str | None = None,
-) -> Any:
+) -> ChatWidget:
     """Open a conversation as a chat widget; display it (it is the cell's value when last).
 
     Args:

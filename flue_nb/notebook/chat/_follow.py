@@ -13,9 +13,13 @@ status, so both views say the same and neither stays "working · 1 queued" for g
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.runtime.store import POLL_INTERVAL, PollWatch
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.chat.widget import ChatWidget
+    from flue_nb.runtime.session import Session
 
 __all__ = ["IDLE_LOOK", "POLL_INTERVAL", "StoreFollower"]
 
@@ -32,7 +36,7 @@ class StoreFollower:
 
     def __init__(
         self,
-        widget: Any,
+        widget: ChatWidget,
         *,
         idle: float = IDLE_LOOK,
         baseline: tuple[int, tuple[tuple[str, str], ...]] | None = None,
@@ -58,7 +62,7 @@ class StoreFollower:
         self._thread.start()
 
     @staticmethod
-    def snapshot(session: Any) -> tuple[int, tuple[tuple[str, str], ...]]:
+    def snapshot(session: Session) -> tuple[int, tuple[tuple[str, str], ...]]:
         """The newest record's seq and the unsettled submissions: what a redraw now would show."""
         store, cid = session.store, session.conversation_id
         seq = max((r.seq for r in store.records(cid)), default=0)

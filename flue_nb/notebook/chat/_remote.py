@@ -11,16 +11,20 @@ given takes effect.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.runtime.tools.ballot import Asked, answer_request, approvals
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.chat._fold import ChatFold
+    from flue_nb.runtime.session import Session
 
 __all__ = ["answer", "overlay"]
 
 _GONE = "the kernel that asked stopped before an answer"
 
 
-def overlay(fold: Any, session: Any) -> dict[str, int]:
+def overlay(fold: ChatFold, session: Session) -> dict[str, int]:
     """Mark the cards of recorded requests on `fold`; the seq of each one this chat may answer."""
     asked = approvals(session.store.records(session.conversation_id, kinds=["event"]))
     if not asked:
@@ -43,7 +47,7 @@ def overlay(fold: Any, session: Any) -> dict[str, int]:
     return open_here
 
 
-def answer(session: Any, seq: int, approved: bool) -> Any:
+def answer(session: Session, seq: int, approved: bool) -> Any:
     """Answer another kernel's request from this chat; the answer that won (`ballot.Answer`)."""
     asked = approvals(session.store.records(session.conversation_id, kinds=["event"]))
     found = next((a for a in asked.values() if a.seq == seq), None)

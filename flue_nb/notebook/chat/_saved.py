@@ -16,11 +16,14 @@ from __future__ import annotations
 import contextvars
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
 from flue_nb.notebook.view.static import STATIC_CLASS, StaticView
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.chat.widget import ChatWidget
 
 __all__ = ["HIDE_COPY_CSS", "SavedCopy", "retire_all"]
 
@@ -35,7 +38,7 @@ _copies: weakref.WeakSet[SavedCopy] = weakref.WeakSet()
 class SavedCopy:
     """The live chat's display and its static copy under it, kept current."""
 
-    def __init__(self, widget: Any) -> None:
+    def __init__(self, widget: ChatWidget) -> None:
         self.widget = widget
         self._lock = threading.Lock()
         self._retired = False
@@ -87,12 +90,12 @@ def retire_all() -> None:
 class _LiveOnly:
     """The widget's view and an empty text: readers without widgets see the copy instead."""
 
-    def __init__(self, widget: Any) -> None:
+    def __init__(self, widget: ChatWidget) -> None:
         self.widget = widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        view = self.widget._repr_mimebundle_() or {}
-        view = view[0] if isinstance(view, tuple) else view
+        drawn: Any = self.widget._repr_mimebundle_() or {}  # ipywidgets' untyped (bundle, metadata)
+        view: dict[str, Any] = drawn[0] if isinstance(drawn, tuple) else drawn
         key = "application/vnd.jupyter.widget-view+json"
         return {"text/plain": "", **({key: view[key]} if key in view else {})}
 

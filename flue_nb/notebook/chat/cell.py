@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.chat._frontend import WithWidget
 from flue_nb.notebook.chat.widget import ChatWidget
 from flue_nb.notebook.view.static import StaticView
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.session import Session
 
 __all__ = ["CellChat"]
 
@@ -14,7 +17,7 @@ __all__ = ["CellChat"]
 class CellChat:
     """A `ChatWidget` in cell mode, and the display bundles that carry it."""
 
-    def __init__(self, session: Any, model: str, *, background: bool = False) -> None:
+    def __init__(self, session: Session, model: str, *, background: bool = False) -> None:
         # A blocking cell holds the kernel's main thread, so the browser's clicks would wait.
         self.widget = ChatWidget(session, mode="cell", interactive=background, model=model, redraw=False)
         self.widget.hold()

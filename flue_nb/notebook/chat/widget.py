@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets
@@ -44,6 +44,9 @@ from flue_nb.notebook.view.parts import ImageRef, Part, ToolPart
 from flue_nb.notebook.view.transcript import cost_text, share_of
 from flue_nb.runtime.events import Event
 from flue_nb.runtime.providers import context_window_of
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.session import Session
 
 __all__ = ["RATE", "ChatWidget", "model_name"]
 
@@ -120,7 +123,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def __init__(
         self,
-        session: Any,
+        session: Session,
         *,
         mode: str = "chat",
         interactive: bool = True,
@@ -518,7 +521,7 @@ def _block_images(parts: list[Part]) -> list[ImageRef]:
     return out
 
 
-def _overlay(fold: ChatFold, session: Any) -> dict[str, int]:
+def _overlay(fold: ChatFold, session: Session) -> dict[str, int]:
     """Other kernels' approval requests on the cards (`_remote.overlay`); none if unreadable."""
     from flue_nb.notebook.chat._remote import overlay
 
@@ -528,7 +531,7 @@ def _overlay(fold: ChatFold, session: Any) -> dict[str, int]:
         return {}
 
 
-def _stored_events(session: Any) -> list[Event]:
+def _stored_events(session: Session) -> list[Event]:
     """The conversation so far, rebuilt from the store (contract 15.3)."""
     events = getattr(session, "events", None)
     if events is None:

@@ -19,7 +19,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.kernel.sandbox import KernelSandbox
 from flue_nb.notebook.serve._calls import CallOutcome, Recorder
@@ -27,6 +27,9 @@ from flue_nb.notebook.serve._main_thread import CALL, MainThread
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.tools.approval import ApprovalPolicy
 from flue_nb.runtime.tools.tool import Tool, ToolContext, call_run
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.agent import AgentDef
 
 __all__ = ["Served", "ServeStatus", "current", "serve", "stop"]
 
@@ -232,7 +235,7 @@ def serve(
     )
     token = secrets.token_urlsafe(32)
 
-    def open_session(cid: str, agent: Any) -> Any:
+    def open_session(cid: str, agent: AgentDef) -> Any:
         from flue_nb.runtime.session import init
 
         session = init(agent, conversation=cid, db=db, cwd=workdir)

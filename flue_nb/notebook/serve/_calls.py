@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.runtime.errors import FlueError, SubmissionAbortedError
 from flue_nb.runtime.events import Event, ToolEnd
@@ -25,6 +25,10 @@ from flue_nb.runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from flue_nb.runtime.providers.model import ModelRequest
 from flue_nb.runtime.providers.offline import FunctionModel, Reply
 from flue_nb.runtime.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.agent import AgentDef
+    from flue_nb.runtime.session import Session
 
 __all__ = ["CallOutcome", "Recorder", "call_message", "parse_call"]
 
@@ -87,7 +91,7 @@ class Recorder:
     def __init__(
         self,
         sandbox: Any,
-        open_session: Callable[[str, Any], Any],
+        open_session: Callable[[str, AgentDef], Session],
         conversation: Callable[[str], str],
     ) -> None:
         """Args:
@@ -99,12 +103,12 @@ class Recorder:
         self.tools: dict[str, Tool] = {t.name: t for t in sandbox.tools()}
         self._open = open_session
         self._conversation = conversation
-        self._sessions: dict[str, Any] = {}
+        self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self.calls = 0
         self.model = FunctionModel(play_client, id="mcp-client", context_window=1_000_000_000)
 
-    def session(self, client: str) -> Any:
+    def session(self, client: str) -> Session:
         """The session recording `client`'s calls (opened on first use)."""
         cid = self._conversation(client)
         with self._lock:
@@ -112,7 +116,7 @@ class Recorder:
                 self._sessions[cid] = self._open(cid, self._agent())
             return self._sessions[cid]
 
-    def session_of(self, conversation_id: str) -> Any:
+    def session_of(self, conversation_id: str) -> Session | None:
         """The open session recording `conversation_id`, if calls were recorded there."""
         with self._lock:
             return self._sessions.get(conversation_id)
@@ -122,7 +126,7 @@ class Recorder:
         with self._lock:
             return list(self._sessions)
 
-    def _agent(self) -> Any:
+    def _agent(self) -> AgentDef:
         from flue_nb.runtime.agent import agent
         from flue_nb.runtime.agent.hooks import use_model, use_sandbox
 
@@ -133,7 +137,8 @@ class Recorder:
             use_sandbox(sandbox)
             return "Calls from an outside MCP client, recorded by `%flue serve`."
 
-        return agent(mcp_client, name="mcp-client")
+        made: AgentDef = agent(mcp_client, name="mcp-client")  # `agent` is typed for both of its forms
+        return made
 
     async def call(self, client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
         """Run one call as a submission and wait for it; the tool's result (redacted, bounded)."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from flue_nb.runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flue_nb.runtime.agent import AgentDef
+    from flue_nb.runtime.session import Session
 
 __all__ = ["serve_command"]
 
@@ -64,7 +68,7 @@ def serve_command(magics: Any, line: str) -> None:
     db = args.db or magics.db or None
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
 
-    def register(cid: str, agent: Any, session: Any) -> None:
+    def register(cid: str, agent: AgentDef, session: Session) -> None:
         # A `%flue chat -c mcp:<client>` then shows this conversation with its own agent.
         key = magics._key(cid, db)
         magics._agents[key] = (agent, session)
