@@ -83,3 +83,10 @@ def test_display_of_an_svg_in_the_python_tool_reaches_the_model_scaled_before_dr
     run = kernel.ok("%flue -c svg --no-widget -m svg_looks draw it")
     # Declared 40000x20000: drawn at 1568 px on the long edge, never at its full size.
     assert "saw display 1 1568x784 image/png" in run.text(), run.all_text()
+
+
+def test_a_text_cells_figure_shows_under_it_when_a_chat_shows_the_conversation_too(kernel):
+    kernel.ok("%flue chat -c plot2 -m looks")  # a live chat draws the same submissions' cards
+    run = kernel.ok("%flue -c plot2 --no-widget -m looks plot it")
+    pngs = [d for d in run.displays.values() if "image/png" in d["data"]]
+    assert len(pngs) == 1, run.all_text()  # the transcript only names it: the cell shows it

@@ -27,16 +27,31 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.images import figure_png, image_from_bytes, rich_image, svg_png
 from flue_nb.runtime.messages import ImagePart
 
-__all__ = ["Drawn", "capture", "drawn_in_views"]
+__all__ = ["Drawn", "capture", "drawn_in_views", "shown_in_cell"]
 
 _DISPLAY_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _views: list[Callable[[str], bool]] = []
 """Checks whether a view of this kernel draws a submission's tool cards (and their figures)."""
 
 
+_in_cells: set[str] = set()
+"""Submissions a text-mode cell waits for: their figures go under that cell even if a chat draws
+them too (the person asked there, and the transcript only names them)."""
+
+
 def drawn_in_views(check: Callable[[str], bool]) -> None:
     """Register `check(submission_id)`: True when a view draws that submission's figures itself."""
     _views.append(check)
+
+
+@contextlib.contextmanager
+def shown_in_cell(submission_id: str) -> Iterator[None]:
+    """While the block runs, `submission_id`'s figures are displayed in the running cell."""
+    _in_cells.add(submission_id)
+    try:
+        yield
+    finally:
+        _in_cells.discard(submission_id)
 
 
 @dataclass
@@ -121,7 +136,7 @@ def show(drawn: Drawn, submission_id: str | None = None) -> None:
     unless a view draws them in the call's card (`drawn_in_views`)."""
     if not drawn.to_show:
         return
-    if submission_id is not None and any(check(submission_id) for check in list(_views)):
+    if submission_id is not None and submission_id not in _in_cells and any(check(submission_id) for check in _views):
         drawn.to_show.clear()
         return
     shell = _kernel_shell()

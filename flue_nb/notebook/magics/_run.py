@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import clear_output, display
 
 from flue_nb.notebook.chat._approve import prompts as _prompts
+from flue_nb.notebook.kernel import _figures
 from flue_nb.notebook.magics._line import FlueCellError
 from flue_nb.notebook.magics._live import BLANK, LiveOutput, handle_publisher
 from flue_nb.notebook.view.transcript import CellView
@@ -132,6 +133,8 @@ def run_message(
         live.bind(receipt.submission_id)
         if background:
             return
+        if chat is None:  # a text transcript only names figures: they go under this cell
+            waiting.enter_context(_figures.shown_in_cell(receipt.submission_id))
         _wait(session, receipt, view, live, stop, final, chat)
 
 
