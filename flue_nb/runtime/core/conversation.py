@@ -369,20 +369,21 @@ class Conversation:
                 await self._finish_unrun(sid, agent, "failed", SubmissionRetryExhaustedError(message))
                 return self._fail_with(sub, SubmissionRetryExhaustedError, message, last_error)
             attempt = sub.attempts + 1
+            running = {"state": S.RUNNING, "attempts": attempt, "started_at": sub.started_at or now}
+            running |= {"lease_owner": self.owner, "lease_expires": now + self.lease_ttl}
+            # The attempt record lets observers rebuild `submission_running` / recovery from the
+            # store (15.3); it commits with the running state in one transaction.
+            record = {"attempt": attempt, "agent": agent.name, "recovered": sid in self._recovering}
             try:
                 # Fenced (issue 12.7): a kernel that lost the lease while it waited out a backoff
                 # must not start another attempt, rewrite the owner or call the model again.
-                self.store.update_submission(
-                    sid,
-                    owner=self.owner,
-                    state=S.RUNNING,
-                    attempts=attempt,
-                    started_at=sub.started_at or now,
-                    lease_owner=self.owner,
-                    lease_expires=now + self.lease_ttl,
-                )
+                self._recorder(sid).append([], extra=[("event", record)], updates=[SubmissionUpdate(sid, (), running)])
             except SessionBusyError:
                 return self._lost(sid)
+            except StoreError as exc:
+                if exc.details.get("state") == S.SETTLED.value:
+                    return  # settled by another owner since it was read: nothing left to run
+                raise
             self.current = sub
             emit(ev.SubmissionRunning(attempt=attempt, agent=agent.name))
             emit(ev.AgentStart(agent=agent.name))
@@ -491,11 +492,6 @@ class Conversation:
     async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef) -> str:
         t = self._load()
         recorder = self._recorder(sub.id)
-        # The attempt record is fenced by the lease like every write, and lets observers
-        # rebuild `submission_running` / recovery from the store (15.3).
-        recorder.append(
-            [], extra=[("event", {"attempt": attempt, "agent": agent.name, "recovered": sub.id in self._recovering})]
-        )
         if sub.id not in t.sids and not user_recorded(self.store, self.id, sub.id):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             t.commit(recorder, [self._user_message(sub)], sid=sub.id)

@@ -94,6 +94,7 @@ class ModelCalls:
         last_snapshot = self.settings.clock()
         stream_id = f"{self.submission_id}:{turn}:{id(request)}:{last_snapshot}"
         done: AssistantMessage | None = None
+        snapshotted = False  # an earlier attempt's snapshot was kept or cleared before this one
         try:
             async for part in model.stream(request):
                 if isinstance(part, TextChunk):
@@ -119,12 +120,12 @@ class ModelCalls:
                     self.streaming.append(TextPart("".join(text)))
                 now = self.settings.clock()
                 if now - last_snapshot >= PARTIAL_EVERY and self.streaming:
-                    last_snapshot = now
+                    last_snapshot, snapshotted = now, True
                     self.recorder.partial(
                         {"text": "".join(text), "thinking": "".join(thinking), "stream_id": stream_id}
                     )
         finally:
-            if text or thinking:
+            if snapshotted:  # a stream that wrote none has nothing to clear: one write less a turn
                 self.recorder.partial(None)
         if done is None:
             raise ProviderError("the model's stream ended without a complete response", kind="connection")
