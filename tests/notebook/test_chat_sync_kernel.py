@@ -92,11 +92,19 @@ asker = ScriptedModel([reply("", tool_call("bash", "k1", command="echo ran > ran
 """
 
 CARD = """\
+def find(node, call_id):
+    # a subagent's card is nested in its task's card: look through everything the chat draws
+    if isinstance(node, dict):
+        if node.get("kind") == "tool" and node.get("call_id") == call_id:
+            return node
+        node = list(node.values())
+    if isinstance(node, list):
+        for item in node:
+            if (found := find(item, call_id)) is not None:
+                return found
+    return None
 def card(w, call_id):
-    for b in w.history + w.live:
-        for p in b["parts"]:
-            if p.get("call_id") == call_id:
-                return p
+    return find(w.history + w.live, call_id)
 def wait_card(w, call_id, status):
     for _ in range(200):
         c = card(w, call_id)
@@ -104,6 +112,25 @@ def wait_card(w, call_id, status):
             return c
         time.sleep(0.05)
     raise AssertionError(f"card {call_id} never {status}: {card(w, call_id)}")
+"""
+
+
+DELEGATING = """
+# kernel.ok runs it with SETUP: the parent delegates, its subagent's `bash` call is asked
+child_model = ScriptedModel([reply("", tool_call("bash", "sub1", command="echo sub > sub.txt")), reply("sub done")] * 3)
+boss_model = ScriptedModel([reply("", tool_call("task", "t1", prompt="write it", agent="writer")), reply("Done.")] * 3)
+
+@flue.agent
+def writer_fn():
+    return "Write files."
+
+writer = flue.define_subagent("writer", "Writes files.", agent=writer_fn, model=child_model)
+
+@flue.agent
+def boss():
+    flue.use_model(boss_model)
+    flue.use_sandbox(flue.kernel(approval="ask"))
+    flue.use_subagent(writer)
 """
 
 
@@ -206,43 +233,59 @@ def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
     assert status["queued"] == 0 and status["running"] is False, status
 
 
-def _two_kernels(tmp_path: Path, db: str, *, chat_in_a: bool = True) -> tuple[Kernel, Kernel]:
+def _two_kernels(
+    tmp_path: Path,
+    db: str,
+    *,
+    chat_in_a: bool = True,
+    setup: str = ASKER + CARD,
+    chat: str = "%flue chat -c shared --approval ask",
+) -> tuple[Kernel, Kernel]:
     """Notebooks a.ipynb and b.ipynb (as jupyter_server names their kernels), one store, a chat
     of the conversation `shared` in each (in B only, without `chat_in_a`)."""
     kernels = []
     for name in ("a", "b"):
         k = Kernel(tmp_path / f"j{name}", tmp_path, JPY_SESSION_NAME=str(tmp_path / f"{name}.ipynb"))
-        k.ok(SETUP + ASKER + CARD + f"\n%config FlueMagics.db = {db!r}")
+        k.ok(SETUP + setup + f"\n%config FlueMagics.db = {db!r}")
         if chat_in_a or name == "b":
-            k.ok("%flue chat -c shared --approval ask")
+            k.ok(chat)
             k.ok("w = open_widgets()[-1]")
         kernels.append(k)
     return kernels[0], kernels[1]
 
 
+@pytest.mark.parametrize("asker", ["run", "subagent"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_an_approval_asked_in_kernel_a_is_answered_in_kernel_bs_chat_19_3(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, backend: str, asker: str, request: pytest.FixtureRequest
 ) -> None:
-    """Kernel A's run waits; kernel B's chat offers Approve; B's click lets A's run continue, and
-    both cards say the call was approved in b.ipynb."""
+    """Kernel A's run waits (its own call, or its subagent's inside the `task` card); kernel B's
+    chat offers Approve; B's click lets A's run finish, and both cards say it was approved in b.ipynb."""
     db = request.getfixturevalue("pg_url") if backend == "postgres" else "flue.sqlite"
-    a, b = _two_kernels(tmp_path, db)
+    if asker == "run":
+        a, b = _two_kernels(tmp_path, db)
+        call, command, written = "k1", "echo ran > ran.txt", "ran"
+    else:
+        a, b = _two_kernels(tmp_path, db, setup=CARD + DELEGATING, chat="%flue chat --agent boss -c shared")
+        call, command, written = "sub1", "echo sub > sub.txt", "sub"
     try:
         a.ok("w.send_message('write the file')")
-        a_asks = json.loads(a.ok("print(json.dumps(wait_card(w, 'k1', 'awaiting_approval')))").stdout)
-        b_asks = json.loads(b.ok("print(json.dumps(wait_card(w, 'k1', 'awaiting_approval')))").stdout)
-        b.ok("assert w.answer('k1', True)")  # the person clicks Approve in notebook B
-        a_done = json.loads(a.ok("print(json.dumps(wait_card(w, 'k1', 'ok')))").stdout)
-        b_done = json.loads(b.ok("print(json.dumps(wait_card(w, 'k1', 'ok')))").stdout)
+        a_asks = json.loads(a.ok(f"print(json.dumps(wait_card(w, {call!r}, 'awaiting_approval')))").stdout)
+        b_asks = json.loads(b.ok(f"print(json.dumps(wait_card(w, {call!r}, 'awaiting_approval')))").stdout)
+        b.ok(f"assert w.answer({call!r}, True)")  # the person clicks Approve in notebook B
+        a_done = json.loads(a.ok(f"print(json.dumps([wait_card(w, {call!r}, 'ok'), settled(w, 1)]))").stdout)
+        b_done = json.loads(b.ok(f"print(json.dumps(wait_card(w, {call!r}, 'ok')))").stdout)
         b_pid = b.ok("import os; print(os.getpid())").stdout.strip()
     finally:
         a.shutdown()
         b.shutdown()
-    assert a_asks["ask"] == "bash: echo ran > ran.txt", a_asks
-    assert b_asks["ask"].startswith("bash: echo ran > ran.txt (asked in a.ipynb (kernel "), b_asks
-    assert (tmp_path / "ran.txt").read_text() == "ran\n"
-    for card in (a_done, b_done):
+    assert a_asks["ask"] == f"bash: {command}", a_asks
+    assert b_asks["ask"].startswith(f"bash: {command} (asked in a.ipynb (kernel "), b_asks
+    assert (tmp_path / f"{written}.txt").read_text() == f"{written}\n"
+    a_card, block = a_done
+    assert block["outcome"] == "completed", block
+    assert [p["text"] for p in block["parts"] if p["kind"] == "text"][-1] == "Done.", block
+    for card in (a_card, b_done):
         assert card["approval"]["approved"] is True, card
         assert card["approval"]["by"].startswith(f"b.ipynb (kernel {b_pid} "), card
 

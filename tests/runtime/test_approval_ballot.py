@@ -232,3 +232,98 @@ def test_without_a_store_the_approver_gets_no_ballot() -> None:
         execute_tool(with_approval(_tool([]), policy="ask", approver=approver), {"command": "x"}, ToolContext("c1"))
     )
     assert not out.is_error and seen[0].ballot is None and "by" not in out.details["approval"]
+
+
+# --- a subagent's call (issue 19.3): recorded under the top-level submission whose `task` runs it
+
+
+def _delegating(approver: Any, calls: list[str]) -> Any:
+    """An agent whose `task` call runs a subagent that calls `bash` under `ask`."""
+    import flue_nb as flue
+    from flue_nb.models import ScriptedModel, reply, tool_call
+
+    @flue.agent
+    def writer_fn() -> None:
+        flue.use_tool(with_approval(_tool(calls), policy="ask", approver=approver))
+
+    child = ScriptedModel([reply("", tool_call("bash", "sub1", command="echo sub")), reply("sub done")])
+    writer = flue.define_subagent("writer", "Writes files.", agent=writer_fn, model=child)
+    parent = ScriptedModel([reply("", tool_call("task", "t1", prompt="write it", agent="writer")), reply("Done.")])
+
+    @flue.agent
+    def boss() -> None:
+        flue.use_model(parent)
+        flue.use_subagent(writer)
+
+    return boss
+
+
+def _requests(store: Any, cid: str) -> list[Any]:
+    return [r for r in store.records(cid, kinds=["event"]) if "approval_request" in r.data]
+
+
+def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_submission(db: str) -> None:
+    import flue_nb as flue
+
+    b = _open(db)  # kernel B: its own connection
+    calls: list[str] = []
+    seen: dict[str, Any] = {}
+
+    async def approver(request: ApprovalRequest) -> Any:
+        assert request.ballot is not None, "a subagent's request must be recorded"
+        [asked] = approvals(b.records("team:sub")).values()  # B draws it from the records
+        seen["asked"] = asked
+        threading.Timer(0.3, answer_request, (b, "team:sub", asked.seq, True)).start()
+        return (await request.ballot.wait()).approved
+
+    s = flue.init(_delegating(approver, calls), db=db, conversation="team:sub")
+    try:
+        receipt = s.dispatch("delegate it")
+        for _ in range(600):
+            if _requests(b, "team:sub"):
+                break
+            time.sleep(0.01)
+        lease = s.lease()  # while the subagent's call waits: the parent's run holds it
+        owner = lease.owner if lease is not None else None
+        sub = s.wait(receipt, timeout=60)
+        events = s.events()
+    finally:
+        b.close()
+    assert sub.outcome == Outcome.COMPLETED, sub
+    asked = seen["asked"]
+    assert asked.call_id == "sub1" and asked.summary == "bash: echo sub" and asked.owner == owner
+    [request] = _requests(s.store, "team:sub")
+    assert request.submission_id == receipt.submission_id  # under the parent's submission, fenced by its lease
+    assert calls == ["echo sub"]
+    [end] = [e for e in events if e.type == "tool" and e.call_id == "sub1"]
+    assert end.task_id == "t1" and end.details["approval"]["approved"] is True
+    assert end.details["approval"]["by"] == here()
+
+
+def test_a_subagents_request_ends_when_the_parent_run_is_aborted(db: str) -> None:
+    import flue_nb as flue
+
+    b = _open(db)
+    calls: list[str] = []
+
+    async def approver(request: ApprovalRequest) -> Any:
+        assert request.ballot is not None
+        return (await request.ballot.wait()).approved  # nobody here answers: the parent is stopped
+
+    s = flue.init(_delegating(approver, calls), db=db, conversation="team:sub2")
+    try:
+        receipt = s.dispatch("delegate it")
+        for _ in range(600):
+            if approvals(b.records("team:sub2")):
+                break
+            time.sleep(0.05)
+        [asked] = approvals(b.records("team:sub2")).values()
+        assert asked.answer is None
+        s.abort()
+        sub = s.wait(receipt, timeout=60)
+        late = answer_request(b, "team:sub2", asked.seq, True)  # B's click after the parent settled
+    finally:
+        b.close()
+    assert sub.outcome == Outcome.ABORTED, sub
+    assert late.outcome == "ended" and "stopped before an answer" in (late.reason or ""), late
+    assert calls == []

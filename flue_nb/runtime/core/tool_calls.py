@@ -8,6 +8,7 @@ import time
 from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
+from flue_nb.runtime.core.task_record import TaskRecorder
 from flue_nb.runtime.core.transcript import Recorder, Transcript
 from flue_nb.runtime.errors import SubmissionAbortedError
 from flue_nb.runtime.events import Emit
@@ -84,13 +85,16 @@ class ToolCalls:
                     ev.ToolUpdate(call_id=call.id, name=call.name, progress=progress, total=total, message=message)
                 )
 
-            # A top-level run records to the store under its lease: an approval it asks for is
-            # recorded there too, so a chat of the conversation in another kernel can answer it.
-            store = getattr(self.recorder, "store", None) if not self.is_subagent else None
-            owner = getattr(self.recorder, "owner", None) if store is not None else None
+            # A run records to the store under its lease (a subagent's records are steps of the
+            # top-level run's `task` call): an approval it asks for is recorded there too, under
+            # that submission, so a chat of the conversation in another kernel can answer it.
+            top = _top_recorder(self.recorder)
+            store = getattr(top, "store", None)
+            owner = getattr(top, "owner", None) if store is not None else None
             ctx = ToolContext(
                 call.id, self.sandbox, step, self.conversation_id, self.submission_id,
                 report=report, store=store, owner=owner,
+                asked_for=getattr(top, "sid", None) if self.is_subagent and store is not None else None,
             )  # fmt: skip
             try:
                 out = await execute_tool(tool, call.input, ctx)
@@ -126,3 +130,10 @@ class ToolCalls:
         return ToolResultMessage(
             call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms, images=images
         )
+
+
+def _top_recorder(recorder: Recorder) -> Recorder:
+    """The recorder of the top-level run a (nested) subagent's records end up in."""
+    while isinstance(recorder, TaskRecorder):
+        recorder = recorder.parent
+    return recorder

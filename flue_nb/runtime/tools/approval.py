@@ -55,8 +55,9 @@ class ApprovalRequest:
     summary: str
     """A short human line saying what would run (`bash: rm -rf build`)."""
     ballot: Ballot | None = field(default=None, compare=False)
-    """The request as recorded in the store (a top-level run of a session): other kernels' views
-    can answer it, and an approver waits for that answer too (`Ballot.wait`)."""
+    """The request as recorded in the store (a run of a session, a subagent's under its top-level
+    submission): other kernels' views can answer it, and an approver waits for that answer too
+    (`Ballot.wait`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,13 +166,14 @@ def with_approval(
 def _recorded(ctx: ToolContext, name: str, summary: str) -> Ballot | None:
     """The request recorded in the conversation's store, or None (no store here, or it failed:
     then only this kernel's views and stdin can answer, as before)."""
-    if ctx.store is None or ctx.owner is None or ctx.conversation_id is None or ctx.submission_id is None:
+    submission_id = ctx.submission_id or ctx.asked_for  # a subagent's: its top-level submission's
+    if ctx.store is None or ctx.owner is None or ctx.conversation_id is None or submission_id is None:
         return None
     try:
         return open_ballot(
             ctx.store,
             ctx.conversation_id,
-            ctx.submission_id,
+            submission_id,
             ctx.owner,
             call_id=ctx.call_id,
             tool=name,

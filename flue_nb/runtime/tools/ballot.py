@@ -1,11 +1,12 @@
 """A tool call's approval kept in the store, so every view of the conversation can answer it.
 
-When a run under the `ask` policy has a store (a top-level run of a session), `with_approval`
-records the request (`open_ballot`, fenced by the run's lease) before asking anyone. A view in
-another kernel draws it from the records and answers it with `answer_request`; the asking
-kernel's approver waits for its own views, its stdin or that answer (`Ballot.wait`), and every
-answer, wherever it comes from, goes through `Store.close_approval`: the first one wins, the
-others get it back. The records' shapes are in `flue_nb.runtime.store._sql_approvals`.
+When a run under the `ask` policy has a store (a run of a session; a subagent's request is
+recorded under the top-level submission whose `task` call runs it, as its other records are),
+`with_approval` records the request (`open_ballot`, fenced by the run's lease) before asking
+anyone. A view in another kernel draws it from the records and answers it with
+`answer_request`; the asking kernel's approver waits for its own views, its stdin or that answer
+(`Ballot.wait`), and every answer, wherever it comes from, goes through `Store.close_approval`:
+the first one wins, the others get it back. The records' shapes are in `flue_nb.runtime.store._sql_approvals`.
 """
 
 from __future__ import annotations

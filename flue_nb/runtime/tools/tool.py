@@ -94,10 +94,13 @@ class ToolContext:
     """`report(progress, total, message)` tells observers how a long call is going (a
     `ToolUpdate` event); None where nobody listens."""
     store: Any = None
-    """The conversation's store, for a top-level run of a session (None in a subagent or a bare
+    """The conversation's store, for a run of a session, its subagents' included (None in a bare
     run): where an approval request is recorded so other views can answer it."""
     owner: str | None = None
     """The lease holder running the call (with `store`): what fences those records."""
+    asked_for: str | None = None
+    """For a subagent's call (which has no submission of its own): the top-level submission whose
+    `task` call runs it, under which its approval request is recorded."""
 
     def require_sandbox(self) -> Sandbox:
         """The agent's sandbox, or `NoSandboxError` when it has none (contract 9.2)."""
