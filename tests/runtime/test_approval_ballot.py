@@ -237,8 +237,9 @@ def test_without_a_store_the_approver_gets_no_ballot() -> None:
 # --- a subagent's call (issue 19.3): recorded under the top-level submission whose `task` runs it
 
 
-def _delegating(approver: Any, calls: list[str]) -> Any:
-    """An agent whose `task` call runs a subagent that calls `bash` under `ask`."""
+def _delegating(approver: Any, calls: list[str], *, nested: bool = False) -> Any:
+    """An agent whose `task` call runs a subagent that calls `bash` under `ask` (with `nested`,
+    through a middle subagent's own `task` call)."""
     import flue_nb as flue
     from flue_nb.models import ScriptedModel, reply, tool_call
 
@@ -248,7 +249,16 @@ def _delegating(approver: Any, calls: list[str]) -> Any:
 
     child = ScriptedModel([reply("", tool_call("bash", "sub1", command="echo sub")), reply("sub done")])
     writer = flue.define_subagent("writer", "Writes files.", agent=writer_fn, model=child)
-    parent = ScriptedModel([reply("", tool_call("task", "t1", prompt="write it", agent="writer")), reply("Done.")])
+    if nested:
+        inner = writer
+
+        @flue.agent
+        def middle_fn() -> None:
+            flue.use_subagent(inner)
+
+        middle = ScriptedModel([reply("", tool_call("task", "t2", prompt="write it", agent="writer")), reply("ok")])
+        writer = flue.define_subagent("middle", "Delegates.", agent=middle_fn, model=middle)
+    parent = ScriptedModel([reply("", tool_call("task", "t1", prompt="write it", agent=writer.name)), reply("Done.")])
 
     @flue.agent
     def boss() -> None:
@@ -262,7 +272,8 @@ def _requests(store: Any, cid: str) -> list[Any]:
     return [r for r in store.records(cid, kinds=["event"]) if "approval_request" in r.data]
 
 
-def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_submission(db: str) -> None:
+@pytest.mark.parametrize("nested", [False, True], ids=["subagent", "nested"])
+def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_submission(db: str, nested: bool) -> None:
     import flue_nb as flue
 
     b = _open(db)  # kernel B: its own connection
@@ -276,7 +287,7 @@ def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_su
         threading.Timer(0.3, answer_request, (b, "team:sub", asked.seq, True)).start()
         return (await request.ballot.wait()).approved
 
-    s = flue.init(_delegating(approver, calls), db=db, conversation="team:sub")
+    s = flue.init(_delegating(approver, calls, nested=nested), db=db, conversation="team:sub")
     try:
         receipt = s.dispatch("delegate it")
         for _ in range(600):
@@ -296,7 +307,7 @@ def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_su
     assert request.submission_id == receipt.submission_id  # under the parent's submission, fenced by its lease
     assert calls == ["echo sub"]
     [end] = [e for e in events if e.type == "tool" and e.call_id == "sub1"]
-    assert end.task_id == "t1" and end.details["approval"]["approved"] is True
+    assert end.task_id == ("t2" if nested else "t1") and end.details["approval"]["approved"] is True
     assert end.details["approval"]["by"] == here()
 
 
