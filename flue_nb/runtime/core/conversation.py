@@ -492,13 +492,16 @@ class Conversation:
     async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef) -> str:
         t = self._load()
         recorder = self._recorder(sub.id)
-        if sub.id not in t.sids and not user_recorded(self.store, self.id, sub.id):
+        # A first attempt has nothing stored yet (its `attempts` commits before any record of
+        # it): two reads fewer per submission; a later attempt looks what the last one left.
+        first = attempt == 1
+        if sub.id not in t.sids and (first or not user_recorded(self.store, self.id, sub.id)):
             self._close_dangling(sub.id, UNKNOWN_OUTCOME)
             t.commit(recorder, [self._user_message(sub)], sid=sub.id)
             emit = self.emitter(sub.id)
             emit(ev.MessageStart(role="user"))
             emit(ev.MessageEnd(role="user", text=sub.text, from_submission_id=sub.id))
-        partial = self.store.partial(sub.id)
+        partial = None if first else self.store.partial(sub.id)
         if partial is not None:
             keep_partial(self.store, self.id, sub.id, partial, recorder, t, self.emitter(sub.id))
         last = t.messages[-1] if t.messages else None
