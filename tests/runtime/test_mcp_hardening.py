@@ -254,3 +254,28 @@ def test_a_chatty_server_costs_one_log_line_not_a_traceback_per_stdout_line(capl
     lines = [r for r in caplog.records if "not JSON-RPC" in r.getMessage()]
     assert len(lines) == 1 and "`calc`" in lines[0].getMessage()
     assert "line 0 of chatter" in lines[0].getMessage()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="reads Linux's /proc")
+def test_a_stdio_server_that_ended_is_seen_dead_before_its_stdout_says_so():
+    """A server killed between prompts is restarted before the next call even when the reader
+    has not yet read its EOF (a loaded machine): the call must not be sent into a dead pipe."""
+    from flue_nb.runtime.tools._mcp_connection import Connection
+    from flue_nb.runtime.tools._mcp_stdio import exited
+    from flue_nb.runtime.tools.mcp import McpServer
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not exited(proc.pid)
+        conn = Connection(McpServer(name="s", command=(sys.executable,)))
+        conn._started(proc.pid)
+        assert conn._gone() is None
+        proc.kill()
+        deadline = time.monotonic() + 10
+        while not exited(proc.pid) and time.monotonic() < deadline:  # a zombie until reaped
+            time.sleep(0.01)
+        assert conn._gone() == "the server exited since its last call"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert exited(proc.pid)  # reaped: gone from /proc

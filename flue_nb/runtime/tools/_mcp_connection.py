@@ -34,7 +34,7 @@ from flue_nb.runtime.tools._mcp_sdk import (
     noise_line,
     owned_http,
 )
-from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, UNREADABLE, stdio_transport
+from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, UNREADABLE, exited, stdio_transport
 
 if TYPE_CHECKING:
     from flue_nb.runtime.tools.mcp import McpServer
@@ -99,6 +99,8 @@ class Connection:
         """Owners of connects that timed out, still stopping their server in the background."""
         self._stderr: Any = None
         self._read: Any = None
+        self._pid: int | None = None
+        """The stdio server's process id while it runs (None for HTTP)."""
         self._session_refused = False
 
     @property
@@ -112,6 +114,8 @@ class Connection:
             return "the server no longer knows our session (it restarted)"
         stats = getattr(self._read, "statistics", None)
         if stats is not None and stats().open_send_streams == 0:
+            return "the server exited since its last call"
+        if self._pid is not None and exited(self._pid):
             return "the server exited since its last call"
         return None
 
@@ -225,7 +229,7 @@ class Connection:
                 self._stderr.close()
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
             env = dict(server.env) if server.env is not None else None
-            return stdio_transport(list(server.command), env, server.cwd, self._stderr, server.name)
+            return stdio_transport(list(server.command), env, server.cwd, self._stderr, server.name, self._started)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -233,6 +237,9 @@ class Connection:
         client.event_hooks["response"].append(self._watch_response)
         assert server.url is not None  # use_mcp checked that a server has a command or a url
         return owned_http(streamable_http_client(server.url, http_client=client), client)
+
+    def _started(self, pid: int) -> None:
+        self._pid = pid
 
     async def _own(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
         """The owner task: open, report ready, wait for `stop`, close — all in this one task."""
@@ -268,6 +275,7 @@ class Connection:
         finally:
             self.session = None
             self._read = None
+            self._pid = None
             if self.state in ("connected", "connecting"):
                 self.state = "closed"
 

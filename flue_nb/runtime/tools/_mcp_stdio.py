@@ -17,13 +17,13 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 import anyio.abc
 
-__all__ = ["MAX_MESSAGE", "TOO_LARGE", "UNREADABLE", "LineReader", "stdio_transport"]
+__all__ = ["MAX_MESSAGE", "TOO_LARGE", "UNREADABLE", "LineReader", "exited", "stdio_transport"]
 
 log = logging.getLogger("flue_nb")
 
@@ -132,9 +132,15 @@ def _message(line: bytes | tuple[bytes, bytes, int], server: str) -> Any:
 
 @contextlib.asynccontextmanager
 async def stdio_transport(
-    command: list[str], env: dict[str, str] | None, cwd: str | None, errlog: Any, server: str
+    command: list[str],
+    env: dict[str, str] | None,
+    cwd: str | None,
+    errlog: Any,
+    server: str,
+    started: Callable[[int], None] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The server's process and the (read, write) streams a `ClientSession` takes."""
+    """The server's process and the (read, write) streams a `ClientSession` takes; `started`
+    gets the process id once it runs."""
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
@@ -145,6 +151,8 @@ async def stdio_transport(
         stderr=errlog,
         start_new_session=sys.platform != "win32",  # its own group, so its children end with it
     )
+    if started is not None:
+        started(process.pid)
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -208,3 +216,22 @@ async def _exited(process: anyio.abc.Process, timeout: float) -> bool:
         while process.returncode is None:
             await anyio.sleep(0.01)
     return process.returncode is not None
+
+
+def exited(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie not yet reaped included), as Linux's /proc shows.
+
+    The reader notices a server's end only when its stdout's EOF is read, which can come after
+    the next call was sent (a server killed between prompts then fails that call as "went away
+    during it"). Elsewhere than Linux this says False and the streams decide.
+    """
+    if not os.path.isdir("/proc/self"):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.rsplit(b")", 1)[-1].split()[:1] in ([b"Z"], [b"X"])
