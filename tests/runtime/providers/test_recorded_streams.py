@@ -165,24 +165,12 @@ def test_the_recorded_streams_cover_what_the_api_can_answer() -> None:
 
 
 def test_a_recorded_pause_turn_is_continued_with_the_paused_turn_sent_back(tmp_path: Any) -> None:
-    import flue_nb as flue
-    from flue_nb.runtime.core.loop import RunSettings
 
     first = (RECORDED / "pydantic-ai-pause_turn_web_search_streaming_vcr-1.sse").read_bytes()
     second = (RECORDED / "pydantic-ai-pause_turn_web_search_streaming_vcr-2.sse").read_bytes()
     with AnthropicServer() as server:
         server.enqueue(RecordedReply(first), RecordedReply(second))
-        model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
-
-        @flue.agent
-        def claude() -> str:
-            flue.use_model(model)
-            return "You are tested."
-
-        async def no_sleep(seconds: float) -> None:
-            pass
-
-        s = flue.init(claude, db=":memory:", settings=RunSettings(sleep=no_sleep))
+        s = _session(server)
         answer = s.prompt("weather in San Francisco?")
     paused = _reference(_events(first.decode()))
     resumed = _reference(_events(second.decode()))
@@ -194,23 +182,11 @@ def test_a_recorded_pause_turn_is_continued_with_the_paused_turn_sent_back(tmp_p
 
 
 def test_a_recorded_refusal_settles_failed_with_model_refused(tmp_path: Any) -> None:
-    import flue_nb as flue
-    from flue_nb.runtime.core.loop import RunSettings
     from flue_nb.runtime.errors import ModelRefusedError
 
     with AnthropicServer() as server:
         server.enqueue(RecordedReply((RECORDED / "vercel-refusal.sse").read_bytes()))
-        model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
-
-        @flue.agent
-        def claude() -> str:
-            flue.use_model(model)
-            return "You are tested."
-
-        async def no_sleep(seconds: float) -> None:
-            pass
-
-        s = flue.init(claude, db=":memory:", settings=RunSettings(sleep=no_sleep))
+        s = _session(server)
         with pytest.raises(ModelRefusedError) as info:
             s.prompt("hm")
     assert "cyber" in info.value.message
@@ -226,3 +202,21 @@ def test_a_tool_use_caller_is_kept_and_echoed_back() -> None:
     from flue_nb.runtime.messages import message_from_dict, message_to_dict
 
     assert to_wire_messages([message_from_dict(message_to_dict(msg))]) == [sent]  # stored and loaded
+
+
+def _session(server: Any) -> Any:
+    """A session whose agent talks to `server` through the real provider, never sleeping on a retry."""
+    import flue_nb as flue
+    from flue_nb.runtime.core.loop import RunSettings
+
+    model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
+
+    @flue.agent
+    def claude() -> str:
+        flue.use_model(model)
+        return "You are tested."
+
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    return flue.init(claude, db=":memory:", settings=RunSettings(sleep=no_sleep))
