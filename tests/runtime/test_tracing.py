@@ -268,3 +268,54 @@ def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
     assert len(kids) == 1 and kids[0].attributes["flue.task.id"] == "t2"
     chat = next(sp for sp in spans if sp.name == "chat m")
     assert chat.parent.span_id == kids[0].context.span_id
+
+
+def test_tracing_each_kind_of_failure_marks_its_span_with_an_error_type_and_status():
+    from opentelemetry.sdk.metrics import MeterProvider as Meters
+
+    from flue_nb.runtime import events as ev
+    from flue_nb.runtime.tracing._spans import SpanObserver
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = SpanObserver(provider.get_tracer("t"), Meters().get_meter("t"))
+    stamp = dict(conversation_id="c", submission_id="s")
+    feed = [
+        ev.SubmissionRunning(attempt=1, agent="parent", **stamp),
+        ev.TurnStart(turn=1, model="m", provider="anthropic", **stamp),
+        ev.TurnStart(turn=1, model="m", provider="anthropic", **stamp),  # the first try failed
+        ev.TurnEnd(turn=1, stop_reason="tool_use", **stamp),
+        ev.ToolStart(call_id="t1", name="boom", **stamp),
+        ev.ToolEnd(call_id="t1", name="boom", is_error=True, content="Error: no", **stamp),
+        ev.ToolStart(call_id="t2", name="task", **stamp),
+        ev.TaskStart(agent="kid", task_id="t2", **stamp),
+        ev.TaskEnd(agent="kid", text="", is_error=True, error="kid broke", task_id="t2", **stamp),
+        ev.ToolEnd(call_id="t2", name="task", is_error=True, content="kid broke", ended="failed", **stamp),
+        ev.CompactionStart(reason="overflow", estimated_tokens=9_000, **stamp),
+        ev.CompactionEnd(
+            reason="overflow", messages_before=5, messages_after=5, duration_ms=1, is_error=True, error="no", **stamp
+        ),
+        ev.TurnStart(turn=2, model="m", provider="anthropic", **stamp),
+        ev.TurnEnd(turn=2, stop_reason="refusal", **stamp),
+        ev.SubmissionSettled(outcome="completed", **stamp),
+    ]
+    for e in feed:
+        observer(e)
+    spans = exporter.get_finished_spans()
+    failed = {(sp.name, sp.attributes.get("error.type")) for sp in spans if sp.status.status_code is StatusCode.ERROR}
+    assert failed == {
+        ("chat m", "retried"),
+        ("execute_tool boom", "tool_error"),
+        ("invoke_agent kid", "task_failed"),
+        ("execute_tool task", "failed"),
+        ("compaction overflow", "compaction_failed"),
+        ("chat m", "model_refused"),
+    }
+    ok = [sp for sp in spans if sp.status.status_code is not StatusCode.ERROR]
+    assert sorted(sp.name for sp in ok) == ["chat m", "invoke_agent parent"]
+    root = by_name(spans)["invoke_agent parent"]
+    assert root.attributes["flue.submission.attempts"] == 1
+    assert all(sp.context.trace_id == root.context.trace_id for sp in spans)
+    kid = by_name(spans)["invoke_agent kid"]
+    assert kid.parent.span_id == by_name(spans)["execute_tool task"].context.span_id
