@@ -20,7 +20,7 @@ from flue_nb.notebook.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 other = ScriptedModel(["the default assistant answers"] * 5)
 %config FlueMagics.model = 'other'
-hm = ScriptedModel(["helper answers"] * 5)
+hm = ScriptedModel([reply("helper answers", usage=(1500, 40))] * 5)
 
 @flue.agent
 def helper():
@@ -193,8 +193,9 @@ def test_the_kernels_interrupt_stops_a_chat_run_while_no_cell_runs_19_6(tmp_path
 def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    """Kernel B's message, run and answer appear in kernel A's chat, which ends idle with no queue;
-    on PostgreSQL kernel A's chat was woken by the server's notifications, on SQLite by its poll."""
+    """Kernel B's message, run and answer appear in kernel A's chat, which ends idle with no queue
+    and a gauge counting B's tokens; on PostgreSQL kernel A's chat was woken by the server's
+    notifications, on SQLite by its poll."""
     db = request.getfixturevalue("pg_url") if backend == "postgres" else "flue.sqlite"
     a = Kernel(tmp_path / "ja", tmp_path)
     b = Kernel(tmp_path / "jb", tmp_path)
@@ -231,6 +232,8 @@ def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
     assert block["text"] == "from kernel B" and block["outcome"] == "completed", block
     assert [p["text"] for p in block["parts"] if p["kind"] == "text"] == ["helper answers"]
     assert status["queued"] == 0 and status["running"] is False, status
+    assert status["usage"]["input"] == 1500 and status["usage"]["output"] == 40, status
+    assert status["used_tokens"] == 1540, status
 
 
 def _two_kernels(
