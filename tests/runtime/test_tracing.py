@@ -12,6 +12,7 @@ from agents import make_agent, session
 import flue_nb as flue
 from flue_nb import CompactionConfig, define_subagent
 from flue_nb.models import ScriptedModel, reply, tool_call
+from flue_nb.runtime import events as ev
 from flue_nb.runtime import tracing
 
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is in the test extra")
@@ -22,6 +23,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+from flue_nb.runtime.tracing._spans import SpanObserver  # noqa: E402
 
 
 @pytest.fixture
@@ -234,18 +237,20 @@ def test_tracing_a_recovered_submission_has_no_spans_for_work_done_before_the_cr
     assert root.attributes["flue.submission.outcome"] == "completed"
 
 
-def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
-    # A recovering owner re-emits task_start/task for a subagent whose answer is recorded
-    # (loop._run_task); no work is done again, so no span is made again.
-    from opentelemetry.sdk.metrics import MeterProvider as Meters
-
-    from flue_nb.runtime import events as ev
-    from flue_nb.runtime.tracing._spans import SpanObserver
-
+def fed(feed):
+    """The spans a fresh tracer makes of these events (no session: the events alone)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    observer = SpanObserver(provider.get_tracer("t"), Meters().get_meter("t"))
+    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"))
+    for e in feed:
+        observer(e)
+    return exporter.get_finished_spans()
+
+
+def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
+    # A recovering owner re-emits task_start/task for a subagent whose answer is recorded
+    # (loop._run_task); no work is done again, so no span is made again.
     stamp = dict(conversation_id="c", submission_id="s")
     feed = [
         ev.SubmissionRunning(attempt=2, agent="parent", **stamp),
@@ -261,9 +266,7 @@ def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
         ev.ToolEnd(call_id="t2", name="task", is_error=False, content="new answer", **stamp),
         ev.SubmissionSettled(outcome="completed", **stamp),
     ]
-    for e in feed:
-        observer(e)
-    spans = exporter.get_finished_spans()
+    spans = fed(feed)
     kids = [sp for sp in spans if sp.name == "invoke_agent kid"]
     assert len(kids) == 1 and kids[0].attributes["flue.task.id"] == "t2"
     chat = next(sp for sp in spans if sp.name == "chat m")
@@ -271,15 +274,6 @@ def test_tracing_a_task_already_answered_in_its_records_gets_no_span_again():
 
 
 def test_tracing_each_kind_of_failure_marks_its_span_with_an_error_type_and_status():
-    from opentelemetry.sdk.metrics import MeterProvider as Meters
-
-    from flue_nb.runtime import events as ev
-    from flue_nb.runtime.tracing._spans import SpanObserver
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    observer = SpanObserver(provider.get_tracer("t"), Meters().get_meter("t"))
     stamp = dict(conversation_id="c", submission_id="s")
     feed = [
         ev.SubmissionRunning(attempt=1, agent="parent", **stamp),
@@ -300,9 +294,7 @@ def test_tracing_each_kind_of_failure_marks_its_span_with_an_error_type_and_stat
         ev.TurnEnd(turn=2, stop_reason="refusal", **stamp),
         ev.SubmissionSettled(outcome="completed", **stamp),
     ]
-    for e in feed:
-        observer(e)
-    spans = exporter.get_finished_spans()
+    spans = fed(feed)
     failed = {(sp.name, sp.attributes.get("error.type")) for sp in spans if sp.status.status_code is StatusCode.ERROR}
     assert failed == {
         ("chat m", "retried"),
