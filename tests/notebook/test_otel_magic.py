@@ -11,6 +11,7 @@ pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is in the tes
 
 SETUP = """
 import flue_nb as flue
+import flue_nb.runtime.tracing
 from flue_nb.models import ScriptedModel
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -29,6 +30,7 @@ def traced():
 """
 
 SPAN = """
+flue_nb.runtime.tracing.flush()  # what the tracer holds reaches the SDK (it hands spans over in batches)
 (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent traced"]
 print(format(root.context.trace_id, "032x"), root.attributes["flue.notebook.path"])
 """

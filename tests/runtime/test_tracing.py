@@ -27,9 +27,17 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from flue_nb.runtime.tracing._spans import SpanObserver  # noqa: E402
 
 
+class Exporter(InMemorySpanExporter):
+    """The finished spans, after the tracer has handed over what it holds (it does so in batches)."""
+
+    def get_finished_spans(self):  # type: ignore[no-untyped-def]
+        tracing.flush()
+        return super().get_finished_spans()
+
+
 @pytest.fixture
 def traced():
-    exporter = InMemorySpanExporter()
+    exporter = Exporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
@@ -124,6 +132,7 @@ def test_tracing_a_run_with_a_tool_and_a_subagent_is_one_tree_of_genai_spans(tra
             assert key not in sp.attributes
         assert "secret-arg" not in str(dict(sp.attributes))
 
+    tracing.flush()
     metrics = {
         m.name: m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
     }
@@ -245,6 +254,7 @@ def fed(feed):
     observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"))
     for e in feed:
         observer(e)
+    observer.close()
     return exporter.get_finished_spans()
 
 
@@ -311,3 +321,76 @@ def test_tracing_each_kind_of_failure_marks_its_span_with_an_error_type_and_stat
     assert all(sp.context.trace_id == root.context.trace_id for sp in spans)
     kid = by_name(spans)["invoke_agent kid"]
     assert kid.parent.span_id == by_name(spans)["execute_tool task"].context.span_id
+
+
+def test_tracing_hands_spans_over_in_batches_with_the_times_of_the_events():
+    import time
+
+    exporter = InMemorySpanExporter()  # the plain one: what the SDK has, without our flush
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"), delay=0.05)
+    stamp = dict(conversation_id="c", submission_id="s")
+    before = time.time_ns()
+    observer(ev.SubmissionRunning(attempt=1, agent="a", **stamp))
+    observer(ev.ToolStart(call_id="t1", name="slow", **stamp))
+    time.sleep(0.2)
+    observer(ev.ToolEnd(call_id="t1", name="slow", is_error=False, content="ok", **stamp))
+    observer(ev.SubmissionSettled(outcome="completed", **stamp))
+    handed = time.time_ns()
+    for _ in range(200):  # the tracer's thread hands them over on its own, within its delay
+        if len(exporter.get_finished_spans()) == 2:
+            break
+        time.sleep(0.01)
+    tool, root = sorted(exporter.get_finished_spans(), key=lambda sp: sp.name)
+    assert (tool.name, root.name) == ("execute_tool slow", "invoke_agent a")
+    # The spans carry when things happened, not when they were handed over.
+    assert before <= root.start_time <= tool.start_time < tool.end_time <= root.end_time <= handed
+    assert tool.end_time - tool.start_time >= 0.2e9
+    observer.close()
+
+
+def test_tracing_hands_the_last_spans_over_when_the_process_exits():
+    code = (
+        "import flue_nb as flue\n"
+        "from flue_nb.models import ScriptedModel\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor, ConsoleSpanExporter\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))\n"
+        "flue.instrument(tracer_provider=provider)\n"
+        "@flue.agent\n"
+        "def exiting():\n"
+        "    flue.use_model(ScriptedModel(['bye']))\n"
+        "print(flue.init(exiting, db=':memory:').prompt('hello'))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.startswith("bye\n"), run.stdout
+    assert '"name": "invoke_agent exiting"' in run.stdout and '"name": "chat scripted"' in run.stdout, run.stdout
+
+
+def test_tracing_a_forked_child_does_not_hand_over_its_parents_waiting_spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"), delay=3600)
+    stamp = dict(conversation_id="c", submission_id="s")
+    observer(ev.SubmissionRunning(attempt=1, agent="a", **stamp))
+    observer(ev.SubmissionSettled(outcome="completed", **stamp))
+    pid = os.fork()
+    if pid == 0:  # the child: its tracer starts empty and works
+        code = 0
+        try:
+            observer.flush()
+            child = dict(conversation_id="c", submission_id="child")
+            observer(ev.SubmissionRunning(attempt=1, agent="kid", **child))
+            observer(ev.SubmissionSettled(outcome="completed", **child))
+            observer.flush()
+            names = [sp.name for sp in exporter.get_finished_spans()]
+            code = 0 if names == ["invoke_agent kid"] else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    observer.flush()
+    assert [sp.name for sp in exporter.get_finished_spans()] == ["invoke_agent a"]

@@ -6,6 +6,7 @@ Only the OpenTelemetry API is imported, and only when tracing is asked for (`ins
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.events import observe_all
 
-__all__ = ["OTEL_ENV", "instrument", "instrument_from_env", "instrumented", "tag_submission", "trace_id"]
+__all__ = ["OTEL_ENV", "flush", "instrument", "instrument_from_env", "instrumented", "tag_submission", "trace_id"]
 
 OTEL_ENV = "FLUE_OTEL"
 """Set to `1` and the first session of the process turns tracing on (global providers)."""
@@ -30,7 +31,9 @@ def instrument(*, tracer_provider: Any = None, meter_provider: Any = None, conte
         content: Also record prompts, answers, tool arguments and results (redacted like tool
             results, at most 8,000 characters per attribute). Off by default.
 
-    Calling it again replaces the earlier settings.
+    Spans and metric points reach the providers in batches, within 0.2 s of what they record
+    (`flush()` hands over the rest at once; so does the process's exit). Calling it again replaces
+    the earlier settings.
     """
     global _active
     try:
@@ -48,6 +51,9 @@ def instrument(*, tracer_provider: Any = None, meter_provider: Any = None, conte
     observer = SpanObserver(tracer, meter, content=bool(content))
     if _active is not None:
         _active[1]()
+        _active[0].close()
+    else:
+        atexit.register(flush)  # registered after the user's providers, so it runs before theirs shut down
     _active = (observer, observe_all(observer))
 
 
@@ -64,7 +70,13 @@ def instrumented() -> bool:
 
 def trace_id(submission_id: str) -> str | None:
     """The hex trace id of a submission's `invoke_agent` span (None when not traced)."""
-    return _active[0].trace_ids.get(submission_id) if _active is not None else None
+    return _active[0].trace_id(submission_id) if _active is not None else None
+
+
+def flush() -> None:
+    """Hand every span and metric point still waiting to the providers now (then `force_flush` them to export)."""
+    if _active is not None:
+        _active[0].flush()
 
 
 def tag_submission(submission_id: str, attributes: dict[str, Any]) -> None:
@@ -78,4 +90,5 @@ def _uninstrument() -> None:
     global _active
     if _active is not None:
         _active[1]()
+        _active[0].close()
         _active = None

@@ -47,6 +47,7 @@ def test_an_anthropic_call_is_one_chat_span_on_either_transport(server: Anthropi
         flue.use_model(model, compaction=False)
 
     assert flue.init(traced, db=":memory:").prompt("hi") == "Traced."
+    tracing.flush()
     clients = [sp for sp in global_provider.get_finished_spans() if sp.kind is SpanKind.CLIENT]
     assert [sp.name for sp in clients] == ["chat claude-sonnet-4-6"]
     (chat,) = clients
