@@ -37,7 +37,9 @@ from flue_nb.runtime.store.sqlite import SQLiteStore
 CONVERSATION = "shared"
 LEASE_TTL = 2.0
 SLOW_TEXT = " ".join(f"slow{i}" for i in range(80))
-"""A's first answer, streamed at 0.05 s a word: about 4 s, long enough for B to arrive."""
+"""A's first answer, streamed at 0.05 s a word; it holds after its first word until B has made
+its checks (`b_checked`): B's start-up on a loaded machine can take longer than the whole answer."""
+CHECK_IN_WAIT = 60.0
 A_MESSAGE = "A: a slow question"
 B_MESSAGES = ("B: first question", "B: second question")
 B_LATE = "B: a question after A went idle"
@@ -48,7 +50,6 @@ B_LATE = "B: a question after A went idle"
 
 def _owner_main() -> None:
     from flue_nb.models import FunctionModel, ModelRequest, reply
-    from flue_nb.runtime.messages import UserMessage
 
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=["a", "b"])
@@ -63,8 +64,8 @@ def _owner_main() -> None:
             f.write(" ".join(str(x) for x in (role, *fields, time.time())) + "\n")
 
     def answer(request: ModelRequest) -> Any:
-        last = next(m for m in reversed(request.messages) if isinstance(m, UserMessage))
-        return reply(SLOW_TEXT if last.text == A_MESSAGE else f"{role} answers {last.text!r}")
+        last = _last_user_text(request)
+        return reply(SLOW_TEXT if last == A_MESSAGE else f"{role} answers {last!r}")
 
     class LoggedModel:
         """Logs when each model stream starts and ends in this process."""
@@ -78,8 +79,12 @@ def _owner_main() -> None:
 
         async def stream(self, request: ModelRequest) -> Any:
             log("stream_start", "-")
+            hold = role == "a" and _last_user_text(request) == A_MESSAGE
             async for event in self.inner.stream(request):
                 yield event
+                if hold:  # the first word is out (`a_streaming`): keep running until B checked in
+                    hold = False
+                    await _check_in(d)
             log("stream_end", "-")
 
     model = LoggedModel()
@@ -118,6 +123,24 @@ def _owner_main() -> None:
     (d / f"{role}.json").write_text(json.dumps(report))
 
 
+def _last_user_text(request: Any) -> str:
+    from flue_nb.runtime.messages import UserMessage
+
+    return str(next(m for m in reversed(request.messages) if isinstance(m, UserMessage)).text)
+
+
+async def _check_in(d: Path) -> None:
+    """Wait (on the runtime's loop, so A's lease keeps beating) until B has made its checks."""
+    import asyncio
+
+    deadline = time.monotonic() + CHECK_IN_WAIT
+    while not (d / "b_checked").exists():
+        if time.monotonic() > deadline:
+            print(f"owner a: owner b did not check in within {CHECK_IN_WAIT:g} s; answering anyway", flush=True)
+            return
+        await asyncio.sleep(0.02)
+
+
 def _run_a(session: Any, d: Path, report: dict[str, Any]) -> None:
     """Owner A: a slow answer, then idle while B takes the conversation over."""
     store = session.store
@@ -154,6 +177,7 @@ def _run_b(session: Any, d: Path, report: dict[str, Any]) -> None:
         report["compact"] = "no error"
     except flue.FlueError as exc:
         report["compact"] = [type(exc).__name__, exc.type, exc.message]
+    (d / "b_checked").touch()  # A's answer may go on now
     report["results"] = [session.read(r, timeout=60.0) for r in receipts]
     # A is alive but idle and has released the lease: now B owns the conversation.
     deadline = time.monotonic() + 60.0
@@ -370,6 +394,19 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str) -> None:
         time.sleep(0.01)
 
 
+def _wait_for_partial(db: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until the stalled owner's stream has a durable partial snapshot (every 0.25 s of its
+    clock, which a loaded machine stretches): stopped before it, it would leave nothing to keep."""
+    deadline = time.monotonic() + 30.0
+    with _open(db) as store:
+        while not ((subs := store.submissions(CONVERSATION)) and store.partial(subs[0].id)):
+            if proc.poll() is not None:
+                pytest.fail(f"the stalled owner exited before its first partial snapshot ({proc.returncode})")
+            if time.monotonic() > deadline:
+                pytest.fail("the stalled owner wrote no partial snapshot within 30 s")
+            time.sleep(0.01)
+
+
 @pytest.mark.parametrize("resume", ["after_the_taker_settled", "while_the_taker_streams"])
 def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_over(
     tmp_path: Path, resume: str, db: str
@@ -379,7 +416,7 @@ def test_owner_stalled_past_its_lease_writes_nothing_once_another_owner_took_ove
     stalled = _start("stalled", tmp_path, db=db)
     try:
         _wait_for(tmp_path / "stalled_streaming", stalled, "the stalled owner streaming")
-        time.sleep(0.4)  # past the first partial snapshot
+        _wait_for_partial(db, stalled)
         os.kill(stalled.pid, signal.SIGSTOP)
         time.sleep(STALL_LEASE_TTL + 0.5)
         with _open(db) as store:
