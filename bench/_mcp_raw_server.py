@@ -1,15 +1,21 @@
 """A hand-written MCP server (no SDK) for the big-result benchmark and the adversarial script.
 
-`python _mcp_raw_server.py` speaks stdio (one JSON-RPC message a line); `--http PORT` serves
-streamable HTTP on http://127.0.0.1:PORT/mcp with plain JSON answers. Being hand-written, it
-costs next to nothing to produce a 50 MB answer, so what is measured is the client, and it can
-misbehave in ways an SDK server never would (`HOSTILE` below).
+`python _mcp_raw_server.py` speaks stdio (one JSON-RPC message a line, one at a time; with
+`--threaded` each message is handled in a thread of its own, so it answers pings while a call
+hangs); `--http PORT` serves streamable HTTP on http://127.0.0.1:PORT/mcp with plain JSON
+answers (`/mcp?form=sse`: each answer as an SSE event; `?form=nolength`: JSON with no
+Content-Length, so a client must count what it reads). Being hand-written, it costs next to
+nothing to produce a 50 MB answer, so what is measured is the client, and it can misbehave in
+ways an SDK server never would (`HOSTILE` below). MCP_RAW_LOG=PATH appends each message it
+receives to PATH, one JSON line each.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +28,10 @@ TOOLS = [
         "type": "object", "properties": {"megabytes": {"type": "number"}}, "required": ["megabytes"]}},
     {"name": "echo", "description": "Echo `text`.", "inputSchema": {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "chatter", "description": "`events` log notifications of `megabytes` MB each, then a short answer.",
+     "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "number"}, "events": {"type": "integer"}},
+                     "required": ["megabytes", "events"]}},
     {"name": "env", "description": "The value of environment variable `name`.", "inputSchema": {
         "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
     {"name": "hostile", "description": "Misbehave as `how` says.", "inputSchema": {
@@ -55,11 +65,17 @@ def answer(message: dict[str, Any], out: Any = None) -> dict[str, Any] | None:
         name = params.get("name")
         if name == "big":
             result = _result(_text(float(args.get("megabytes", 1))))
+        elif name == "pid":
+            result = _result(str(os.getpid()))
+        elif name == "chatter" and out is not None:
+            for _ in range(int(args.get("events", 1))):
+                text = _text(float(args.get("megabytes", 1)))
+                out(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                "params": {"level": "info", "data": text}}))  # fmt: skip
+            result = _result("chattered")
         elif name == "echo":
             result = _result(str(args.get("text", "")))
         elif name == "env":
-            import os
-
             result = _result(os.environ.get(str(args.get("name")), ""))
         elif name == "hostile":
             return _hostile(str(args.get("how")), ident, out)
@@ -95,8 +111,6 @@ def _hostile(how: str, ident: Any, out: Any) -> dict[str, Any] | None:
                         "params": {"messages": [], "maxTokens": 5}}))  # fmt: skip
     elif how == "exit":
         sys.stdout.flush()
-        import os
-
         os._exit(3)
     elif how == "hang":
         time.sleep(3600)
@@ -112,19 +126,35 @@ def _hostile(how: str, ident: Any, out: Any) -> dict[str, Any] | None:
     return ok
 
 
-def stdio() -> None:
+def _log(message: Any) -> None:
+    if path := os.environ.get("MCP_RAW_LOG"):
+        with open(path, "a") as f:
+            f.write(json.dumps(message) + "\n")
+
+
+def stdio(threaded: bool = False) -> None:
+    lock = threading.Lock()
+
     def out(line: str) -> None:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def handle(message: Any) -> None:
+        reply = answer(message, out)
+        if reply is not None:
+            out(json.dumps(reply))
 
     for raw in sys.stdin:
         try:
             message = json.loads(raw)
         except ValueError:
             continue
-        reply = answer(message, out)
-        if reply is not None:
-            out(json.dumps(reply))
+        _log(message)
+        if threaded:
+            threading.Thread(target=handle, args=(message,), daemon=True).start()
+        else:
+            handle(message)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -136,19 +166,32 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         message = json.loads(body)
-        reply = answer(message)
-        if reply is None:
+        _log(message)
+        form = self.path.partition("form=")[2]
+        sent: list[str] = []
+        reply = answer(message, sent.append if form == "sse" else None)
+        if reply is None and not sent:
             self.send_response(202)
             self.send_header("content-length", "0")
             self.end_headers()
             return
-        data = json.dumps(reply).encode()
         self.send_response(200)
-        self.send_header("content-type", "application/json")
         self.send_header("mcp-session-id", self.session)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            if form == "sse":
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for line in [*sent, json.dumps(reply)] if reply is not None else sent:
+                    self.wfile.write(b"event: message\ndata: " + line.encode() + b"\n\n")
+                return
+            data = json.dumps(reply).encode()
+            self.send_header("content-type", "application/json")
+            if form != "nolength":  # without it, the body ends where the connection does
+                self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (an answer over its limit)
 
     def do_GET(self) -> None:  # noqa: N802 - no server-to-client stream
         self.send_response(405)
@@ -165,4 +208,4 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--http":
         ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), _Handler).serve_forever()
     else:
-        stdio()
+        stdio(threaded="--threaded" in sys.argv)

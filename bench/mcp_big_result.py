@@ -6,8 +6,14 @@ nothing) answers `big(megabytes=N)` with N MB of text. Each row times the call t
 For comparison, the SDK's own `stdio_client` reads the same answer (its reader joins each 64 KB
 read onto the whole pending line: quadratic; the figure is taken at sizes it finishes quickly).
 
+The HTTP rows run the call in a fresh process each, answered as plain JSON (with a
+Content-Length) and as an SSE event (counted as it is read), and show that process's peak RSS
+growth during the call: a 50 MB answer used to be read whole (about 4-6 s and 50 MB+ held) and
+only then cut.
+
 Targets: a 30 MB stdio answer read in under 10 s; a 50 MB one (over the 32 MiB limit of one
-message) refused with an error result in under 10 s; a stored result under 60 KB either way.
+message) refused with an error result in under 10 s, on stdio and on HTTP in both forms; a
+stored result under 60 KB either way.
 
     .venv/bin/python bench/mcp_big_result.py [--quick]
 """
@@ -21,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import Result, load_line, print_table, verdict
+from _util import Result, load_line, maxrss_kib, print_table, python_json, reset_peak_rss, rss_kib, verdict
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_mcp_raw_server.py")
 TARGET_S = 10.0
@@ -68,6 +74,15 @@ def through_flue(megabytes: float, url: str | None = None) -> tuple[float, int, 
     return end.timestamp - start.timestamp, len(result.content.encode()), result.is_error, result.content[:120]
 
 
+def http_child(megabytes: float, url: str) -> dict[str, object]:
+    """`through_flue` over HTTP in this (fresh, then warmed) process, with its peak RSS growth during the call."""
+    through_flue(0.01, url)  # warm: imports, first session, first connection
+    reset_peak_rss()
+    before = rss_kib() or 0
+    took, stored, error, _ = through_flue(megabytes, url)
+    return {"took": took, "stored": stored, "error": error, "peak_mb": (maxrss_kib() - before) / 1024}
+
+
 def sdk_stdio(megabytes: float) -> float:
     """Seconds the SDK's own stdio_client takes to read the same answer (the comparison)."""
     from mcp import ClientSession
@@ -105,17 +120,22 @@ def run(quick: bool = False) -> list[Result]:
     proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)])
     try:
         time.sleep(0.5)
-        for mb in sizes:
-            took, stored, error, _ = through_flue(mb, f"http://127.0.0.1:{port}/mcp")
-            rows.append(
-                Result(
-                    "MCP huge result (streamable HTTP)",
-                    f"{mb:g} MB answer",
-                    f"{took:.2f} s, stored {stored:,} B" + (" (error)" if error else ""),
-                    f"< {TARGET_S:g} s",
-                    verdict(took < TARGET_S and stored < STORED_LIMIT),
+        for form in ("json", "sse"):
+            for mb in sizes:
+                url = f"http://127.0.0.1:{port}/mcp?form={form}"
+                got = python_json(f"import mcp_big_result as m, _util; print(_util.dumps(m.http_child({mb}, {url!r})))")
+                refused = mb * 1e6 > 32 * 1024 * 1024
+                took, stored, error = float(got["took"]), int(got["stored"]), bool(got["error"])
+                what = "refused (error result)" if error else "read, cut to the limit"
+                rows.append(
+                    Result(
+                        f"MCP huge result (streamable HTTP, {'SSE' if form == 'sse' else 'JSON'})",
+                        f"{mb:g} MB answer",
+                        f"{took:.2f} s, {what}, peak +{float(got['peak_mb']):.0f} MB, stored {stored:,} B",
+                        f"< {TARGET_S:g} s, < {STORED_LIMIT // 1000} KB stored",
+                        verdict(took < TARGET_S and stored < STORED_LIMIT and error == refused),
+                    )
                 )
-            )
     finally:
         proc.kill()
         proc.wait(10)

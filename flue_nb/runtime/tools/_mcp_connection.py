@@ -32,11 +32,11 @@ from flue_nb.runtime.tools._mcp_sdk import (
     leaf,
     list_tools,
     noise_line,
-    owned_http,
 )
 from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, UNREADABLE, exited, stdio_transport
 
 if TYPE_CHECKING:
+    from flue_nb.runtime.tools._mcp_http import HttpWatch
     from flue_nb.runtime.tools.mcp import McpServer
 
 __all__ = ["AnswerTooLarge", "CallTimedOut", "Connection", "ConnectionGone", "SessionLost", "State"]
@@ -47,6 +47,9 @@ State = Literal["connecting", "connected", "closed", "failed"]
 
 STDERR_TAIL = 2000
 """Characters of a stdio server's stderr quoted when it fails."""
+PING_TIMEOUT = 5.0
+"""Seconds a stdio server whose last call timed out has to answer a ping before its next use: one
+that does not (single-threaded, still stuck in that call) is restarted."""
 
 
 class ConnectionGone(Exception):
@@ -59,8 +62,8 @@ class SessionLost(ConnectionGone):
 
 
 class AnswerTooLarge(Exception):
-    """The server's answer to a call was over `_mcp_stdio.MAX_MESSAGE` and was dropped unread, or
-    could not be parsed at all."""
+    """The server's answer to a call was over `_mcp_stdio.MAX_MESSAGE` and was dropped (on stdio
+    and on HTTP), or could not be parsed at all."""
 
 
 class CallTimedOut(Exception):
@@ -86,6 +89,10 @@ class Connection:
         """The server said its tool list changed; re-list before the next mount."""
         self.timed_out = False
         """The last connect failed by running out of time (so retrying it costs that time again)."""
+        self.call_timed_out = False
+        """A call of this stdio server timed out: ping it before its next use."""
+        self.restarted: str | None = None
+        """Why `ensure()` restarted a server that was not known dead, for the next call's result."""
         self.noise = 0
         """Lines the server wrote to stdout that are not JSON-RPC (ignored)."""
         self.gate = OrderedGate()
@@ -101,7 +108,8 @@ class Connection:
         self._read: Any = None
         self._pid: int | None = None
         """The stdio server's process id while it runs (None for HTTP)."""
-        self._session_refused = False
+        self._http: HttpWatch | None = None
+        """What the HTTP session's responses showed (None for stdio)."""
 
     @property
     def alive(self) -> bool:
@@ -110,7 +118,7 @@ class Connection:
 
     def _gone(self) -> str | None:
         """Why a connection that looks open is not (None: no sign of it)."""
-        if self._session_refused:
+        if self._http is not None and self._http.session_refused:
             return "the server no longer knows our session (it restarted)"
         stats = getattr(self._read, "statistics", None)
         if stats is not None and stats().open_send_streams == 0:
@@ -155,6 +163,14 @@ class Connection:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            if self.alive and self.call_timed_out and not await self._answers_ping():
+                stuck = (
+                    f"it did not answer a ping within {PING_TIMEOUT:g} s after a call of it timed out "
+                    "(a server that handles one request at a time is still stuck in that call)"
+                )
+                self._died(stuck)
+                self.restarted = stuck
+                log.warning("flue_nb: MCP server `%s`: %s; starting it again", self.server.name, stuck)
             if self.alive:
                 if self.stale:
                     await self._relist()
@@ -173,7 +189,8 @@ class Connection:
         self.state = "connecting"
         self.error = None
         self.timed_out = False
-        self._session_refused = False
+        self.call_timed_out = False
+        self._http = None
         self._owner = loop.create_task(self._own(ready, self._stop), name=f"flue-mcp-{self.server.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.server.timeout)
@@ -230,13 +247,11 @@ class Connection:
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
             env = dict(server.env) if server.env is not None else None
             return stdio_transport(list(server.command), env, server.cwd, self._stderr, server.name, self._started)
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from flue_nb.runtime.tools._mcp_http import HttpWatch, http_transport
 
-        client = create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
-        client.event_hooks["response"].append(self._watch_response)
         assert server.url is not None  # use_mcp checked that a server has a command or a url
-        return owned_http(streamable_http_client(server.url, http_client=client), client)
+        self._http = HttpWatch(server.name)
+        return http_transport(server.url, dict(server.headers) if server.headers else None, self._http)
 
     def _started(self, pid: int) -> None:
         self._pid = pid
@@ -278,22 +293,6 @@ class Connection:
             self._pid = None
             if self.state in ("connected", "connecting"):
                 self.state = "closed"
-
-    async def _watch_response(self, response: Any) -> None:
-        """An httpx response hook: notice an HTTP server refusing our session id.
-
-        A server that restarted answers a request carrying the old `mcp-session-id` with 404 (the
-        spec; the Python SDK) or 400 "No valid session ID" (the TypeScript SDK). Either way the
-        request was refused before any tool ran, so a new session may send it again.
-        """
-        if response.request.method == "DELETE" or "mcp-session-id" not in response.request.headers:
-            return
-        if response.status_code == 404:
-            self._session_refused = True
-        elif response.status_code == 400:
-            await response.aread()
-            if b"session" in response.content.lower():
-                self._session_refused = True
 
     async def _relist(self) -> None:
         try:
@@ -339,7 +338,7 @@ class Connection:
             SessionLost: the HTTP server refused our session (the call did not run).
             ConnectionGone: the server went away (the call's outcome is unknown).
             CallTimedOut: no answer within `timeout` seconds.
-            AnswerTooLarge: the answer was too large to read (stdio).
+            AnswerTooLarge: the answer was too large to read, or could not be parsed.
         """
         from mcp.shared.exceptions import MCPError
         from mcp_types.jsonrpc import REQUEST_TIMEOUT
@@ -356,17 +355,39 @@ class Connection:
         try:
             return await session.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=on_progress)
         except Exception as exc:
-            if self._session_refused:
+            if self._http is not None and (why := self._http.too_large(str(exc))) is not None:
+                raise AnswerTooLarge(why) from exc
+            if self._http is not None and self._http.session_refused:
                 self._died("the server no longer knows our session (it restarted)")
                 raise SessionLost(self.error) from exc
             if is_connection_closed(exc):
                 self._died("the connection closed during the call (the server exited or crashed)", since)
                 raise ConnectionGone(self.error) from exc
             if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+                # The SDK has sent the server `notifications/cancelled` for it; a server that
+                # handles one request at a time may still be stuck in it, so ensure() pings.
+                self.call_timed_out = self.server.command is not None
                 raise CallTimedOut(str(timeout)) from exc
             if isinstance(exc, MCPError) and exc.code in (TOO_LARGE, UNREADABLE):
                 raise AnswerTooLarge(exc.message) from exc
             raise
+
+    async def _answers_ping(self) -> bool:
+        """Whether the server answers a ping within `PING_TIMEOUT` (an error answer counts)."""
+        from mcp.shared.exceptions import MCPError
+
+        self.call_timed_out = False
+        try:
+            await asyncio.wait_for(self.session.send_ping(), PING_TIMEOUT)
+        except asyncio.TimeoutError:
+            return False
+        except MCPError as exc:
+            return not is_connection_closed(exc)
+        except Exception as exc:  # noqa: BLE001 - a dead session is restarted like a stuck one
+            if is_connection_closed(exc):
+                return False
+            raise
+        return True
 
     def _died(self, reason: str, since: int | None = None) -> None:
         self.state = "closed"

@@ -1,5 +1,4 @@
-"""Small adapters around the official `mcp` SDK: its import, its errors, its tool listing and its
-HTTP client."""
+"""Small adapters around the official `mcp` SDK: its import, its errors and its tool listing."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ __all__ = [
     "leaf",
     "list_tools",
     "noise_line",
-    "owned_http",
 ]
 
 
@@ -57,13 +55,6 @@ def is_connection_closed(exc: BaseException) -> bool:
         "ConnectError",
         "RemoteProtocolError",
     }
-
-
-@contextlib.asynccontextmanager
-async def owned_http(transport: Any, client: Any) -> Any:
-    """The HTTP transport's streams, closing the client it runs on after it."""
-    async with client, transport as streams:
-        yield streams
 
 
 async def list_tools(session: Any) -> list[Any]:

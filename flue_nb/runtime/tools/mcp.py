@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import logging
 import threading
 import time
@@ -336,6 +337,18 @@ async def _call(
 
 
 async def _call_once(conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    out = await _call_on_live(conn, remote, arguments, ctx)
+    if (why := conn.restarted) is not None:
+        conn.restarted = None
+        # Told where the model looks: the restart lost whatever the server held in memory.
+        note = (
+            f"[MCP server `{conn.server.name}` was restarted before this call: {why}. What it held in memory is gone.]"
+        )
+        out = dataclasses.replace(out, content=f"{note}\n{out.content}")
+    return out
+
+
+async def _call_on_live(conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     server = conn.server
     where = {"mcp": {"server": server.name, "tool": remote}}
     retried = False
