@@ -1,7 +1,7 @@
 """A small MCP server for the tests, written with the official SDK.
 
 `python mcp_server.py` speaks stdio; `python mcp_server.py --http PORT` serves streamable HTTP on
-127.0.0.1:PORT/mcp. Environment switches reproduce what real servers do:
+127.0.0.1:PORT/mcp (answers as SSE events; add `--json` for plain-JSON answers). Environment switches reproduce what real servers do:
 MCP_TEST_FAIL_AT_START=1 exits before it answers; MCP_TEST_HANG_AT_START=1 never answers;
 MCP_TEST_CHATTY=N writes N lines that are not JSON-RPC to stdout first; MCP_TEST_COLLIDE=1 adds
 tools whose names collide once sanitised (`a.b`, `a_b`); MCP_TEST_STATE=PATH is the file the
@@ -57,6 +57,12 @@ app = _Server("calc")
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
+
+
+@app.tool()
+def text(megabytes: float) -> str:
+    """`megabytes` MB of text."""
+    return "0123456789 abcdefghij\n" * int(megabytes * 1_000_000 / 22)
 
 
 @app.tool()
@@ -217,6 +223,6 @@ if __name__ == "__main__":
         if "--session-400" in sys.argv:
             _serve_400(int(sys.argv[2]))
         else:
-            app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+            app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response="--json" in sys.argv)
     else:
         app.run()

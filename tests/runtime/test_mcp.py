@@ -14,7 +14,7 @@ import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
 from flue_nb.runtime.tools.mcp import McpServer, close_mcp_servers, mcp_servers, mount_mcp
 
-LISTED = ("add", "pid", "dot", "fail", "slow", "crash", "grow", "exit_soon", "steps", "iccp", "remember", "recall")
+LISTED = tuple("add text pid dot fail slow crash grow exit_soon steps iccp remember recall".split())
 """What the test server lists and flue_nb mounts (`background` requires tasks: not mounted)."""
 
 

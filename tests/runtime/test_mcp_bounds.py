@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from agents import make_agent, session
-from mcp_client import free_port, results, serving
+from mcp_client import free_port, http_server, results, serving
 
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
@@ -94,6 +94,28 @@ def test_the_limit_holds_per_sse_event_not_per_stream(raw_http, monkeypatch):
     assert (chatter.is_error, chatter.content) == (False, "chattered")
     big = results(model.requests[2])[-1]
     assert big.is_error and "0.953674 MiB" in big.content and "stopped reading it at 1." in big.content
+
+
+@pytest.mark.parametrize("flags", [(), ("--json",)], ids=["sse", "json"])
+def test_an_sdk_server_answers_3_mb_and_after_an_answer_over_the_limit_its_session_goes_on(flags, monkeypatch):
+    port = free_port()
+    model = ScriptedModel(
+        [
+            reply("", tool_call("mcp__web__text", megabytes=1.5)),  # 3.1 MB: the text twice (structuredContent)
+            reply("", tool_call("mcp__web__text", megabytes=5)),
+            reply("", tool_call("mcp__web__add", a=2, b=3)),
+            reply("done"),
+        ]
+    )
+
+    monkeypatch.setattr(_mcp_stdio, "MAX_MESSAGE", 4_000_000)  # over the SDK's 1 MiB, under 5 MB
+    agent = make_agent(model, extra=lambda: flue.use_mcp("web", url=f"http://127.0.0.1:{port}/mcp", call_timeout=60))
+    with http_server(port, *flags):
+        assert session(agent).prompt("go") == "done"
+    read, five, added = results(model.requests[3])
+    assert not read.is_error and "cut to the 2000-line / 50 KB limit" in read.content
+    assert five.is_error and "over the 3.8147 MiB flue_nb reads from one message" in five.content
+    assert (added.is_error, added.content) == (False, "5")
 
 
 async def _through(chunks: list[bytes], events: bool, limit: int, monkeypatch) -> list[bytes]:
