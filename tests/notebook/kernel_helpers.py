@@ -94,8 +94,9 @@ class Kernel:
         self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
         self.km.start_kernel(env=self.env, cwd=str(cwd))
         self.kc = self._client()
-        self.stray_updates: dict[str, dict[str, Any]] = {}
-        """Display updates that arrived while another cell (or none) was being collected."""
+        self.shown: dict[str, dict[str, Any]] = {}
+        """display id -> the data it shows now: every display and update of it applied in the
+        order they arrived, whichever cell they came with (as a frontend does)."""
 
     def _client(self) -> Any:
         kc = self.km.client()
@@ -120,13 +121,13 @@ class Kernel:
                 msg = self.kc.get_iopub_msg(timeout=min(left, 1.0))
             except queue.Empty:
                 continue
+            if msg["msg_type"] in ("display_data", "update_display_data"):
+                # A background run's update may come with a cell that already finished (sent
+                # between cells): only arrival order says which is the latest.
+                did = (msg["content"].get("transient") or {}).get("display_id")
+                if did:
+                    self.shown[did] = msg["content"]["data"]
             if msg["parent_header"].get("msg_id") != msg_id:
-                # A frontend applies a display update by its id whatever cell it came with (a
-                # background run's update can arrive between cells): keep the latest per id.
-                if msg["msg_type"] == "update_display_data":
-                    did = (msg["content"].get("transient") or {}).get("display_id")
-                    if did:
-                        self.stray_updates[did] = msg["content"]["data"]
                 continue
             run.messages.append(msg)
             kind, content = msg["msg_type"], msg["content"]

@@ -157,7 +157,7 @@ class AttachedKernel(Kernel):
             kc.stop_channels()
             raise
         self.kc = kc
-        self.stray_updates = {}
+        self.shown = {}
 
     def shutdown(self) -> None:
         """Stop listening (the server owns the kernel)."""
