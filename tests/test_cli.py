@@ -92,12 +92,20 @@ def test_demo_runs_the_quickstart_offline_and_says_where_it_wrote_it(tmp_path):
 def test_a_background_cell_keeps_updating_while_later_cells_run_headless(tmp_path):
     # The runtime thread's updates carry the running cell's parent header, which nbclient
     # needs to apply them (it drops output addressed to cells that already finished).
+    # A pass-through hook on the kernel's display publisher notes when the final update has
+    # gone out; the next cell runs until then, not for a fixed time (under load, > 2 s).
     slow = (
         "from flue_nb.models import ScriptedModel\n"
         "bg = ScriptedModel([' '.join(f'b{i}' for i in range(30))], delay=0.02)\n"
-        "%config FlueMagics.db = ':memory:'"
+        "%config FlueMagics.db = ':memory:'\n"
+        "sent, publish = [], get_ipython().display_pub.publish\n"
+        "def watch(data, *args, **kw):\n"
+        "    publish(data, *args, **kw)\n"
+        "    sent.append(kw.get('update') and data.get('text/plain', '').endswith('[✓ completed]'))\n"
+        "get_ipython().display_pub.publish = watch"
     )
-    nb = _notebook(tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", "import time; time.sleep(2)")
+    wait = "import time\ndeadline = time.monotonic() + 60\nwhile not any(sent) and time.monotonic() < deadline:\n    time.sleep(0.05)"
+    nb = _notebook(tmp_path / "bg.ipynb", slow, "%flue -m bg --background go", wait)
     result = _cli(["run", str(nb), "-o", str(tmp_path / "bg.out.ipynb")], tmp_path)
     assert result.returncode == 0, result.stderr
     executed = nbformat.read(tmp_path / "bg.out.ipynb", as_version=4)
