@@ -210,5 +210,5 @@ def test_an_abort_mid_stream_settles_aborted_and_keeps_what_arrived(wire: Wire, 
     s.abort()
     with pytest.raises(flue.SubmissionAbortedError):
         s.read(receipt, timeout=10)
-    assert time.monotonic() - started < 2.5  # the hung stream was cancelled, not waited out
+    assert time.monotonic() - started < 8  # cancelled, not waited out (the stall never ends; idle timeout 120 s)
     assert s.prompt("again") == "Next answer."  # the conversation is ready for the next one
