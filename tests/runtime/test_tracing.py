@@ -394,3 +394,17 @@ def test_tracing_a_forked_child_does_not_hand_over_its_parents_waiting_spans():
     assert os.waitstatus_to_exitcode(status) == 0
     observer.flush()
     assert [sp.name for sp in exporter.get_finished_spans()] == ["invoke_agent a"]
+
+
+def test_tracing_keeps_the_trace_ids_of_the_latest_submissions_only(monkeypatch):
+    from flue_nb.runtime.tracing import _spans
+
+    monkeypatch.setattr(_spans, "KEPT_TRACE_IDS", 3)
+    provider = TracerProvider()
+    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"), delay=3600)
+    for n in range(5):
+        stamp = dict(conversation_id="c", submission_id=f"s{n}")
+        observer(ev.SubmissionRunning(attempt=1, agent="a", **stamp))
+        observer(ev.SubmissionSettled(outcome="completed", **stamp))
+    assert [observer.trace_id(f"s{n}") is not None for n in range(5)] == [False, False, True, True, True]
+    observer.close()

@@ -40,6 +40,9 @@ __all__ = ["SpanObserver"]
 CONTENT_BUDGET = 8_000
 """Characters of content one span attribute may carry (the rest is cut, saying so)."""
 
+KEPT_TRACE_IDS = 10_000
+"""Submissions whose trace id `trace_id()` still knows (a cell asks for its own as it ends)."""
+
 DELAY = 0.2
 """Seconds an event waits before the tracer's thread hands it to the SDK, with those after it."""
 
@@ -269,6 +272,8 @@ class SpanObserver:
         span = self._tracer.start_span(f"invoke_agent {e.agent}", attributes=attrs, start_time=self._now)
         self._agents[key] = self._opened(span)
         self.trace_ids[e.submission_id] = format(span.get_span_context().trace_id, "032x")
+        if len(self.trace_ids) > KEPT_TRACE_IDS:  # a kernel may run for months: forget the oldest
+            del self.trace_ids[next(iter(self.trace_ids))]
 
     def _on_recovery(self, e: ev.SubmissionRecovery) -> None:
         if e.submission_id:
