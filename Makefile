@@ -15,12 +15,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m flue_nb.cli demo
 
-# Lint, format and types first (seconds), then every test.
+# Lint, format and types first (seconds), then every test, TEST_WORKERS at a time (pytest-xdist):
+# most tests wait on kernels, servers and child processes, not on the CPU. tests/conftest.py keeps
+# a module's tests on one worker (they may share a kernel or server) and starts the longest first.
+TEST_WORKERS ?= 4
+
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The browser test (tests/browser) gets these itself when missing: Debian's chromium (apt-get, as
 # root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.
@@ -32,4 +36,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-browser .venv-live .mcp-servers .pytest_cache build dist
+	rm -rf $(VENV) .venv-browser .venv-live .venv-browser.lock .venv-live.lock .mcp-servers .pytest_cache build dist

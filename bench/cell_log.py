@@ -56,7 +56,7 @@ def _time_cell(shell, code: str, reps: int) -> list[float]:  # type: ignore[no-u
 
 def measure(rounds: int, trivial_reps: int, big_reps: int) -> dict[str, tuple[float, float]]:
     """case -> (median seconds without the log, with it)."""
-    from flue_nb.notebook.cells.log import install, uninstall
+    from flue_nb.notebook.celllog.log import install, uninstall
 
     shell = _shell()
     big = "line = 'y' * 99_999\nfor _ in range(100):\n    print(line)"
@@ -138,7 +138,7 @@ def measure_kernel(rounds: int, reps: int, trivial_reps: int) -> dict[str, tuple
     kernels = {mode: _BenchKernel(env, root) for mode in ("off", "on")}
     try:
         for mode, k in kernels.items():
-            k.run("from flue_nb.notebook.cells.log import uninstall\n_line = 'y' * 99_999\n_times = []")
+            k.run("from flue_nb.notebook.celllog.log import uninstall\n_line = 'y' * 99_999\n_times = []")
             if mode == "off":
                 k.run("uninstall(get_ipython())")
         trips: dict[str, list[float]] = {"off": [], "on": []}

@@ -31,7 +31,7 @@ TARGET_RATIO = 5.0
 
 _FOLLOWER = r"""
 import json, sys, time
-from flue_nb.notebook.chat._follow import StoreFollower
+from flue_nb.notebook.views.chat._follow import StoreFollower
 from flue_nb.runtime.core.replay import rebuild_events
 from flue_nb.runtime.store._watch import PollWatch
 from flue_nb.runtime.store.url import open_any

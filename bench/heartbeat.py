@@ -31,7 +31,7 @@ TARGET_SHARE = 0.1  # per cent of one core
 CELL = f"""
 import json, statistics, time
 import ipywidgets
-from flue_nb.notebook.chat import _beat
+from flue_nb.notebook.views.chat import _heartbeat as _beat
 ws = [ipywidgets.Widget() for _ in range({WIDGETS})]
 hb = _beat.Heartbeat(lambda: ws, every=3600)
 samples = []

@@ -4,7 +4,7 @@ These are measurements on a shared, noisy machine, not timed tests: each figure 
 a ratio of medians) taken in this one run; nothing here fails a build. Details (the loop
 profile, the raw outputs of the reused scripts) are printed before the table.
 
-    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,stream,status,store,memory,bigfiles,images,celllog,serve,cache,tracing,follow,mcpbig,adversarial,heartbeat]
+    .venv/bin/python bench/run.py [--quick] [--only loop,flat,grep,read,startup,first,firstcells,stream,status,store,memory,bigfiles,images,celllog,serve,cache,tracing,follow,mcpbig,adversarial,heartbeat,sandbox,effects,verify,scale]
 
 `make bench` runs it in full (about 3-5 minutes on 2 cores).
 """
@@ -134,6 +134,7 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("read", "read window of a 1 GiB file", _module("read_window")),
     ("startup", "start-up", _module("startup")),
     ("first", "first %%flue cell of a fresh kernel", _module("first_cell")),
+    ("firstcells", "first `cells` call of a served kernel", _module("first_cells")),
     ("stream", "streaming %%flue", _module("streaming")),
     ("status", "status() as a conversation grows", _module("status_cost")),
     ("store", "store throughput", store),
@@ -146,8 +147,12 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("tracing", "tracing cost per turn (no-op exporter)", _module("tracing_cost")),
     ("follow", "commit to redraw in another process (notify vs poll)", _module("follow_delay")),
     ("mcpbig", "a huge MCP tool result, stdio and HTTP", _module("mcp_big_result")),
-    ("adversarial", "lost, duplicated, hangs, tracebacks, leaks (issue 20)", _module("adversarial")),
+    ("adversarial", "lost, duplicated, hangs, tracebacks, leaks, unfenced (issues 20, 32)", _module("adversarial")),
     ("heartbeat", "the chat views' heartbeat", _module("heartbeat")),
+    ("sandbox", "the sandbox's cost per bash call", _module("sandbox_cost")),
+    ("effects", "recording a python call's effects", _module("effects_cost")),
+    ("verify", "flue-nb verify of the tour notebooks", _module("verify_tours")),
+    ("scale", "100, 1,000 and 10,000 submissions: turn, status, chat, history", _module("scale")),
 ]
 
 

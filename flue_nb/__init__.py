@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "ModelNotConfiguredError": "flue_nb.runtime.errors",
     "ModelRefusedError": "flue_nb.runtime.errors",
     "NoSandboxError": "flue_nb.runtime.errors",
+    "PolicyDeniedError": "flue_nb.runtime.errors",
     "ProviderError": "flue_nb.runtime.errors",
     "ProviderHTTPError": "flue_nb.runtime.errors",
     "Receipt": "flue_nb.runtime.session",
@@ -70,7 +71,7 @@ _EXPORTS: dict[str, str] = {
     "TurnLimitExceededError": "flue_nb.runtime.errors",
     "TurnStart": "flue_nb.runtime.events",
     "agent": "flue_nb.runtime.agent",
-    "chat": "flue_nb.notebook.chat",
+    "chat": "flue_nb.notebook.views.chat",
     "define_subagent": "flue_nb.runtime.agent",
     "define_tool": "flue_nb.runtime.tools.tool",
     "init": "flue_nb.runtime.session",
@@ -111,21 +112,21 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext flue_nb`: register the `%flue` magics (imported only now)."""
-    from flue_nb.notebook.magics._extension import load_ipython_extension as load
+    from flue_nb.notebook.magics.extension import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """`%unload_ext flue_nb`."""
-    from flue_nb.notebook.magics._extension import unload_ipython_extension as unload
+    from flue_nb.notebook.magics.extension import unload_ipython_extension as unload
 
     unload(ipython)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported lazily)
-    from flue_nb.notebook.chat import chat
     from flue_nb.notebook.kernel.sandbox import kernel
+    from flue_nb.notebook.views.chat import chat
     from flue_nb.runtime.agent import AgentDef, agent, define_subagent
     from flue_nb.runtime.agent.hooks import (
         use_instruction,

@@ -3,7 +3,13 @@
 `flue-nb run NOTEBOOK` executes a notebook with nbclient and exits non-zero when a cell fails;
 a `%flue` cell fails when its submission does, so CI fails loudly. `flue-nb demo` (what
 `make demo` runs) executes notebooks/quickstart.ipynb offline and prints its transcript.
-`flue-nb history [--db PATH] [CONVERSATION]` prints what a store holds, without a notebook.
+`flue-nb history [--db PATH] [CONVERSATION] [--last N]` prints what a store holds, without a notebook.
+`flue-nb verify NOTEBOOK` reruns a saved notebook in a fresh kernel, `%%flue` cells replaying
+their stored answers, and exits 0 only when it reproduces. `flue-nb eval DATASET --model MODEL`
+runs a dataset of notebook tasks (flue_nb.evals) and exits 1 below `--min-score`.
+
+Every error is one line on stderr and a non-zero exit, never a traceback (`FLUE_DEBUG=1` shows
+the traceback of an unexpected one).
 """
 
 from __future__ import annotations
@@ -21,7 +27,43 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from flue_nb.runtime.store import ConversationSummary
 
-__all__ = ["history", "main", "run_notebook", "transcript", "unsettled"]
+__all__ = ["CliError", "history", "main", "read_notebook", "run_notebook", "transcript", "unsettled", "verify"]
+
+
+class CliError(Exception):
+    """A failure the command reports as one line (after `flue-nb COMMAND: `)."""
+
+
+def read_notebook(path: str | os.PathLike[str]) -> Any:
+    """The notebook at `path` (nbformat v4), or `CliError` saying in one line why it is not one."""
+    import json
+
+    import nbformat
+
+    name = os.fspath(path)
+    src = Path(path)
+    if not src.exists():
+        raise CliError(f"{name}: no such file")
+    if src.is_dir():
+        raise CliError(f"{name}: is a directory, not a notebook")
+    try:
+        raw = src.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{name}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CliError(f"{name}: not JSON (not even UTF-8 text), so not a notebook") from None
+    except ValueError as exc:
+        raise CliError(f"{name}: not JSON ({exc}), so not a notebook") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells", []), list):
+        raise CliError(f"{name}: not a notebook (an .ipynb is a JSON object with a list of cells)")
+    try:
+        return nbformat.reads(raw.decode("utf-8"), as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds for as many defects
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CliError(f"{name}: not a notebook nbformat can read ({why})") from None
+
 
 _REPO_NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -45,9 +87,10 @@ def run_notebook(
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    nb = read_notebook(path)
     src = Path(path).resolve()
-    nb = nbformat.read(src, as_version=4)
-    env = dict(os.environ)
+    # A notebook run from a cell of a verify rerun is not part of that rerun's replay.
+    env = {k: v for k, v in os.environ.items() if k != "FLUE_VERIFY_PLAN"}
     # The notebook's path names its default conversation, as JupyterLab's kernels see it.
     env["JPY_SESSION_NAME"] = str(src)
     if offline:
@@ -137,6 +180,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def verify(path: str, *, db: str | None = None, timeout: int = 120, total_timeout: float = 600) -> Any:
+    """Rerun the saved notebook at `path` in a fresh kernel and return its `Report` (`%%flue`
+    cells replay their stored answers; `db`: the store of its conversations, default `$FLUE_DB`,
+    else the notebook folder's `.flue/flue.sqlite` when there is one)."""
+    from flue_nb.notebook.verify.rerun import rerun
+    from flue_nb.runtime.errors import StoreError
+    from flue_nb.runtime.store.url import db_from_env, is_postgres_url, open_any
+
+    nb = read_notebook(path)
+    db = db_from_env(db)
+    if db is None:
+        beside = Path(path).resolve().parent / ".flue" / "flue.sqlite"
+        db = str(beside) if beside.exists() else None
+    elif not is_postgres_url(db) and not os.path.exists(db):
+        raise CliError(f"no store at {os.path.abspath(db)} (pass --db PATH, or leave it out to verify without one)")
+    store = None
+    if db is not None:
+        try:
+            store = open_any(db, cwd=os.getcwd())
+        except StoreError as exc:
+            raise CliError(exc.message) from None
+    try:
+        return rerun(nb, path, store=store, timeout=timeout, total_timeout=total_timeout)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    report = verify(args.notebook, db=args.db, timeout=args.timeout, total_timeout=args.total_timeout)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict()), encoding="utf-8")
+    else:
+        print(report.text())
+    return 0 if report.reproduces else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     notebook = Path(args.notebook) if args.notebook else _REPO_NOTEBOOKS / "quickstart.ipynb"
     if not notebook.exists():
@@ -153,7 +235,59 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def history(db: str | None, conversation: str | None) -> str:
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from flue_nb.evals.errors import EvalError
+    from flue_nb.evals.runner import run_eval_args
+
+    try:
+        report = run_eval_args(args, progress=not args.no_progress and sys.stderr.isatty())
+    except EvalError as exc:
+        raise CliError(str(exc)) from None
+    print(report.table())
+    print(f"\nrun {report.run_id} (again with --run {report.run_id} to resume it); conversations in {report.db}")
+    if args.out:
+        Path(args.out).write_text(report.to_json(), encoding="utf-8")
+        print(f"report written to {args.out}")
+    if args.min_score is not None and report.score < args.min_score:
+        print(f"flue-nb eval: score {report.score:.2f} is below --min-score {args.min_score:g}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _eval_parser(sub: Any) -> None:
+    ev = sub.add_parser(
+        "eval",
+        help="run a dataset of notebook tasks against a model (each case in a fresh kernel); exit 1 below --min-score",
+    )
+    ev.add_argument(
+        "dataset", help="a JSONL file of cases, or a DABench folder (questions.jsonl, labels.jsonl, tables/)"
+    )
+    ev.add_argument(
+        "--model",
+        required=True,
+        help="a provider id (anthropic/claude-sonnet-4-6, openai/gpt-5, ...) or module:attribute naming a model "
+        "object (a ScriptedModel or FunctionModel for offline runs)",
+    )
+    ev.add_argument("--agent", metavar="MODULE:FUNCTION", help="an @flue_nb.agent to evaluate instead of the assistant")
+    ev.add_argument(
+        "--format", choices=["dabench", "jsonl"], help="the dataset's format (default: a folder is dabench)"
+    )
+    ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="cases at once (default 1)")
+    ev.add_argument(
+        "--max-cost", type=float, metavar="USD", help="total dollars; cases left when it is spent are not run"
+    )
+    ev.add_argument(
+        "--min-score", type=float, metavar="X", help="exit 1 when the score (cases passed / cases) is below X"
+    )
+    ev.add_argument("--out", metavar="PATH", help="write the JSON report here")
+    ev.add_argument("--timeout", type=float, default=600, help="seconds per case (default 600)")
+    ev.add_argument("--db", metavar="PATH", help="the store of the cases' conversations (default .flue/evals.sqlite)")
+    ev.add_argument("--run", metavar="ID", help="name the run; the same ID again resumes it (finished cases are kept)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.set_defaults(fn=_cmd_eval)
+
+
+def history(db: str | None, conversation: str | None, *, last: int | None = None) -> str:
     """What a store holds, as text: its conversations (or one conversation's submissions, each
     with its outcome, and then the conversation itself)."""
     from flue_nb.runtime.errors import StoreError
@@ -162,35 +296,55 @@ def history(db: str | None, conversation: str | None) -> str:
     db = db_from_env(db)
     label = mask_url(db) if is_postgres_url(db) else os.path.abspath(db or ".flue/flue.sqlite")
     if not is_postgres_url(db) and not os.path.exists(label):
-        raise SystemExit(f"flue-nb history: no store at {label} (pass --db PATH)")
+        raise CliError(f"no store at {label} (pass --db PATH)")
+    if conversation is not None:
+        try:
+            conversation.encode("utf-8")
+        except UnicodeEncodeError:  # bytes from argv that are not UTF-8 (surrogate-escaped)
+            shown = os.fsencode(conversation).decode("utf-8", "backslashreplace")
+            raise CliError(f"conversation id {shown!r} is not UTF-8 text, so no store holds it") from None
     try:
         store = open_any(db, cwd=os.getcwd())
     except StoreError as exc:  # a directory, not SQLite, read-only: the store's own words
-        raise SystemExit(f"flue-nb history: {exc.message}") from None
+        raise CliError(exc.message) from None
     try:
-        if conversation is None:
-            return _conversations(store.conversations(), label)
-        subs = store.submissions(conversation)
-        if not subs:
-            raise SystemExit(f"flue-nb history: no conversation {conversation!r} in {label}")
-        from flue_nb.notebook.magics._commands import history_with_outcomes
-
-        lines = [f"conversation {conversation} in {label}", ""]
-        for n, sub in enumerate(subs, 1):
-            how = sub.outcome.value if sub.outcome else sub.state.value
-            if sub.joined_into:
-                how += f" (joined {sub.joined_into})"
-            elif sub.error:
-                how += f": {sub.error.get('message', '')}"
-            first = sub.text.strip().splitlines()[0] if sub.text.strip() else ""
-            lines.append(f"{n:>3}. {_when(sub.accepted_at)}  {sub.id}  {how}")
-            lines.append(f"     {first[:100]}{'…' if len(first) > 100 else ''}")
-        from flue_nb.runtime.session import StoredConversation
-
-        lines += ["", history_with_outcomes(StoredConversation(store, conversation), embed=False).plain]
-        return "\n".join(lines)
+        return _history(store, label, conversation, last)
+    except StoreError as exc:  # a damaged page found while reading
+        raise CliError(exc.message) from None
     finally:
         store.close()
+
+
+def _history(store: Any, label: str, conversation: str | None, last: int | None = None) -> str:
+    """`history` on an open store: the newest `last` submissions (default `HISTORY_LAST`, 0: all)."""
+    if conversation is None:
+        return _conversations(store.conversations(), label)
+    from flue_nb.notebook.magics.commands import HISTORY_LAST, history_with_outcomes
+    from flue_nb.notebook.views.history import earlier_note
+
+    last = HISTORY_LAST if last is None else last
+    subs = store.submissions(conversation, last=last or None)
+    if not subs:
+        raise CliError(f"no conversation {conversation!r} in {label}")
+    left_out = store.count_submissions(conversation, before_seq=subs[0].seq) if last else 0
+    how = f"`flue-nb history {conversation} --last {last + left_out}` shows them all"
+    lines = [f"conversation {conversation} in {label}", ""]
+    if left_out:
+        lines += [earlier_note(left_out, how), ""]
+    for n, sub in enumerate(subs, left_out + 1):
+        how_ended = sub.outcome.value if sub.outcome else sub.state.value
+        if sub.joined_into:
+            how_ended += f" (joined {sub.joined_into})"
+        elif sub.error:
+            how_ended += f": {sub.error.get('message', '')}"
+        first = sub.text.strip().splitlines()[0] if sub.text.strip() else ""
+        lines.append(f"{n:>3}. {_when(sub.accepted_at)}  {sub.id}  {how_ended}")
+        lines.append(f"     {first[:100]}{'…' if len(first) > 100 else ''}")
+    from flue_nb.runtime.session import StoredConversation
+
+    stored = StoredConversation(store, conversation)
+    lines += ["", history_with_outcomes(stored, embed=False, last=last, how=how).plain]
+    return "\n".join(lines)
 
 
 def _when(t: float) -> str:
@@ -222,8 +376,53 @@ def _conversations(rows: list[ConversationSummary], label: str) -> str:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    print(history(args.db, args.conversation))
+    print(history(args.db, args.conversation, last=args.last))
     return 0
+
+
+def _cmd_acp(args: argparse.Namespace) -> int:
+    for flag, value in (("--kernel", args.kernel), ("--notebook", args.notebook)):
+        if value is not None:
+            raise CliError(f"{flag} is not supported yet: sessions run in a fresh directory session (--cwd DIR)")
+    try:
+        from flue_nb.acp.agent import default_agent, load_object, serve
+    except ImportError as exc:
+        raise CliError(f"needs the ACP package: pip install 'flue_nb[acp]' ({exc})") from None
+    from flue_nb.runtime.errors import ConfigError
+
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        raise CliError(f"--cwd {args.cwd}: not a directory")
+    try:
+        if args.agent is not None:
+            # An @flue_nb.agent used as it is: its `flue.kernel(approval="ask")` tools ask the
+            # client through the host approver `serve` installs.
+            found = load_object(args.agent)
+            make = lambda cwd, approver, mcp: found  # noqa: E731
+        else:
+            make = default_agent(_acp_model(args.model))
+    except (ConfigError, ImportError, AttributeError) as exc:
+        raise CliError(str(exc)) from None
+    serve(make, db=args.db, cwd=os.path.abspath(args.cwd) if args.cwd else None)
+    return 0
+
+
+def _acp_model(setting: str | None) -> Any:
+    """`--model`: a provider id (default `$FLUE_MODEL`, else Anthropic's with its key) or a
+    `module:attribute` naming a Model object."""
+    from flue_nb.acp.agent import load_object
+    from flue_nb.notebook.kernel.assistant import resolve_spec
+    from flue_nb.runtime.errors import ModelNotConfiguredError
+
+    setting = setting or os.environ.get("FLUE_MODEL", "")
+    if ":" in setting and "/" not in setting.split(":", 1)[0]:
+        return load_object(setting)
+    try:
+        return resolve_spec(setting, {})
+    except ModelNotConfiguredError:  # its help speaks of notebooks; say it for this command
+        raise CliError(
+            "no model: pass --model (a provider id such as anthropic/claude-sonnet-4-6, or module:attribute "
+            "naming a model), or set FLUE_MODEL or ANTHROPIC_API_KEY"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,6 +449,19 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("-o", "--output", help="where to write the executed notebook (default: build/demo/)")
     demo.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     demo.set_defaults(fn=_cmd_demo)
+    ver = sub.add_parser(
+        "verify",
+        help="rerun a saved notebook in a fresh kernel (%%flue cells replay their stored answers); exit 0 only "
+        "when it reproduces",
+    )
+    ver.add_argument("notebook")
+    ver.add_argument("--db", metavar="PATH", help="the store of its conversations (default: $FLUE_DB, else the "
+                     "notebook folder's .flue/flue.sqlite)")  # fmt: skip
+    ver.add_argument("--timeout", type=int, default=120, help="seconds per cell (default 120)")
+    ver.add_argument("--total-timeout", type=float, default=600, help="seconds in all (default 600)")
+    ver.add_argument("--json", metavar="PATH", help=argparse.SUPPRESS)  # how %flue verify reads the report
+    ver.set_defaults(fn=_cmd_verify)
+    _eval_parser(sub)
     hist = sub.add_parser("history", help="print a store's conversations, or one conversation's submissions")
     hist.add_argument(
         "--db",
@@ -257,9 +469,49 @@ def main(argv: list[str] | None = None) -> int:
         help="the store: an SQLite file or a postgresql:// URL (default: $FLUE_DB, else .flue/flue.sqlite)",
     )
     hist.add_argument("conversation", nargs="?", metavar="CONVERSATION", help="the conversation to show")
+    hist.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="show the conversation's last N submissions (default 20; 0 shows them all)",
+    )
     hist.set_defaults(fn=_cmd_history)
+    acp = sub.add_parser("acp", help="serve flue_nb as an ACP agent on stdin/stdout (for Zed, jupyter-ai, ...)")
+    acp.add_argument("--model", metavar="M", help="provider id (default $FLUE_MODEL) or module:attribute of a Model")
+    acp.add_argument(
+        "--agent", metavar="MODULE:FUNCTION", help="an @flue_nb.agent to run instead of the default assistant"
+    )
+    where = acp.add_mutually_exclusive_group()
+    where.add_argument("--kernel", metavar="CONNECTION_FILE", help="(not supported yet) attach to a running kernel")
+    where.add_argument("--notebook", metavar="PATH", help="(not supported yet) attach to a notebook's kernel")
+    where.add_argument("--cwd", metavar="DIR", help="work in DIR whatever directory the client names")
+    acp.add_argument("--db", metavar="DB", help="the store (default: $FLUE_DB, else the session directory's "
+                     ".flue/flue.sqlite)")  # fmt: skip
+    acp.set_defaults(fn=_cmd_acp)
     args = parser.parse_args(argv)
-    return int(args.fn(args))
+    try:
+        return int(args.fn(args))
+    except CliError as exc:
+        print(f"flue-nb {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"flue-nb {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from flue_nb.runtime.errors import FlueError
+
+        if os.environ.get("FLUE_DEBUG"):
+            raise
+        if isinstance(exc, FlueError):
+            print(f"flue-nb {args.command}: {exc.message}", file=sys.stderr)
+        else:
+            why = (str(exc).strip().splitlines() or [""])[0]
+            print(
+                f"flue-nb {args.command}: failed ({type(exc).__name__}{': ' + why if why else ''}); "
+                "FLUE_DEBUG=1 shows where",
+                file=sys.stderr,
+            )
+        return 1
 
 
 if __name__ == "__main__":

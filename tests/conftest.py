@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
 import pytest
 
 # Jupyter and IPython write to ~ unless told otherwise; every kernel and shell a test starts
-# inherits these (quality.md: tests isolate Jupyter's dirs).
+# inherits these (quality.md: tests isolate Jupyter's dirs). A pytest-xdist worker inherits the
+# controller's environment, so it sets its own: workers share no IPython history database.
 _JUPYTER_HOME = tempfile.mkdtemp(prefix="flue-test-jupyter-")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 for _var, _sub in (
     ("IPYTHONDIR", "ipython"),
     ("JUPYTER_CONFIG_DIR", "config"),
     ("JUPYTER_DATA_DIR", "data"),
     ("JUPYTER_RUNTIME_DIR", "runtime"),
 ):
-    os.environ.setdefault(_var, os.path.join(_JUPYTER_HOME, _sub))
+    if _WORKER:
+        os.environ[_var] = os.path.join(_JUPYTER_HOME, _sub)
+    else:
+        os.environ.setdefault(_var, os.path.join(_JUPYTER_HOME, _sub))
     os.makedirs(os.environ[_var], exist_ok=True)
 
 # No test may reach a paid API: real keys are removed, and the provider refuses non-loopback
@@ -60,3 +66,109 @@ def pg_server():
 def pg_url(pg_server):
     """The URL of a fresh, empty database on the throwaway server."""
     return pg_server.create_database()
+
+
+# -- the crash matrix (tests/runtime/test_crash.py) goes in pytest's summary, not its progress ----
+# Under pytest-xdist the worker that ran the crash tests hands its lines to the controller, which
+# prints the summary; this conftest is the one the controller loads (it collects nothing).
+
+_CRASH_MATRIX = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(scope="session")
+def crash_summary(pytestconfig: pytest.Config) -> list[str]:
+    """Lines to print after the test results, under "crash matrix": a heading of two lines, then
+    one line per row."""
+    return pytestconfig.stash.setdefault(_CRASH_MATRIX, [])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    lines = getattr(node, "workeroutput", {}).get("crash_matrix")
+    if lines:  # each worker ran some rows: one heading, every worker's rows
+        merged = node.config.stash.setdefault(_CRASH_MATRIX, [])
+        merged.extend(lines[:2] if not merged else [])
+        merged.extend(line for line in lines[2:] if line not in merged)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    lines = config.stash.get(_CRASH_MATRIX, None)
+    if lines:
+        terminalreporter.section("crash matrix (SIGKILL, then a new process recovers)")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+# -- parallel runs (pytest-xdist, `make test`): what runs together, and the long ones first ------
+# A module's tests stay on one worker, in their order: many share a module-scoped kernel or server
+# and build on each other's cells. Modules whose tests are independent and long (`_SPLIT`) send
+# each test alone. On a worker the units are ordered longest first, and `--no-loadscope-reorder`
+# keeps that order, so that no long test starts last. A test's time is its last run's (pytest's
+# cache), else a guess from the kind of test. A run without xdist keeps the collection order.
+# (xdist's own `--dist loadgroup` cannot be used: it renames tests through `item._nodeid`, which
+# pytest 9 no longer reads.)
+
+_SPLIT = ("tests/runtime/test_crash.py",)
+_DURATIONS = "flue/durations"
+_TIMES: dict[str, float] = {}
+
+
+def _unit(nodeid: str) -> str:
+    """What runs on one worker: the test's module, or the test alone in a `_SPLIT` module."""
+    module = nodeid.split("::")[0]
+    return nodeid if module in _SPLIT else module
+
+
+def _guess(item: pytest.Item) -> float:
+    if "browser" in item.path.parts:
+        return 60.0
+    if item.get_closest_marker("kernel") or item.get_closest_marker("crash"):
+        return 5.0
+    return 0.1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):
+        return
+    cache = getattr(config, "cache", None)
+    known: dict[str, float] = cache.get(_DURATIONS, {}) if cache is not None else {}
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(_unit(item.nodeid), []).append(item)
+
+    def cost(unit: list[pytest.Item]) -> float:
+        return sum(known.get(i.nodeid, _guess(i)) for i in unit)
+
+    items[:] = [i for unit in sorted(units.values(), key=cost, reverse=True) for i in unit]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` with `_unit` as the scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _Units(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return _Units(config, log)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TIMES[report.nodeid] = _TIMES.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    workeroutput = getattr(config, "workeroutput", None)  # set on an xdist worker only
+    if workeroutput is not None:
+        if config.stash.get(_CRASH_MATRIX, None):
+            workeroutput["crash_matrix"] = config.stash[_CRASH_MATRIX]
+        return
+    cache = getattr(config, "cache", None)
+    if cache is not None and _TIMES:
+        known = cache.get(_DURATIONS, {})
+        known.update({k: round(v, 3) for k, v in _TIMES.items()})
+        cache.set(_DURATIONS, known)

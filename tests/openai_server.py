@@ -8,7 +8,7 @@ tool-call arguments split at any position, usage in a last chunk with empty `cho
 `stream_options.include_usage` asks, as OpenAI does) or never (`usage=None`) or on the finish
 chunk whatever was asked (`usage_mode="with_finish"`, llama.cpp), tool calls without ids,
 ids and names repeated in every fragment (llama.cpp), an error object mid-stream, a stream cut
-off. `GET /v1/models` lists `server.models` (vLLM adds `max_model_len`); `POST /api/show` and
+off, or a raw body (`RawReply`: HTML, one JSON completion). `GET /v1/models` lists `server.models` (vLLM adds `max_model_len`); `POST /api/show` and
 `GET /api/ps` answer from `server.ollama` like Ollama's native API, `GET /api/v0/models/<id>`
 from `server.lmstudio` like LM Studio's, `GET /props` from `server.props` like llama.cpp's. Requests are kept in
 `server.requests`.
@@ -26,6 +26,7 @@ __all__ = [
     "ChatReply",
     "ErrorReply",
     "OpenAIServer",
+    "RawReply",
     "RecordedRequest",
     "chat",
     "error",
@@ -83,6 +84,8 @@ class ChatReply:
     """Break the connection after this many chunks (no finish_reason, no [DONE])."""
     done: bool = True
     """Send `data: [DONE]` at the end."""
+    finish: bool = True
+    """False: no chunk says why the stream stopped (it just ends)."""
     delay: float = 0.0
     raw_before: dict[int, bytes] = field(default_factory=dict)
     """Raw bytes sent just before chunk n (malformed SSE: bad JSON, bytes that are not UTF-8)."""
@@ -107,7 +110,8 @@ class ChatReply:
         usage = self._usage()
         if usage is not None and self.usage_mode == "with_finish":
             last["usage"] = usage
-        out.append(last)
+        if self.finish:
+            out.append(last)
         if usage is not None and self.usage_mode == "last" and include_usage:
             out.append({**self._chunk({}), "choices": [], "usage": usage})
         return out
@@ -152,6 +156,16 @@ class ErrorReply:
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RawReply:
+    """A body sent as it is, whatever was asked: a proxy's HTML page or a server that ignores
+    `stream: true` and answers with one JSON completion."""
+
+    body: bytes
+    content_type: str
+    status: int = 200
 
 
 def chat(*parts: dict[str, Any], **kwargs: Any) -> ChatReply:
@@ -201,7 +215,7 @@ def overflow(server: Literal["openai", "vllm", "vllm-new", "llama.cpp"]) -> Erro
     )
 
 
-class OpenAIServer(FakeServer[ChatReply | ErrorReply]):
+class OpenAIServer(FakeServer[ChatReply | ErrorReply | RawReply]):
     """A threaded loopback chat-completions API serving queued replies and recording requests."""
 
     def __init__(self) -> None:
@@ -226,7 +240,7 @@ class OpenAIServer(FakeServer[ChatReply | ErrorReply]):
         """Only the chat-completions requests (not the window look-ups)."""
         return [r for r in self.requests if r.path.split("?")[0].endswith("/chat/completions")]
 
-    def no_reply_left(self) -> ChatReply | ErrorReply:
+    def no_reply_left(self) -> ChatReply | ErrorReply | RawReply:
         return error(500, "openai_server: no scripted reply left", type="server_error")
 
 
@@ -272,6 +286,12 @@ class _Handler(FakeHandler):
         try:
             if isinstance(reply, ErrorReply):
                 self.send_json(reply.status, reply.body, reply.headers)
+            elif isinstance(reply, RawReply):
+                self.send_response(reply.status)
+                self.send_header("content-type", reply.content_type)
+                self.send_header("content-length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
             else:
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._stream(reply, include)

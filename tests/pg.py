@@ -17,6 +17,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from tests.locks import APT, exclusive
+
 __all__ = ["PgServer", "bindir", "unavailable"]
 
 _PG_USER = "postgres"
@@ -51,7 +53,8 @@ def _install() -> str | None:
 def unavailable() -> str | None:
     """Why a throwaway server cannot be started here (installing it if we can), or None."""
     if bindir() is None:
-        why = _install()
+        with exclusive(APT):  # parallel test workers take turns; the first one installs
+            why = _install() if bindir() is None else None
         if why is not None:
             return why
     if os.geteuid() == 0:

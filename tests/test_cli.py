@@ -120,9 +120,20 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
         "endless = ScriptedModel([' '.join(f'e{i}' for i in range(2000))], delay=0.01)\n"
         "%config FlueMagics.db = ':memory:'"
     )
-    # The next cell waits until the model was asked (a fresh clone's first cell also compiles the
-    # package, which took more than a fixed 1 s once), then gives the failure 1 s to show.
-    wait = "import time\nfor _ in range(300):\n    if bad.requests:\n        break\n    time.sleep(0.05)\ntime.sleep(1)"
+    # The next cell waits until the store has the background submission settled (a fixed 1 s after
+    # the model was asked failed under load), then gives its final display update 1 s to go out.
+    wait = (
+        "import time\n"
+        "m = get_ipython().magics_manager.registry['FlueMagics']\n"
+        "def settled():\n"
+        "    ss = [s for _a, s in m._agents.values()]\n"
+        "    return bool(ss) and not any(s.store.submissions(s.conversation_id, unsettled=True) for s in ss)\n"
+        "for _ in range(1200):\n"
+        "    if bad.requests and settled():\n"
+        "        break\n"
+        "    time.sleep(0.05)\n"
+        "time.sleep(1)"
+    )
     nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go", wait)
     result = _cli(["run", str(nb)], tmp_path)
     assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr

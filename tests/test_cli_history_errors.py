@@ -81,3 +81,46 @@ def test_a_store_on_a_read_only_mount_says_read_only(tmp_path: Path, conversatio
         "--db", str(mnt / "s.sqlite"), *conversation, cwd=tmp_path, prefix=(unshare, "-m", "sh", "-c", mount, "sh")
     )
     one_paragraph(run, "read-only", "copy")
+
+
+def _pages(db: Path) -> tuple[bytes, int]:
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = con.execute("PRAGMA page_size").fetchone()[0]
+    return db.read_bytes(), page
+
+
+def test_a_store_with_a_damaged_page_is_one_line_whichever_page(tmp_path: Path, capsys) -> None:
+    # Issue 32.8: garbage on the page of a table's rows printed a StoreError traceback.
+    from flue_nb.cli import main
+
+    db = _store(tmp_path)
+    data, page = _pages(db)
+    failed = 0
+    for n in range(1, len(data) // page):
+        damaged = tmp_path / f"damaged-{n}.sqlite"
+        damaged.write_bytes(data[: n * page] + b"\xa5" * page + data[(n + 1) * page :])
+        for conversation in ((), ("talk",)):
+            code = main(["history", "--db", str(damaged), *conversation])
+            out, err = capsys.readouterr()
+            if code == 0:
+                assert not err and out.strip(), (n, conversation)
+                continue
+            failed += 1
+            assert code == 1 and err.startswith("flue-nb history: ") and err.count("\n") == 1, (n, err)
+            assert "damaged" in err or "not a flue_nb store" in err or "no conversation" in err, (n, err)
+    assert failed  # some page holds what history reads
+
+
+def test_a_conversation_id_that_is_not_utf8_says_so_in_one_line(tmp_path: Path) -> None:
+    # Issue 32.8: `flue-nb history $'\xff'` ended in a UnicodeEncodeError traceback.
+    db = _store(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL")}
+    run = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"flue_nb.cli", b"history", b"--db", os.fsencode(db), b"ta\xfflk"],
+        cwd=tmp_path, env=env, capture_output=True, check=False, timeout=120,
+    )  # fmt: skip
+    text = run.stderr.decode("utf-8", "replace")
+    assert run.returncode == 1 and "Traceback" not in text, text
+    assert text.strip().startswith("flue-nb history: ") and text.strip().count("\n") == 0, text
+    assert "UTF-8" in text

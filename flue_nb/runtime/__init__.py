@@ -15,9 +15,31 @@ Layout (one folder per concern):
 - `tools/` — `Tool`, the six sandbox tools, `truncate`, the framework tools, the approval policy,
   MCP servers.
 
-- `text` — the one policy for text that is not valid UTF-8 (escaped where it enters).
+- `text` — the one policy for text that is not valid UTF-8 (escaped where it enters);
+  `redact` — known secrets out of every text that leaves (redacted before any cut);
+  `facts` — how a tool call's approval was decided and what it changed in the namespace.
 
 Modules whose names start with `_` are private to their package. A test
 (tests/test_public_api.py) checks that the notebook layer imports nothing from `core/` or from a
 private runtime module.
 """
+
+__all__ = [
+    "agent",
+    "coordinator",
+    "errors",
+    "events",
+    "facts",
+    "images",
+    "materializer",
+    "messages",
+    "providers",
+    "redact",
+    "sandbox",
+    "session",
+    "store",
+    "text",
+    "tools",
+    "tracing",
+    "warm",
+]

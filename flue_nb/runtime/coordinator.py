@@ -19,14 +19,14 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["Coordinator", "coordinator"]
+__all__ = ["Coordinator", "coordinator", "raise_in_thread"]
 
 T = TypeVar("T")
 
 log = logging.getLogger("flue_nb")
 
 
-def _raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> None:
+def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> None:
     """Raise `exc` in another thread at its next bytecode (None takes back a pending one)."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
 
@@ -66,7 +66,7 @@ class _Call:
             with self._lock:
                 self._running = False
                 if self.interrupted and self._thread_id is not None:
-                    _raise_in_thread(self._thread_id, None)  # never let it land after the call
+                    raise_in_thread(self._thread_id, None)  # never let it land after the call
 
     def interrupt(self) -> bool:
         """Interrupt the call if it is running; True if it was."""
@@ -74,7 +74,7 @@ class _Call:
             if not self._running or self.interrupted or self._thread_id is None:
                 return False
             self.interrupted = True
-            _raise_in_thread(self._thread_id, KeyboardInterrupt)
+            raise_in_thread(self._thread_id, KeyboardInterrupt)
             return True
 
 

@@ -17,6 +17,7 @@
         │   ├── ProviderHTTPError        provider_http_error (has a `status`)
         │   └── ContextOverflowError     context_overflow
         ├── ModelRefusedError            model_refused (the model declined; the API says why)
+        ├── PolicyDeniedError            policy_denied (the hub policy forbids it; names the policy)
         ├── SandboxError                 sandbox_error
         │   └── SandboxTimeoutError      sandbox_timeout
         ├── LimitExceeded                limit_exceeded
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from flue_nb.runtime._redact import redact, redact_value, secret_values
+from flue_nb.runtime.redact import redact, redact_value, secret_values
 
 __all__ = [
     "AgentError",
@@ -55,6 +56,7 @@ __all__ = [
     "ModelNotConfiguredError",
     "ModelRefusedError",
     "NoSandboxError",
+    "PolicyDeniedError",
     "ProviderError",
     "ProviderErrorKind",
     "ProviderHTTPError",
@@ -252,6 +254,15 @@ class ModelRefusedError(RunError):
     type = "model_refused"
 
 
+class PolicyDeniedError(RunError):
+    """The hub policy forbids it: a model it does not list, an MCP server, a spending limit.
+
+    Final: another attempt would be refused the same way. The message names the policy file.
+    """
+
+    type = "policy_denied"
+
+
 class SandboxError(RunError):
     """The sandbox failed to do what a tool asked."""
 
@@ -347,6 +358,7 @@ ERROR_TYPES: dict[str, type[FlueError]] = {
         ProviderHTTPError,
         ContextOverflowError,
         ModelRefusedError,
+        PolicyDeniedError,
         SandboxError,
         SandboxTimeoutError,
         LimitExceeded,

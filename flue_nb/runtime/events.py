@@ -29,7 +29,8 @@ text_delta             TextDelta            delta
 thinking_delta         ThinkingDelta        delta
 tool_start             ToolStart            call_id, name, input
 tool_update            ToolUpdate           call_id, name, progress, total, message
-tool                   ToolEnd              call_id, name, is_error, content, duration_ms, details, ended
+tool                   ToolEnd              call_id, name, is_error, content, duration_ms, details, ended,
+                                            images, approval, namespace
 task_start             TaskStart            agent, description, depth
 task                   TaskEnd              agent, is_error, text, error
 compaction_start       CompactionStart      reason, estimated_tokens
@@ -53,6 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from flue_nb.runtime.facts import ApprovalFacts, NamespaceDiff
 from flue_nb.runtime.messages import ImagePart, Usage
 
 __all__ = [
@@ -313,9 +315,9 @@ class ToolUpdate(_Envelope):
 class ToolEnd(_Envelope):
     """A tool call ended; `content` is what the model sees.
 
-    `details` is the tool's own structured extra (the `python` tool's namespace diff under
-    `variables` — created/changed/deleted names —, its result handle under `handle`). `ended` is `aborted` or `failed` when the run
-    stopped underneath the call.
+    `details` is the tool's own structured extra (the `python` tool's result handle under
+    `handle`); `approval` says how the call's approval was decided, `namespace` which names its
+    code changed. `ended` is `aborted` or `failed` when the run stopped underneath the call.
     """
 
     type: Literal["tool"] = "tool"
@@ -329,6 +331,10 @@ class ToolEnd(_Envelope):
     images: tuple[ImagePart, ...] = ()
     """Images the result carries (a figure, an image `read`): live, with their bytes; rebuilt
     from the store, references only (`Store.blob(digest)` has the bytes), for thumbnails."""
+    approval: ApprovalFacts | None = None
+    """How the call's approval was decided, when a policy other than `allow` applied."""
+    namespace: NamespaceDiff | None = None
+    """The names the call's code added, changed and removed (the `python` tool)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -397,6 +403,7 @@ LogKind = Literal[
     "tool_call_streaming",
     "settings_not_restored",
     "budget",
+    "answer_cut",
 ]
 
 

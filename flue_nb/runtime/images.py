@@ -16,6 +16,7 @@ import math
 import os
 import re
 import struct
+import zlib
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
@@ -32,6 +33,7 @@ __all__ = [
     "image_from_bytes",
     "image_from_object",
     "image_tokens",
+    "repaired",
     "rich_image",
     "sniff",
     "svg_png",
@@ -132,12 +134,49 @@ def image_from_bytes(data: bytes, *, label: str = "") -> ImagePart:
             f"{label or 'the data'} is not a PNG, JPEG, GIF or WebP image ({len(data):,} bytes starting {data[:8]!r})"
         )
     media_type, width, height = head
+    data = repaired(data)
     problem = undecodable(data)
     if problem:
         raise ConfigError(f"{label or 'the image'} looks like {media_type} but cannot be decoded: {problem}")
     if max(width, height) > MAX_EDGE or len(data) > MAX_BYTES:
         data, media_type, width, height = downscale(data, label=label)
     return ImagePart(media_type, hashlib.sha256(data).hexdigest(), width, height, label, data)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def repaired(data: bytes) -> bytes:
+    """`data` without the ancillary PNG chunks whose CRC is wrong (Pillow refuses the whole
+    image for one); `data` itself when it has none. Every path that decodes an image goes
+    through here.
+
+    Ancillary chunks (a lower-case first letter: colour profiles, text, time) carry no pixels, so
+    a decoder may skip them; Pillow refuses the whole image instead (servers and files carry such
+    chunks: the reference MCP `server-everything`'s own tiny PNG has a bad iCCP checksum). A
+    critical chunk with a bad CRC, or a file that is not a well-formed chunk list, is left alone.
+    """
+    if not data.startswith(_PNG_SIGNATURE):
+        return data
+    out = [_PNG_SIGNATURE]
+    pos, dropped = len(_PNG_SIGNATURE), False
+    while pos + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        end = pos + 12 + length
+        if end > len(data):
+            return data
+        kind, payload = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : end])
+        if zlib.crc32(kind + payload) != crc:
+            if not kind[:1].islower():
+                return data
+            dropped = True
+        else:
+            out.append(data[pos:end])
+        pos = end
+        if kind == b"IEND":
+            break
+    return b"".join(out) if dropped else data
 
 
 def undecodable(data: bytes) -> str | None:
@@ -172,7 +211,7 @@ def downscale(
             f"{label or 'an image'} is larger than {max_edge} px or {max_bytes:,} bytes and Pillow "
             "is not installed to scale it down: `pip install 'flue_nb[images]'`"
         ) from None
-    with Image.open(io.BytesIO(data)) as opened:
+    with Image.open(io.BytesIO(repaired(data))) as opened:
         opened.load()
         fmt = opened.format or "PNG"
         if getattr(opened, "n_frames", 1) > 1:

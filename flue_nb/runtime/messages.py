@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from flue_nb.runtime.facts import ApprovalFacts, NamespaceDiff, join_details, split_details
+
 __all__ = [
     "AssistantMessage",
     "AssistantPart",
@@ -197,6 +199,10 @@ class ToolResultMessage:
     """How long the call ran (for observers redrawing it)."""
     images: list[ImagePart] = field(default_factory=list)
     """Images sent to the model next to `content` (figures the code drew, an image `read`)."""
+    approval: ApprovalFacts | None = field(default=None, compare=False)
+    """How the call's approval was decided, when a policy other than `allow` applied."""
+    namespace: NamespaceDiff | None = field(default=None, compare=False)
+    """The names the call's code added, changed and removed (the `python` tool)."""
     kind: Literal["tool_result"] = "tool_result"
 
 
@@ -309,8 +315,9 @@ def message_to_dict(m: Message) -> dict[str, Any]:
         return d
     if isinstance(m, ToolResultMessage):
         d = {"kind": "tool_result", "call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
-        if m.details:
-            d["details"] = m.details
+        details = join_details(m.details, m.approval, m.namespace)
+        if details:
+            d["details"] = details
         if m.duration_ms is not None:
             d["duration_ms"] = m.duration_ms
         if m.images:
@@ -338,14 +345,17 @@ def message_from_dict(d: dict[str, Any]) -> Message:
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])
     if k == "tool_result":
+        details, approval, namespace = split_details(d.get("details"))
         return ToolResultMessage(
             d["call_id"],
             d["name"],
             d["content"],
             d.get("is_error", False),
-            d.get("details"),
+            details,
             d.get("duration_ms"),
             [image_from_dict(p) for p in d.get("images") or ()],
+            approval,
+            namespace,
         )
     if k == "signal":
         return SignalMessage(d["signal_type"], d["text"], list(d.get("changes") or []))

@@ -10,6 +10,7 @@ import queue
 import socket
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,16 +21,22 @@ from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.core.owner import provably_dead
+from flue_nb.runtime.core.replay import Page, newest_seq, rebuild_page
 from flue_nb.runtime.core.task_record import step_response
-from flue_nb.runtime.errors import ConfigError, SubmissionAbortedError, error_from_dict
+from flue_nb.runtime.core.tokens import reported_context
+from flue_nb.runtime.errors import ConfigError, FlueError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
 from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.store import Outcome, RecordKind, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
+from flue_nb.runtime.tools.grants import Grant, grant, grants, revoke
+from flue_nb.runtime.tools.summary import Summaries
+from flue_nb.runtime.undo import Change, UndoResult
 
 __all__ = [
     "Lease",
+    "Page",
     "Receipt",
     "Session",
     "SessionStatus",
@@ -37,12 +44,15 @@ __all__ = [
     "StoredTurn",
     "init",
     "open_conversation",
+    "store_for",
 ]
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
 _stores: dict[str, Store] = {}
 _conversations: dict[tuple[int, str], Conversation] = {}
+_tallies: weakref.WeakKeyDictionary[Any, dict[str, tuple[_Tally, threading.Lock]]] = weakref.WeakKeyDictionary()
+"""Each store's conversations' status tallies (`StoredConversation._folded`), shared in-process."""
 
 
 @atexit.register
@@ -113,6 +123,12 @@ class SessionStatus:
     whose model has a known price; None when none has."""
     unpriced_responses: int = 0
     """Responses from models without a known price (offline ones, say): not in `cost_usd`."""
+    unreported_responses: int = 0
+    """Responses whose server reported no token usage: not in `usage` (which is not zero for
+    them but unknown; a budget counts their estimate)."""
+    lost_calls: int = 0
+    """Model calls cut off or retried; what they sent (and what had streamed) is in `cost_usd`,
+    estimated, when their model has a price."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +155,8 @@ class _Tally:
     spend: Spend = field(default_factory=Spend)
     settled: dict[str, int] = field(default_factory=dict)
     """Settled submissions by outcome, from their settlement records (one each, contract 10.4)."""
+    lost_calls: int = 0
+    unreported: int = 0
 
 
 class StoredConversation:
@@ -150,8 +168,11 @@ class StoredConversation:
     def __init__(self, store: Store, conversation_id: str) -> None:
         self.store = store
         self.conversation_id = conversation_id
-        self._tally = _Tally()
-        self._tally_lock = threading.Lock()
+        # One tally per conversation per store in this process: each `%flue chat` or `%flue
+        # status` opens a new session, and a fresh tally folds the whole record stream again.
+        with _registry_lock:
+            per_store = _tallies.setdefault(store, {})
+            self._tally, self._tally_lock = per_store.setdefault(conversation_id, (_Tally(), threading.Lock()))
 
     def submissions(self) -> list[Submission]:
         """The conversation's submissions in admission order."""
@@ -167,18 +188,31 @@ class StoredConversation:
 
         return rebuild_events(self.store, self.conversation_id)
 
-    def turns(self) -> list[StoredTurn]:
-        """The history grouped by submission, in order, with stored images loaded back."""
+    def page(self, last: int, *, before_seq: int | None = None) -> Page:
+        """The events of the newest `last` submissions (of those admitted before `before_seq`),
+        rebuilt from the store by index: a view draws a page of a long conversation."""
+        return rebuild_page(self.store, self.conversation_id, last=last, before_seq=before_seq)
+
+    def newest_seq(self) -> int:
+        """The seq of the newest record (0: none), read by index: what a follower compares with."""
+        return newest_seq(self.store, self.conversation_id)
+
+    def turns(self, last: int | None = None) -> list[StoredTurn]:
+        """The history grouped by submission, in order, with stored images loaded back; with
+        `last`, only the newest `last` submissions' (read by index, not the whole history)."""
+        from flue_nb.runtime.core.replay import page_records
         from flue_nb.runtime.core.window import load_images
 
-        subs = {s.id: s for s in self.submissions()}
-        recovered = {
-            r.submission_id
-            for r in self.store.records(self.conversation_id, kinds=["event"])
-            if r.data.get("recovered")
-        }
+        kinds: list[RecordKind] = ["message", "event"]
+        if last is None:
+            subs = {s.id: s for s in self.submissions()}
+            records = self.store.records(self.conversation_id, kinds=kinds)
+        else:
+            page, records, _, _ = page_records(self.store, self.conversation_id, last=last, kinds=kinds)
+            subs = {s.id: s for s in page}
+        recovered = {r.submission_id for r in records if r.kind == "event" and r.data.get("recovered")}
         groups: list[tuple[str | None, list[Message]]] = []
-        for r in self.store.records(self.conversation_id, kinds=["message"]):
+        for r in (r for r in records if r.kind == "message"):
             if not groups or groups[-1][0] != r.submission_id:
                 groups.append((r.submission_id, []))
             groups[-1][1].append(message_from_dict(r.data))
@@ -202,6 +236,11 @@ class StoredConversation:
                 if r.kind == "event":
                     if "attempt" in r.data:
                         t.agent = str(r.data.get("agent"))
+                    elif isinstance(lost := r.data.get("lost_call"), dict):
+                        # A call cut off or retried: its prompt was paid for (an estimate).
+                        t.lost_calls += 1
+                        if isinstance(usd := lost.get("usd"), (int, float)):
+                            t.spend.usd = (t.spend.usd or 0.0) + float(usd)
                 elif r.kind == "settlement":
                     outcome = str(r.data.get("outcome"))
                     t.settled[outcome] = t.settled.get(outcome, 0) + 1
@@ -215,10 +254,12 @@ class StoredConversation:
                     m = message_from_dict(r.data)
                     if isinstance(m, AssistantMessage):
                         t.model = m.model
-                        t.used_tokens = m.usage.total if m.usage is not None else None
+                        t.used_tokens = reported_context(m)
                         if m.usage is not None:
                             t.usage = t.usage + m.usage
                             t.spend.add(m.model, m.usage)
+                        else:
+                            t.unreported += 1
             return dataclasses.replace(t, spend=dataclasses.replace(t.spend), settled=dict(t.settled))
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
@@ -275,6 +316,8 @@ class StoredConversation:
             outcomes=outcomes,
             cost_usd=tally.spend.usd,
             unpriced_responses=tally.spend.unpriced,
+            lost_calls=tally.lost_calls,
+            unreported_responses=tally.unreported,
         )
 
 
@@ -302,6 +345,12 @@ class Session:
     def store(self) -> Store:
         """The durable store behind the conversation."""
         return self._conv.store
+
+    @property
+    def summaries(self) -> Summaries:
+        """How a view of this conversation sums a call up: by the tools its agent's runs in this
+        process had (`Tool.summary_arg`), else by the call's first text argument."""
+        return self._conv.summaries
 
     def __repr__(self) -> str:
         return f"<flue_nb Session conversation={self._conv.id!r} agent={self._conv.agent.name!r}>"
@@ -339,6 +388,17 @@ class Session:
         sub = self._conv.admit(clean(message), parts, settings=per_call or None)
         self._co.call(self._conv.kick, sub)
         return Receipt(sub.id, sub.accepted_at, self._conv.id)
+
+    async def arefuse(self, message: str, error: FlueError) -> Receipt:
+        """Record a message that was refused without running (its sender was told why): it is
+        admitted and settled `failed` with `error` at once, and no model ever sees it."""
+        conv = self._conv
+
+        async def refuse() -> Submission:
+            return conv.refuse(clean(message), error)
+
+        sub = await asyncio.wrap_future(self._co.submit(refuse()))
+        return Receipt(sub.id, sub.accepted_at, conv.id)
 
     def read(self, receipt: Receipt | str, *, timeout: float | None = None) -> str:
         """Wait for a submission's outcome: its reply, or the error it failed or aborted with."""
@@ -484,9 +544,18 @@ class Session:
         """The conversation's submissions in admission order."""
         return self._stored.submissions()
 
-    def turns(self) -> list[StoredTurn]:
-        """The history grouped by submission, with how each ended (`%flue history`)."""
-        return self._stored.turns()
+    def page(self, last: int, *, before_seq: int | None = None) -> Page:
+        """The events of the newest `last` submissions (of those before `before_seq`), for a redraw."""
+        return self._stored.page(last, before_seq=before_seq)
+
+    def newest_seq(self) -> int:
+        """The seq of the conversation's newest record (0: none), read by index."""
+        return self._stored.newest_seq()
+
+    def turns(self, last: int | None = None) -> list[StoredTurn]:
+        """The history grouped by submission, with how each ended (`%flue history`); with
+        `last`, the newest `last` submissions' only."""
+        return self._stored.turns(last)
 
     def usage(self, submission_id: Receipt | str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""
@@ -497,20 +566,134 @@ class Session:
         """Who holds the conversation now (None when idle); cheaper than `status()`."""
         return self._stored.lease()
 
+    # --- review, undo, rewind (issue 34) ------------------------------------------------------
+
+    def changes(self, submission_id: Receipt | str | None = None) -> list[Change]:
+        """What one run's tool calls changed (the newest run with changes when None), as items
+        `STEP.ITEM`; `item.describe()` is its line."""
+        from flue_nb.runtime.undo import changes
+
+        sid = self._effects_submission(submission_id)
+        return changes(self.store, self.conversation_id, sid) if sid is not None else []
+
+    def undo(
+        self,
+        item: str | Change | Sequence[str | Change] = "all",
+        *,
+        submission_id: Receipt | str | None = None,
+        force: bool = False,
+    ) -> UndoResult:
+        """Undo items of a run (`"all"`, a `STEP.ITEM` key, a name, a path or a `Change`): all or
+        nothing, unless `force`. The model is told on its next turn."""
+        from flue_nb.runtime.undo import undo
+
+        listed = [c for c in self.changes(submission_id) if not c.undone]
+        wanted = [item] if isinstance(item, (str, Change)) else list(item)
+        chosen: list[Change] = []
+        for w in wanted:
+            if isinstance(w, Change):
+                chosen.append(w)
+            elif w == "all":
+                chosen.extend(listed)
+            else:
+                found = [c for c in listed if c.key == w or c.target == w or c.target.endswith(os.sep + w)]
+                if not found:
+                    raise LookupError(f"no change {w!r} to undo: `%flue changes` lists them")
+                chosen.append(found[-1])
+        self._check_idle()
+        result = undo(self.store, self.conversation_id, chosen, force=force)
+        self._tell_model(result, "undid")
+        return result
+
+    def rewind(self, step: int | str, *, submission_id: Receipt | str | None = None, force: bool = False) -> UndoResult:
+        """Put cells, files and variables back as they were before `step` of a run (its number as
+        `changes` lists it, or its tool call id): that step's effects and every later one's are
+        undone, newest first, without running anything again. The model is told."""
+        from flue_nb.runtime.undo import rewind
+
+        sid = self._effects_submission(submission_id)
+        if sid is None:
+            raise LookupError("no run with recorded changes to rewind")
+        self._check_idle()
+        result = rewind(self.store, self.conversation_id, sid, step, force=force)
+        self._tell_model(result, f"rewound to before step {step} of submission {sid}: undid")
+        return result
+
+    def materialize(self, submission_id: Receipt | str | None = None) -> Any:
+        """Write the run's state-changing `python` calls into the notebook as provenance-marked
+        cells (every such call of the conversation no cell recreates yet, when None), so the
+        saved notebook reruns; the result's `text()` says where they went. Needs the notebook
+        layer (`%load_ext flue_nb` in a kernel), which supplies the document."""
+        from flue_nb.runtime.errors import ConfigError
+        from flue_nb.runtime.materializer import MATERIALIZERS
+
+        if not MATERIALIZERS:
+            raise ConfigError(
+                "session.materialize needs a notebook: call it in a kernel with the extension loaded "
+                "(`%load_ext flue_nb`), or use `%flue materialize` there"
+            )
+        sid = submission_id.submission_id if isinstance(submission_id, Receipt) else submission_id
+        return MATERIALIZERS[-1](self.store, self.conversation_id, sid)
+
+    def _effects_submission(self, submission_id: Receipt | str | None) -> str | None:
+        from flue_nb.runtime.undo import changes
+
+        if submission_id is not None:
+            return submission_id.submission_id if isinstance(submission_id, Receipt) else submission_id
+        every = changes(self.store, self.conversation_id)
+        return every[-1].submission_id if every else None
+
+    def _check_idle(self) -> None:
+        from flue_nb.runtime.errors import SessionBusyError
+
+        if self.store.submissions(self.conversation_id, unsettled=True) or self._conv.busy:
+            raise SessionBusyError("a run is in progress; undo or rewind when it has finished (or abort it first)")
+
+    def _tell_model(self, result: UndoResult, verb: str) -> None:
+        if not result.undone:
+            return
+        lines = [f"The user {verb} these changes of yours (they are no longer in effect):"]
+        lines += [f"- {c.describe().split(' ', 1)[1]}" for c in result.undone]
+        if result.refused:
+            lines.append("Not undone: " + "; ".join(f"{c.target} ({why})" for c, why in result.refused))
+        text = "\n".join(lines)
+
+        async def note() -> None:
+            self._conv.note(text)
+
+        self._co.wait(self._co.submit(note()))
+
     def status(self) -> SessionStatus:
         """Where the conversation stands: agent and model in use, queue, owner, context use."""
         return self._stored.status(agent=self._conv.agent.name, live=self._conv.current_run)
+
+    # --- approval grants ------------------------------------------------------------------------
+
+    def allow(self, tool: str, pattern: str = "*") -> list[Grant]:
+        """Always allow calls of `tool` whose summary argument matches `pattern` in this
+        conversation (kept in its store; what `ask` would have asked about); the grants after."""
+        return grant(self._conv.store, self._conv.id, tool, pattern)
+
+    def revoke(self, tool: str | None = None, pattern: str | None = None) -> list[Grant]:
+        """Take back this conversation's grants of `tool` (all without one); those taken back."""
+        return revoke(self._conv.store, self._conv.id, tool, pattern)
+
+    def grants(self) -> list[Grant]:
+        """This conversation's grants ("always allow this")."""
+        return grants(self._conv.store, self._conv.id)
 
 
 def open_conversation(
     conversation: str = "default", *, db: str | os.PathLike[str] | Store | None = None, cwd: str | None = None
 ) -> StoredConversation:
     """Read a conversation from its store without an agent (history, status, events, abort)."""
-    store, _ = _store_for(db, cwd or os.getcwd())
+    store, _ = store_for(db, cwd or os.getcwd())
     return StoredConversation(store, conversation)
 
 
-def _store_for(db: Any, cwd: str) -> tuple[Store, bool]:
+def store_for(db: Any, cwd: str) -> tuple[Store, bool]:
+    """The store `db` names (a `Store`, a URL, a path, or None: `$FLUE_DB` or the default file in
+    `cwd`), and whether it is one connection shared by this process's sessions."""
     from flue_nb.runtime.store.sqlite import open_store
     from flue_nb.runtime.store.url import db_from_env, is_postgres_url, open_any
 
@@ -570,7 +753,7 @@ def init(
     if not isinstance(conversation, str) or not conversation:
         raise ConfigError("conversation must be a non-empty string id")
     conversation = clean(conversation)  # an id that is not valid UTF-8 is stored escaped
-    store, shared = _store_for(db, cwd or os.getcwd())
+    store, shared = store_for(db, cwd or os.getcwd())
     key = (id(store), conversation)
     with _registry_lock:
         conv = _conversations.get(key) if shared and settings is None else None

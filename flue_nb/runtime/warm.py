@@ -24,15 +24,15 @@ def warm(*, anthropic: bool, openai: bool = False) -> None:
     from flue_nb.runtime.core.tokens import count_text
 
     count_text("warm up")
+    from flue_nb.runtime.providers.streaming import tls_context
+
     if anthropic:
         from flue_nb.runtime.providers import anthropic as provider
 
-        provider._tls_context()  # the one context every client of the process shares
+        tls_context()  # the one context every client of the process shares
         provider.load_sdk()
     if openai:
-        from flue_nb.runtime.providers import anthropic as provider
-
-        provider._tls_context()  # shared by the openai SDK's clients too
+        tls_context()  # shared by the openai SDK's clients too
         try:
             importlib.import_module("openai")
         except ImportError:

@@ -27,7 +27,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "notebook"))
+sys.path.insert(0, str(ROOT / "tests"))
 from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env  # noqa: E402
+from locks import APT, exclusive  # noqa: E402
 
 VENV = ROOT / ".venv-browser"
 STAMP = VENV / ".installed"
@@ -49,6 +51,13 @@ def chromium() -> str:
         return CHROMIUM
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise Unavailable(f"{CHROMIUM} is missing and installing it needs root and apt-get")
+    with exclusive(APT):
+        if os.path.exists(CHROMIUM):  # another test worker installed it meanwhile
+            return CHROMIUM
+        return _install_chromium()
+
+
+def _install_chromium() -> str:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
         done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True, timeout=900)
@@ -61,6 +70,11 @@ def chromium() -> str:
 
 def browser_venv(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
     """`venv`'s python (`.venv-browser` by default), created (and `packages` installed) when missing."""
+    with exclusive(venv):  # one test worker builds it; the others wait for it
+        return _build_venv(venv, packages)
+
+
+def _build_venv(venv: Path, packages: list[str]) -> Path:
     python = venv / "bin" / "python"
     stamp = venv / STAMP.name
     if stamp.exists() and stamp.read_text() == "\n".join(packages):
@@ -104,16 +118,35 @@ def write_notebook(path: Path, cells: list[str]) -> None:
     path.write_text(json.dumps(nb, indent=1))
 
 
+def install_frontend(root: Path) -> dict[str, str]:
+    """flue_nb's live-edit path for a Lab whose Jupyter dirs are under `root`, from the project's
+    own files, as the wheel installs it: the labextension in the data dir's `labextensions/flue-nb`,
+    the server extension switched on in the config dir; the server imports it from the checkout
+    (the environment to add)."""
+    ext = root / "data" / "labextensions" / "flue-nb"
+    ext.parent.mkdir(parents=True, exist_ok=True)
+    if not ext.exists():
+        ext.symlink_to(ROOT / "flue_nb" / "notebook" / "document" / "labextension", target_is_directory=True)
+    conf = root / "config" / "jupyter_server_config.d"
+    conf.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "jupyter-config" / "jupyter_server_config.d" / "flue_nb.json", conf / "flue_nb.json")
+    return {"PYTHONPATH": str(ROOT)}
+
+
 def run_driver(
     python: Path, driver: str, tmp_path: Path, args: list[str], *, timeout: float = 900,
     before_stop: Callable[[], object] | None = None, env: dict[str, str] | None = None,
+    frontend: bool = False,
 ) -> str:  # fmt: skip
-    """Start a Lab on `tmp_path/nb` (kernel: this venv's Python), run `driver` (a script beside
-    this file, with `env` added to its environment) with `URL OUT CHROMIUM *args`, then
-    `before_stop()` while the server still runs, and fail with the driver's report unless it
-    passed."""
+    """Start a Lab on `tmp_path/nb` (kernel: this venv's Python; with `frontend`, flue_nb's
+    live-edit extensions loaded), run `driver` (a script beside this file, with `env` added to its
+    environment) with `URL OUT CHROMIUM *args`, then `before_stop()` while the server still runs,
+    and fail with the driver's report unless it passed."""
     _spec_manager(tmp_path)
-    lab = Lab(python, tmp_path, jupyter_env(tmp_path))
+    lab_env = jupyter_env(tmp_path)
+    if frontend:
+        lab_env.update(install_frontend(tmp_path))
+    lab = Lab(python, tmp_path, lab_env)
     try:
         done = subprocess.run([str(python), str(Path(__file__).with_name(driver)), lab.url, str(tmp_path), *args],
                               check=False, capture_output=True, text=True, timeout=timeout,

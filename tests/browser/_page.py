@@ -21,6 +21,10 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 TIMEOUT = 60_000
+# A check with no timeout of its own waits 20 s, not Playwright's 5: on a loaded machine (the
+# tests run in parallel) a page can be that slow. A check passes as soon as it holds, so only a
+# failure takes longer.
+expect.set_options(timeout=20_000)
 _started = time.monotonic()
 VISIBLE = ".jp-NotebookPanel:not(.lm-mod-hidden) "
 """The notebook in view (Lab keeps other tabs' notebooks in the page, hidden)."""
@@ -99,6 +103,9 @@ def drive(
         opened = [browser.new_page(viewport={"width": width, "height": height}) for _ in range(pages)]
         errors: list[str] = []
         for page in opened:
+            # Clicks and fills wait as long as the checks do, not Playwright's 30 s: on a loaded
+            # machine (parallel tests) Lab can take that long to lay a cell out.
+            page.set_default_timeout(TIMEOUT)
             page.on("pageerror", lambda exc: errors.append(str(exc)))
         try:
             for name, scenario in scenarios:

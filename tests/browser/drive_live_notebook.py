@@ -17,6 +17,10 @@ from playwright.sync_api import Page, expect
 
 
 def scenario(page: Page) -> None:
+    # On a loaded machine the collaborative document can take long enough to sync that Lab asks
+    # whether to keep waiting (a modal that stays up even once it has synced): keep waiting, as a
+    # person would.
+    page.add_locator_handler(page.get_by_role("button", name="Continue waiting"), lambda button: button.click())
     open_notebook(page, "fix.ipynb")
     step("JupyterLab (with collaboration) open, kernel idle")
 

@@ -58,6 +58,52 @@ def full_size_on_click(image: Locator) -> str:
     return shown
 
 
+PLACEHOLDER = re.compile(r"Loading widget|Error displaying widget")
+
+
+def reopened(page: Page, path: str, lab: bool, shot: str) -> None:
+    """Open `path` and watch it while its kernel starts: the chat's cell shows its static copy
+    and no widget placeholder (issue 33.5), from the first moment its outputs are drawn until the
+    kernel is idle and a moment after. A screenshot of the first moment the copy shows."""
+    from _page import kernel_idle
+
+    page.goto(f"{URL}/lab/tree/{path}" if lab else f"{URL}/notebooks/{path}")
+    if lab:  # Lab shows the workspace's last tab first, then this one
+        current = page.locator(".lm-TabBar-tab.lm-mod-current", has_text=path.rsplit("/", 1)[-1])
+        expect(current.first).to_be_visible(timeout=TIMEOUT)
+    copy = cell(page, 2).locator(".flue-static")
+    expect(copy).to_be_visible(timeout=TIMEOUT)
+    step(page, f"reopened {path}: the copy shows while the kernel starts", shot)
+    seen: list[str] = []
+    samples = 0
+
+    def sample() -> None:
+        nonlocal samples
+        samples += 1
+        shown = page.locator(VISIBLE + ".jp-OutputArea-output:visible", has_text=PLACEHOLDER)
+        if shown.count():
+            seen.append(shown.first.inner_text())
+            page.screenshot(path=str(OUT / f"{shot}-placeholder.png"), full_page=True)
+
+    while True:  # until the kernel is idle
+        sample()
+        idle = (
+            page.get_by_text("flue test | Idle").count()
+            if lab
+            else page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+        )
+        if idle:
+            break
+        time.sleep(0.05)
+    kernel_idle(page, lab)
+    end = time.monotonic() + 3.0  # the widget manager restores after the kernel is up
+    while time.monotonic() < end:
+        sample()
+        time.sleep(0.1)
+    assert not seen, f"a widget placeholder showed above the copy: {seen[:3]}"
+    print(f"    no widget placeholder in {samples} looks while {path} reopened", flush=True)
+
+
 def readable(page: Page, where: str, *, styled: bool = True) -> None:
     """The cell's run and the chat's conversation are shown, figures in place; no widget error
     anywhere. `styled`: the copy's stylesheet applies (a trusted notebook), so a click on a
@@ -117,7 +163,7 @@ def saved(page: Page, lab: bool) -> None:
     step(page, f"{where}: kernel shut down from the menu, the page shows the copy", f"{tag}-shutdown")
     save(page)
 
-    open_notebook(page, f"{d}saved.ipynb", lab=lab)  # reopened: a new kernel starts
+    reopened(page, f"{d}saved.ipynb", lab, f"{tag}-reopening")  # a new kernel starts
     time.sleep(2.0)
     readable(page, f"in {where}, reopened in a new kernel")
     step(page, f"{where}: reopened in a new kernel", f"{tag}-reopened")
@@ -125,7 +171,7 @@ def saved(page: Page, lab: bool) -> None:
     # The file saved while the chat was live, reopened after its kernel died unseen: the
     # readable copy, and no widget error line above it (the chat named its model in the
     # notebook's widget state, as a widget that hides its own output).
-    open_notebook(page, f"{d}saved-live.ipynb", lab=lab)
+    reopened(page, f"{d}saved-live.ipynb", lab, f"{tag}-reopening-live")
     time.sleep(2.0)
     # A byte copy keeps the notebook's signature: the frontend trusts it and draws its HTML.
     copy = cell(page, 2).locator(".jp-OutputArea-output", has_text="and in the chat?")

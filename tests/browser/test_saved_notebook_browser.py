@@ -2,7 +2,8 @@
 
 The driver (`drive_saved.py`, in `.venv-browser`) runs a `%%flue` cell and a `%flue chat`, sends a
 chat message, saves, shuts the kernel down from the Kernel menu and reopens the notebook (a new
-kernel), opens the copy saved while the chat was live (no widget error: only the copy), and opens
+kernel; watched while it starts: the chat's copy and no "Loading widget..." above it, issue 33.5),
+opens the copy saved while the chat was live (no widget error: only the copy), and opens
 it with no kernel; all of it in JupyterLab, then in Notebook 7 (its own copy in `seven/`), which
 also opens a copy changed outside Jupyter (untrusted). The cell and the chat each have the
 `python` tool draw a matplotlib figure: every reopened view shows both in their tool card's place.

@@ -63,7 +63,57 @@ assert.match(denied, /flue-tool-denied/);
 assert.doesNotMatch(denied, /flue-tool-error/);
 assert.match(denied, /denied by the approval policy/);
 
+// Call ids repeat across submissions (issue 33.3): a card's key is its place, so opening the old
+// turn's card does not open the new turn's.
+const again = (id) => chat.blockPieces(ctx, { id, kind: "submission", text: "", state: "settled", outcome: "completed",
+  parts: [{ kind: "tool", call_id: "call_1", name: "bash", summary: "ls", status: "ok", duration_ms: 1,
+    input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: { text: "a", bytes: 1, lines: 1, clipped: false },
+    result_kind: "text", result_lang: "", namespace: null, approval: null, ask: null, asked_at: null, images: [], task: null }] });
+const keyOf = (pieces) => pieces.map(([, html]) => html.match(/data-key="(tool:[^"]*)"/)).filter(Boolean)[0][1];
+assert.notEqual(keyOf(again("s1")), keyOf(again("s2")));
+
 assert.equal(chat.fmtWait(75), "1 min 15 s");
+
+// The changes panel: one line until opened; diffs coloured by line and language; Keep / Undo per
+// item and for all in a live chat; a refusal says why and offers Undo anyway; a cell view says the magic.
+const item = (over) => ({
+  key: "1.1", ident: "e1:file:0", step: 1, call_id: "e1", tool: "edit", kind: "file", action: "changed",
+  target: "clean.py", title: "/w/clean.py", summary: "changed, 10 bytes → 12 bytes (+1 −1 lines)",
+  diff: ["@@ -1,2 +1,2 @@", " import pandas", "-x = 1", "+x = <2>"], diff_note: "", lang: "python",
+  undone: false, undoable: true, kept: false, note: "", ...over,
+});
+const changes = {
+  submission_id: "sub_1", headline: "2 changes: 1 file, 1 variable", said: "", refused: [], offer: null,
+  items: [item({}), item({ key: "2.1", ident: "p1:variable:0", step: 2, call_id: "p1", tool: "python", kind: "variable",
+    target: "df", title: "df", summary: "df: DataFrame 10,000×12 → 9,812×12", diff: [], lang: "" })],
+};
+const closedPanel = chat.changesPanel(ctx, changes);
+assert.match(closedPanel, /^<details class="flue-changes" data-key="changes:sub_1" role="group"/);
+assert.doesNotMatch(closedPanel, /<details[^>]* open/);
+assert.match(closedPanel, /<summary><span class="flue-chg-title">2 changes: 1 file, 1 variable<\/span> <span class="flue-muted">— review<\/span><\/summary>/);
+assert.match(closedPanel, /<span class="flue-del">-x = <span class="hljs-number">1<\/span><\/span>/);
+assert.match(closedPanel, /<span class="flue-add">\+x = &lt;<span class="hljs-number">2<\/span>&gt;/);  // escaped, coloured
+assert.match(closedPanel, /df: DataFrame 10,000×12 → 9,812×12/);
+assert.equal((closedPanel.match(/class="flue-btn flue-undo"/g) || []).length, 3);  // two items and Undo all
+assert.match(closedPanel, /data-sid="sub_1" data-item="all">Keep all<\/button> <button class="flue-btn flue-undo" data-sid="sub_1" data-item="all">Undo all/);
+const refused = chat.changesPanel(ctx, { ...changes, said: "Nothing was changed: ...", refused: ["1.1 /w/clean.py — changed again since"],
+  offer: { what: "undo", items: ["all"] } });
+assert.match(refused, /<details[^>]* open/);  // what a click answered is not hidden
+assert.match(refused, /<li>1\.1 \/w\/clean\.py — changed again since<\/li>/);
+assert.match(refused, /class="flue-btn flue-force" data-sid="sub_1" data-what="undo" data-items="all">Undo anyway/);
+const done = chat.changesPanel(ctx, { ...changes, items: [item({ undone: true }), item({ key: "2.1", kept: true })] });
+assert.match(done, /\(1 undone, 1 kept\)/);
+assert.doesNotMatch(done, /flue-btn flue-undo/);
+const cellView = chat.changesPanel({ ...ctx, mode: "cell", interactive: false }, changes);
+assert.doesNotMatch(cellView, /<button/);
+assert.match(cellView, /<code>%flue undo 1\.1<\/code>/);
+const rewindable = chat.part({ ...ctx }, { kind: "tool", call_id: "e1", name: "edit", summary: "clean.py", status: "ok", duration_ms: 1,
+  input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: null, result_kind: "text", result_lang: "",
+  namespace: null, approval: null, ask: null, asked_at: null, images: [], task: null, effects: 1 }, "k3");
+assert.match(rewindable, /<button class="flue-btn flue-rewind" data-call="e1"[^>]*>Rewind to before this step<\/button>/);
+assert.doesNotMatch(chat.part({ ...ctx, mode: "cell" }, { kind: "tool", call_id: "e1", name: "edit", summary: "", status: "ok",
+  duration_ms: 1, input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: null, result_kind: "text",
+  result_lang: "", namespace: null, approval: null, ask: null, asked_at: null, images: [], task: null, effects: 1 }, "k4"), /flue-rewind/);
 
 // Stop on an outside call holding the kernel's main thread: a control-channel request naming it.
 assert.equal(await chat.stopHeldCall({ widget_manager: {} }, "mcp_1"), "unreachable");

@@ -9,11 +9,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from flue_nb.notebook.cells import NOTEBOOK_TOOLS, PROMPT_NOTES, _envelope, _listing, _variables
-from flue_nb.notebook.cells._bounded import BoundedText, cut_text
-from flue_nb.notebook.cells.document import Document, DocumentError
-from flue_nb.notebook.cells.log import CellLog
-from flue_nb.notebook.cells.saved import SavedDocument, notebook_path
+from flue_nb.notebook.celllog._bounded import BoundedText, cut_text
+from flue_nb.notebook.celllog.log import CellLog
+from flue_nb.notebook.document.protocol import Document, DocumentError
+from flue_nb.notebook.document.saved import SavedDocument, notebook_path
+from flue_nb.notebook.kernel import _envelope, _listing, _variables
+from flue_nb.notebook.kernel.notebook_tools import NOTEBOOK_TOOLS, PROMPT_NOTES
 from flue_nb.runtime.tools.truncate import MAX_BYTES, MAX_LINES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +150,7 @@ def test_the_widget_is_an_ordinary_dependency():
 
 
 def test_the_transcript_shows_notebook_tools_as_code_and_plain_lines():
-    from flue_nb.notebook.view.transcript import CellView
+    from flue_nb.notebook.views.transcript import CellView
     from flue_nb.runtime import events as ev
 
     view = CellView("fix it", "c1", submission_id="s1")
@@ -184,7 +185,7 @@ def test_the_transcript_shows_notebook_tools_as_code_and_plain_lines():
 
 
 def test_cells_pages_like_read_with_a_continuation_marker():
-    from flue_nb.notebook.cells.tools import NotebookContext, read_tools
+    from flue_nb.notebook.kernel.read_tools import NotebookContext, read_tools
     from flue_nb.runtime.tools.tool import ToolContext, execute_tool
 
     log = CellLog()
@@ -212,7 +213,7 @@ def test_in_colab_the_notebook_comes_from_the_front_end_read_only(monkeypatch, t
     import sys
     import types
 
-    from flue_nb.notebook.cells import colab, saved
+    from flue_nb.notebook.document import colab, saved
 
     notebook = {"cells": [
         {"cell_type": "code", "source": ["a = 1\n", "a"], "metadata": {"id": "c1"}, "execution_count": 3, "outputs": []},

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.kernel
 
 SETUP = """
 from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.notebook.cells.log import cell_log
+from flue_nb.notebook.celllog.log import cell_log
 """
 
 

@@ -16,9 +16,10 @@ import pytest
 
 import flue_nb as flue
 from flue_nb.models import ScriptedModel
-from flue_nb.notebook.cells import notebook_tools, tools
-from flue_nb.notebook.cells.document import Document, DocumentError, NotebookCell
-from flue_nb.notebook.cells.log import install, uninstall
+from flue_nb.notebook.celllog.log import install, uninstall
+from flue_nb.notebook.document.protocol import CellChanged, Document, DocumentError, NotebookCell
+from flue_nb.notebook.kernel import read_tools
+from flue_nb.notebook.kernel.notebook_tools import notebook_tools
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.messages import (
     AssistantMessage,
@@ -56,9 +57,13 @@ class FakeLive:
         self._cells.insert(at, cell)
         return cell.id
 
-    async def edit_cell(self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None) -> str:
+    async def edit_cell(
+        self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None, expected: str | None = None
+    ) -> str:
         i = [c.id for c in self._cells].index(cell_id)
         old = self._cells[i]
+        if expected is not None and old.source != expected:
+            raise CellChanged(cell_id, old.source)
         self._cells[i] = NotebookCell(cell_id, old.kind, source, metadata={**old.metadata, **(metadata or {})})
         return old.source
 
@@ -88,7 +93,7 @@ def _use(monkeypatch: Any, doc: Any) -> None:
     async def found(ns: Any, runner: Any = None) -> Any:
         return doc
 
-    monkeypatch.setattr(tools, "find_document", found)
+    monkeypatch.setattr(read_tools, "find_document", found)
 
 
 async def _inline(fn: Any) -> Any:
@@ -117,9 +122,29 @@ def test_live_insert_and_edit_carry_provenance_and_the_old_source(shell, monkeyp
     assert not inserted.is_error and "Inserted code cell new1 after cell a" in inserted.content
     flue_meta = doc._cells[1].metadata["flue"]
     assert flue_meta == {"conversation": "conv_1", "submission": "sub_1", "tool_call_id": "call_7"}
+    unread = _call(t["edit_cell"], {"id": "a", "source": "df = load('sales.csv')"})
+    # Never read: refused, and the result is the reading (a retry now compares with it).
+    assert unread.is_error and "you have not read cell a" in unread.content and "df = load()" in unread.content
+    assert doc._cells[0].source == "df = load()"
     edited = _call(t["edit_cell"], {"id": "a", "source": "df = load('sales.csv')"})
     assert "old source, for undo" in edited.content and "df = load()" in edited.content
     assert doc._cells[0].source == "df = load('sales.csv')" and "flue" in doc._cells[0].metadata
+
+
+def test_an_edit_of_a_cell_the_user_changed_since_the_agent_read_it_is_refused(shell, monkeypatch):
+    doc = FakeLive([NotebookCell("a", "code", "x = 1")])
+    _use(monkeypatch, doc)
+    t = _tools(shell)
+    shell.run_cell("x = 1")  # the cell log exists, as in a notebook
+    assert not _call(t["cells"], {"order": "document"}).is_error
+    doc._cells[0] = NotebookCell("a", "code", "x = 1  # the user's typing")
+    refused = _call(t["edit_cell"], {"id": "a", "source": "x = 2"})
+    assert refused.is_error and "changed since you read it" in refused.content
+    assert "x = 1  # the user's typing" in refused.content and refused.details["written"] is False
+    assert doc._cells[0].source == "x = 1  # the user's typing"
+    # The refusal was the reading: the retry, against the user's text, goes through.
+    again = _call(t["edit_cell"], {"id": "a", "source": "x = 2  # the user's typing"})
+    assert not again.is_error and doc._cells[0].source == "x = 2  # the user's typing"
 
 
 def test_live_run_cell_writes_outputs_and_the_execution_count_back(shell, monkeypatch):
@@ -128,7 +153,7 @@ def test_live_run_cell_writes_outputs_and_the_execution_count_back(shell, monkey
     _use(monkeypatch, doc)
     result = _call(_tools(shell)["run_cell"], {"id": "a"})
     assert not result.is_error, result.content
-    assert "written into cell a of the live notebook" in result.content
+    assert "written into cell 1 of work.ipynb in the live (collaborative) notebook" in result.content
     outputs, count = doc.outputs["a"]
     assert count == result.details["execution_count"] and count is not None
     assert {"output_type": "stream", "name": "stdout", "text": "hi\n"} in outputs
@@ -180,14 +205,17 @@ def test_a_crash_during_run_cell_does_not_run_the_cell_again_on_recovery(tmp_pat
     assert result.is_error and "outcome is unknown" in result.content
 
 
-def test_the_approval_question_shows_the_cell_source():
+def test_the_approval_question_shows_the_cell_source(tmp_path):
     from flue_nb.runtime.tools.approval import request_summary
 
+    # Each tool words its own question (`Tool.question`): the runtime names none of them.
+    tools = {t.name: t for t in flue.kernel(tmp_path, namespace={}).tools()}
     assert (
-        request_summary("insert_cell", {"source": "df.plot()\nplt.show()"}) == "insert_cell: df.plot() (+1 more lines)"
+        request_summary(tools["insert_cell"], {"source": "df.plot()\nplt.show()"})
+        == "insert_cell: df.plot() (+1 more lines)"
     )
-    assert request_summary("edit_cell", {"id": "a1", "source": "x = 2"}) == "edit_cell: cell a1: x = 2"
-    assert request_summary("run_cell", {"id": "a1"}) == "run_cell: cell a1 (its current source)"
+    assert request_summary(tools["edit_cell"], {"id": "a1", "source": "x = 2"}) == "edit_cell: cell a1: x = 2"
+    assert request_summary(tools["run_cell"], {"id": "a1"}) == "run_cell: cell a1 (its current source)"
 
 
 def test_the_writing_tools_go_through_the_approval_policy_like_python(tmp_path):
@@ -198,9 +226,8 @@ def test_the_writing_tools_go_through_the_approval_policy_like_python(tmp_path):
         result = asyncio.run(execute_tool(by_name[name], args, ToolContext("c")))
         assert result.is_error and "denies" in result.content, name
     # The read tools are never asked about.
-    assert by_name["variables"] is not None and "approval" not in (
-        asyncio.run(execute_tool(by_name["variables"], {}, ToolContext("c"))).details or {}
-    )
+    assert by_name["variables"] is not None
+    assert asyncio.run(execute_tool(by_name["variables"], {}, ToolContext("c"))).approval is None
 
 
 def test_a_secret_a_cell_printed_is_redacted_before_the_model_sees_it(shell, monkeypatch):
@@ -235,19 +262,21 @@ def test_a_custom_tool_cannot_take_a_notebook_tool_name(tmp_path):
 
 
 def test_an_edit_is_put_to_the_person_as_a_diff_against_the_cell_now(monkeypatch):
-    from flue_nb.notebook.cells import write
+    from flue_nb.notebook.kernel import write_tools
 
     doc = FakeLive([NotebookCell("a", "code", "total = sum(df['revenue'])\nprint(total)")])
 
     async def found(ns: Any) -> Any:
         return doc
 
-    monkeypatch.setattr(write, "find_document", found)
+    monkeypatch.setattr(write_tools, "find_document", found)
     args = {"id": "a", "source": "total = sum(df['units'])\nprint(total)"}
-    shown = asyncio.run(write.approval_summary("edit_cell", args, "edit_cell: cell a: …", {}))
-    assert shown.startswith("edit_cell: cell a\n--- now\n+++ proposed")
+    shown = asyncio.run(write_tools.edit_diff(args, {}))
+    assert shown is not None and shown.startswith("edit_cell: cell a\n--- now\n+++ proposed")
     assert "-total = sum(df['revenue'])" in shown and "+total = sum(df['units'])" in shown
     assert " print(total)" in shown
-    # Another tool, or a cell the document does not have, keeps the plain summary.
-    assert asyncio.run(write.approval_summary("run_cell", args, "plain", {})) == "plain"
-    assert asyncio.run(write.approval_summary("edit_cell", {"id": "zz", "source": "x"}, "plain", {})) == "plain"
+    # The approval wrapper asks the diff of `edit_cell` only; a cell the document does not have
+    # keeps the question's plain line.
+    by_name = {t.name: t for t in notebook_tools(dict, runner=_inline)}
+    assert by_name["edit_cell"].question_detail is not None and by_name["run_cell"].question_detail is None
+    assert asyncio.run(write_tools.edit_diff({"id": "zz", "source": "x"}, {})) is None

@@ -16,7 +16,7 @@ SETUP = """\
 import json, time
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.notebook.chat.widget import open_widgets
+from flue_nb.notebook.views.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 other = ScriptedModel(["the default assistant answers"] * 5)
 %config FlueMagics.model = 'other'

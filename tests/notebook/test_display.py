@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flue_nb.notebook.magics._live import LiveOutput
-from flue_nb.notebook.view.transcript import CellView
+from flue_nb.notebook.magics._display import LiveOutput
+from flue_nb.notebook.views.transcript import CellView
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event
 
@@ -159,7 +159,7 @@ def test_the_cells_metadata_carries_token_totals_and_a_list_price_cost():
 
 
 def test_status_says_the_cost_when_a_priced_model_answered():
-    from flue_nb.notebook.view.history import status_view
+    from flue_nb.notebook.views.history import status_view
     from flue_nb.runtime.messages import Usage
     from flue_nb.runtime.session import SessionStatus
 

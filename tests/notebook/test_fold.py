@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flue_nb.notebook.chat._fold import ChatFold
-from flue_nb.notebook.view.cards import card_for, register_card
-from flue_nb.notebook.view.fold import Fold
-from flue_nb.notebook.view.parts import ToolPart
-from flue_nb.notebook.view.transcript import CellView
+from flue_nb.notebook.views.cards import card_for, register_card
+from flue_nb.notebook.views.chat._fold import ChatFold
+from flue_nb.notebook.views.fold import Fold
+from flue_nb.notebook.views.parts import ToolPart
+from flue_nb.notebook.views.transcript import CellView
 from flue_nb.runtime import events as ev
+from flue_nb.runtime.facts import ApprovalFacts, NamespaceDiff
 from flue_nb.runtime.messages import ImagePart
 
 
@@ -53,16 +54,12 @@ def test_write_content_is_code_in_the_language_of_its_path() -> None:
 def test_a_denied_call_is_drawn_as_denied_not_as_an_error() -> None:
     fold = Fold()
     fold.apply(ev.ToolStart(submission_id="s", call_id="c", name="bash", input={"command": "rm -rf /"}))
-    details = {"approval": {"approved": False, "reason": "policy"}}
+    facts = ApprovalFacts("policy", False, "deny")
     fold.apply(
-        ev.ToolEnd(submission_id="s", call_id="c", name="bash", is_error=True, content="Not run", details=details)
+        ev.ToolEnd(submission_id="s", call_id="c", name="bash", is_error=True, content="Not run", approval=facts)
     )
     tool = fold.tool("c")
-    assert (
-        tool is not None
-        and tool.status == "denied"
-        and tool.approval == {"approved": False, "reason": "policy", "fallback": None, "via": None}
-    )
+    assert tool is not None and tool.status == "denied" and tool.approval == ApprovalFacts("policy", False, "deny")
 
 
 def test_figures_are_kept_by_digest_for_the_card() -> None:
@@ -78,11 +75,10 @@ def test_figures_are_kept_by_digest_for_the_card() -> None:
 def test_the_namespace_diff_keeps_the_tools_names() -> None:
     fold = Fold()
     fold.apply(ev.ToolStart(submission_id="s", call_id="c", name="python", input={"code": "x = 1"}))
-    details = {"variables": {"created": ["x"], "changed": {"y": "int"}, "deleted": ["z"]}}
-    fold.apply(ev.ToolEnd(submission_id="s", call_id="c", name="python", is_error=False, content="", details=details))
+    diff = NamespaceDiff(("x",), ("y",), ("z",))
+    fold.apply(ev.ToolEnd(submission_id="s", call_id="c", name="python", is_error=False, content="", namespace=diff))
     tool = fold.tool("c")
-    assert tool is not None and tool.namespace is not None
-    assert (tool.namespace.added, tool.namespace.changed, tool.namespace.removed) == (["x"], ["y"], ["z"])
+    assert tool is not None and tool.namespace == diff
 
 
 def test_the_transcript_and_the_widget_read_the_same_fold() -> None:
@@ -128,3 +124,116 @@ def test_the_notebook_tools_cards_show_a_cells_source_as_code_and_cells_as_a_lis
     [code] = edit["code"]
     assert (code["arg"], code["lang"], code["value"]["text"]) == ("source", "python", "x = 1\n")
     assert listing["result_kind"] == "list"
+
+
+def test_a_card_sums_a_call_up_as_the_agents_tool_says() -> None:
+    # The fold learns each tool's `summary_arg` from the agent's tools it is given (a session's
+    # `summaries`); a stored call of a tool the agent lacks is summed up by its first text argument.
+    from pydantic import BaseModel
+
+    from flue_nb.runtime.tools.summary import Summaries
+    from flue_nb.runtime.tools.tool import define_tool
+
+    class In(BaseModel):
+        table: str
+        query: str
+
+    lookup = define_tool("lookup", "d", input=In, run=lambda a: "", summary_arg="query")
+    start = ev.ToolStart(submission_id="s", call_id="c", name="lookup", input={"table": "sales", "query": "x > 1"})
+    told, untold = ChatFold(summaries=Summaries([lookup])), ChatFold()
+    told.apply(start)
+    untold.apply(start)
+    assert told.live()[0]["parts"][0]["summary"] == "x > 1"
+    assert untold.live()[0]["parts"][0]["summary"] == "sales"
+
+
+def test_a_call_id_used_again_in_a_later_submission_gets_its_own_card() -> None:
+    # Issue 33.3: after a kernel restart the offline model starts at `call_1` again; a chat that
+    # redrew the old turn from the store must still draw the new turn's cards, and keep the old
+    # ones as they were.
+    fold = ChatFold()
+    for e in [
+        ev.ToolStart(submission_id="s1", call_id="call_1", name="bash", input={"command": "old"}),
+        ev.ToolEnd(submission_id="s1", call_id="call_1", name="bash", is_error=False, content="o", duration_ms=5),
+        ev.SubmissionSettled(submission_id="s1", outcome="completed"),
+        ev.SubmissionRunning(submission_id="s2", attempt=1, agent="a"),
+        ev.ToolStart(submission_id="s2", call_id="call_1", name="bash", input={"command": "new"}),
+        ev.ToolStart(submission_id="s2", call_id="call_1", name="bash", input={"command": "new"}),  # live, again
+        ev.ToolEnd(submission_id="s2", call_id="call_1", name="bash", is_error=True, content="n", duration_ms=900),
+    ]:
+        fold.apply(e)
+    [old] = fold.history()[0]["parts"]
+    [new] = fold.live()[0]["parts"]
+    assert (old["summary"], old["status"], old["duration_ms"]) == ("old", "ok", 5)
+    assert (new["summary"], new["status"], new["duration_ms"]) == ("new", "error", 900)
+    assert fold.tool("call_1") is fold.tool("call_1", "s2") and fold.tool("call_1", "s1") is not None
+    assert fold.tool("call_1", "s1").summary == "old"  # type: ignore[union-attr]
+
+
+def test_a_subagents_call_with_its_parents_call_id_is_a_card_of_its_own() -> None:
+    fold = Fold()
+    for e in [
+        ev.ToolStart(submission_id="s", call_id="call_1", name="task", input={"description": "check"}),
+        ev.TaskStart(submission_id="s", task_id="call_1", agent="kid", description="check"),
+        ev.ToolStart(submission_id="s", task_id="call_1", call_id="call_1", name="bash", input={"command": "ls"}),
+        ev.ToolEnd(submission_id="s", task_id="call_1", call_id="call_1", name="bash", is_error=False, content="a"),
+        ev.TaskEnd(submission_id="s", task_id="call_1", agent="kid", text="fine"),
+        ev.ToolEnd(submission_id="s", call_id="call_1", name="task", is_error=False, content="fine"),
+    ]:
+        fold.apply(e)
+    [task] = fold.blocks["s"].parts
+    assert isinstance(task, ToolPart) and task.name == "task" and task.status == "ok"
+    assert task.task is not None and task.task.status == "ok"
+    [inner] = task.task.parts
+    assert isinstance(inner, ToolPart) and inner.name == "bash" and inner.result == "a"
+
+
+def test_a_cell_that_joined_a_recovered_run_shows_its_answer_once() -> None:
+    # Issue 33.6: the recovered run this cell's message joined streams the answer into the cell;
+    # the store's word on that run (read again when the cell finishes) must not add it a second time.
+    view = CellView("hi", "c", submission_id="s2")
+    view.recovery("s1")  # left by an earlier kernel, seen when the cell opened the conversation
+    for e in [
+        ev.SubmissionRecovery(submission_id="s1", attempts=1),
+        ev.MessageEnd(role="user", submission_id="s1", from_submission_id="s2", text="hi"),
+        ev.TextDelta(submission_id="s1", delta="The answer."),
+        ev.MessageEnd(role="assistant", submission_id="s1", text="The answer."),
+        ev.SubmissionSettled(submission_id="s1", outcome="completed", result="The answer.", recovered=True),
+        ev.SubmissionSettled(submission_id="s2", outcome="completed", result="The answer.", joined_into="s1"),
+    ]:
+        view.apply(e)
+    view.recovery("s1", "completed", result="The answer.")
+    assert view.text_plain().count("The answer.") == 1
+    assert "↻ recovered submission s1: settled completed" in view.text_plain()
+
+
+def test_a_call_stopped_while_it_waited_for_approval_reads_the_same_live_and_redrawn() -> None:
+    # Issue 33.6: live the call ends "aborted"; redrawn, the store holds the result the runtime
+    # closed it with (an error text, no duration): the card must still say "aborted".
+    start = ev.ToolStart(submission_id="s", call_id="c", name="bash", input={"command": "ls"})
+    settled = ev.SubmissionSettled(submission_id="s", outcome="aborted")
+    live, redrawn = Fold(), Fold()
+    live.apply(start)
+    live.mark_tool("c", status="awaiting_approval", ask="bash: ls")
+    live.apply(ev.ToolEnd(submission_id="s", call_id="c", name="bash", is_error=True, content="(aborted)",
+                          ended="aborted", duration_ms=12))  # fmt: skip
+    live.apply(settled)
+    stored = "Aborted by the user before this tool call finished."
+    for e in [start, ev.ToolEnd(submission_id="s", call_id="c", name="bash", is_error=True, content=stored), settled]:
+        redrawn.apply(e)
+    assert live.tool("c").status == redrawn.tool("c").status == "aborted"  # type: ignore[union-attr]
+
+
+def test_a_card_shows_notebook_text_without_the_envelope_the_model_reads() -> None:
+    from flue_nb.notebook.kernel._envelope import fence
+
+    fold = Fold()
+    fold.apply(ev.ToolStart(submission_id="s", call_id="c", name="edit_cell", input={"id": "c2"}))
+    said = f"Not written: cell c2 changed since you read it; its current source:\n{fence('y = 2  # mine')}\nRead it."
+    fold.apply(ev.ToolEnd(submission_id="s", call_id="c", name="edit_cell", is_error=True, content=said))
+    card = fold.tool("c")
+    assert (
+        card is not None
+        and card.result
+        == "Not written: cell c2 changed since you read it; its current source:\ny = 2  # mine\nRead it."
+    )

@@ -90,3 +90,29 @@ def test_a_text_cells_figure_shows_under_it_when_a_chat_shows_the_conversation_t
     run = kernel.ok("%flue -c plot2 --no-widget -m looks plot it")
     pngs = [d for d in run.displays.values() if "image/png" in d["data"]]
     assert len(pngs) == 1, run.all_text()  # the transcript only names it: the cell shows it
+
+
+FRESH_SETUP = """
+from flue_nb.models import ScriptedModel, reply, tool_call
+first_plot = ScriptedModel([
+    reply("", tool_call("python", code="import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.show()")),
+    reply("drawn"),
+])
+"""
+
+
+def test_the_first_cell_that_imports_matplotlib_shows_its_figure_once(tmp_path_factory):
+    # Issue 33.4: in a fresh kernel pyplot is imported by the agent's code itself, after the capture
+    # began; its `plt.show()` (the inline backend's) must not add an image output beside the view's.
+    k = Kernel(tmp_path_factory.mktemp("jupyter"), tmp_path_factory.mktemp("work"))
+    try:
+        k.ok(FRESH_SETUP)
+        k.ok("%config FlueMagics.widget = 'always'")
+        run = k.ok("%flue -c fresh -m first_plot plot it")
+        outputs = [d for d in run.displays.values()]
+        pngs = [d for d in outputs if "image/png" in d["data"]]
+        assert pngs == [], run.all_text()  # the view draws it in the call's card: not a second image
+        assert "drawn" in run.all_text() and "figure 1" in run.all_text()
+        assert k.ok("import matplotlib.pyplot as plt; print(plt.get_fignums())").stdout.strip() == "[]"
+    finally:
+        k.shutdown()

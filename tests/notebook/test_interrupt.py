@@ -97,3 +97,26 @@ def test_interrupt_while_the_python_tool_runs_user_code_on_the_main_thread(kerne
     store = open_store(str(tmp_path / "flue.sqlite"), cwd=str(tmp_path))
     assert [s.outcome.value for s in store.submissions("py")] == ["aborted", "completed"]
     store.close()
+
+
+def test_interrupt_while_run_cell_runs_stops_the_agent(kernel, tmp_path):
+    # Issue 32.7: IPython's run_cell took the KeyboardInterrupt as the cell's error; the agent
+    # read it as a tool result and went on to its next tool call.
+    marker = tmp_path / "next-call-ran"
+    kernel.ok(
+        "from flue_nb.models import ScriptedModel, reply, tool_call\n"
+        "loop = 'import time\\nfor i in range(600): time.sleep(0.05)'\n"
+        "m = ScriptedModel([reply('', tool_call('run_cell', source=loop)),\n"
+        f"    reply('', tool_call('bash', command='touch {marker}')), reply('done'), reply('next one')])"
+    )
+    kernel.ok("%config FlueMagics.live = 'always'")
+    msg_id = kernel.send("%flue -c rc -m m --db flue.sqlite spin")
+    kernel.collect(msg_id, timeout=30, until=lambda run: "· run_cell" in run.text())
+    time.sleep(0.3)
+    kernel.interrupt()
+    run = kernel.collect(msg_id, timeout=15)
+    assert run.status == "error" and "interrupted: the submission was aborted" in run.error_text, run.text()
+    assert not marker.exists(), "the tool call after the interrupted cell ran"
+    store = open_store(str(tmp_path / "flue.sqlite"), cwd=str(tmp_path))
+    assert [s.outcome.value for s in store.submissions("rc")] == ["aborted"]
+    store.close()

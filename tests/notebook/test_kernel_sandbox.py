@@ -58,6 +58,8 @@ def test_tool_list_is_the_six_then_python_then_the_notebook_tools(tmp_path: Path
         "variables",
         "insert_cell",
         "edit_cell",
+        "delete_cell",
+        "move_cell",
         "run_cell",
     ]
 
@@ -102,14 +104,21 @@ def test_namespace_defaults_to_ipython_user_ns_looked_up_at_first_use(
     assert sandbox.namespace is user_ns
 
 
-def test_approval_deny_applies_to_python_and_bash_only(tmp_path: Path) -> None:
+def test_approval_deny_applies_to_every_tool_that_changes_something(tmp_path: Path) -> None:
     ns: dict[str, Any] = {}
+    (tmp_path / "seen.txt").write_text("hello\n")
     sandbox = kernel(tmp_path, namespace=ns, approval="deny")
     py = _call(sandbox, "python", {"code": "x = 1"})
     sh = _call(sandbox, "bash", {"command": "touch made.txt"})
     assert py.is_error and "policy denies" in py.content and "x" not in ns
     assert sh.is_error and "policy denies" in sh.content and not (tmp_path / "made.txt").exists()
-    assert not _call(sandbox, "write", {"path": "ok.txt", "content": "fine"}).is_error
+    wrote = _call(sandbox, "write", {"path": "ok.txt", "content": "fine"})
+    assert wrote.is_error and "policy denies" in wrote.content and not (tmp_path / "ok.txt").exists()
+    edited = _call(sandbox, "edit", {"path": "seen.txt", "old_string": "hello", "new_string": "bye"})
+    assert edited.is_error and (tmp_path / "seen.txt").read_text() == "hello\n"
+    # Read-only tools run under deny: they change nothing.
+    assert not _call(sandbox, "read", {"path": "seen.txt"}).is_error
+    assert not _call(sandbox, "glob", {"pattern": "*.txt"}).is_error
 
 
 def test_approval_ask_puts_python_to_the_approver(tmp_path: Path) -> None:
@@ -139,3 +148,43 @@ def test_bad_approval_settings_are_config_errors(tmp_path: Path) -> None:
         kernel(tmp_path, namespace={}, fallback="ask")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown tools"):
         kernel(tmp_path, namespace={}, approval={"pyhton": "deny"}).tools()
+
+
+def test_a_chats_always_allow_keeps_the_offered_grant_with_the_conversation() -> None:
+    import asyncio
+
+    from flue_nb.notebook.kernel import approve
+    from flue_nb.runtime.tools.approval import ApprovalRequest
+    from flue_nb.runtime.tools.grants import Grant
+
+    granted: list[tuple[str, str]] = []
+
+    class _Session:
+        def allow(self, tool: str, pattern: str) -> None:
+            granted.append((tool, pattern))
+
+    class _Chat:
+        interactive = True
+
+        def shows(self, call_id: str) -> bool:
+            return call_id == "k1"
+
+        async def ask(self, call_id: str, question: str) -> bool:
+            # What the widget does on {"type": "approve", "approved": true, "always": true}.
+            approve.always_allow(call_id, _Session())
+            return True
+
+        def answer(self, call_id: str, approved: bool) -> None:
+            pass
+
+    chat = _Chat()
+    approve.asked_in_views(lambda: [chat])
+    try:
+        request = ApprovalRequest(
+            "bash", "k1", {"command": "make test"}, "bash: make test", grant=Grant("bash", "make test")
+        )
+        assert asyncio.run(approve.notebook_approver(request)) is True
+    finally:
+        approve._views.remove(approve._views[-1])
+    assert granted == [("bash", "make test")]
+    assert approve.always_allow("k1", _Session()) is None  # offered only while it is asked

@@ -90,8 +90,8 @@ def _peer_awareness(server: LiveServer, path: str, wait: float = 15.0) -> list[d
 
 CONNECT = """
 import asyncio, time
-from flue_nb.notebook import live
-from flue_nb.notebook.cells.document import DocumentError
+from flue_nb.notebook.document import live
+from flue_nb.notebook.document.protocol import DocumentError
 t0 = time.monotonic()
 doc = live.connect(timeout={timeout})
 print("connect", doc is not None, round(time.monotonic() - t0, 2), live.reason())
@@ -181,14 +181,16 @@ def test_a_lost_connection_is_reopened_once(server, opened):
     kernel.ok(CONNECT.format(timeout=10))
     # Drop the socket under the document, as a network blip or a proxy timeout would.
     kernel.ok(
-        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), live.document._live_loop()))"
+        "from flue_nb.notebook.document.live_document import _live_loop\n"
+        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), _live_loop()))"
     )
     run = kernel.ok('first = (await doc.cells())[0].id\nprint(await doc.edit_cell(first, "x = 1"))')
     assert "x = 41" in run.stdout, run.all_text()
     assert _peer_cells(server, path)[0]["source"] == "x = 1"
     # Parallel tool calls on a dropped socket: one reopening, each edit confirmed and made once.
     kernel.ok(
-        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), live.document._live_loop()))"
+        "from flue_nb.notebook.document.live_document import _live_loop\n"
+        "await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(doc._room._ws.close(), _live_loop()))"
     )
     kernel.ok('await asyncio.gather(*(doc.insert_cell(f"n = {i}") for i in range(4)), doc.edit_cell(first, "x = 3"))')
     sources = [c["source"] for c in _peer_cells(server, path)]
@@ -247,6 +249,20 @@ def test_without_collaboration_connect_is_none_and_says_why(tmp_path):
     assert "connect False" in run.stdout, run.all_text()
     assert float(run.stdout.split()[2]) < 5
     assert "no real-time collaboration for 'plain.ipynb'" in run.stdout
+
+
+def test_a_served_kernel_loads_the_live_document_in_the_warm_up(opened):
+    # Issue 33.10: the first `cells` call took 6-9 s importing it (nbformat -> jsonschema -> ...)
+    # while the model waited; the extension's background warm-up imports it once the kernel
+    # finds a server announced in its runtime dir (bench/first_cells.py times that call).
+    _path, kernel = opened
+    kernel.ok("%load_ext flue_nb")
+    out = kernel.ok(
+        "import sys\nfrom flue_nb.notebook.magics import _warm\nfor t in _warm._started:\n    t.join(200)\n"
+        "print([t.is_alive() for t in _warm._started], 'flue_nb.notebook.document.live_document' in sys.modules)",
+        timeout=240,
+    ).stdout
+    assert out.split() == ["[False]", "True"], out
 
 
 AGENT = r"""

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from flue_nb.notebook import live
-from flue_nb.notebook.live._find import Unavailable, find, kernel_id, servers
+from flue_nb.notebook.document import live
+from flue_nb.notebook.document.servers import Unavailable, find, kernel_id, servers
 
 
 def _announce(runtime: Path, *, pid: int, url: str, token: str = "t0k") -> None:

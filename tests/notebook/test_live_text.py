@@ -19,7 +19,7 @@ import pytest
 def test_an_edit_replaces_only_what_differs_and_counts_utf8(old, new):
     from pycrdt import Doc, Text
 
-    from flue_nb.notebook.live.document import replace_text
+    from flue_nb.notebook.document.live_document import replace_text
 
     doc: Doc = Doc()
     text = doc.get("source", type=Text)

@@ -7,7 +7,8 @@ import time
 import pytest
 from kernel_helpers import Kernel
 
-from flue_nb.notebook.magics.flue import default_conversation_id, split_line
+from flue_nb.notebook.document.identity import default_conversation_id
+from flue_nb.notebook.magics.flue import split_line
 from tests.anthropic_server import AnthropicServer, stream, text
 from tests.openai_server import OpenAIServer, chat
 from tests.openai_server import text as otext
@@ -85,10 +86,38 @@ def test_without_a_model_one_paragraph_says_how_to_configure_one(kernel):
         assert hint in text
 
 
+def test_the_first_minute_works_from_the_no_model_message_alone(kernel):
+    """Issue 33.9: the message's first way (`%env ANTHROPIC_API_KEY=...`) needs no restart, and its
+    `%config` way without a key fails once, in plain words, saying the `%env` line to run."""
+    first = kernel.run("%flue -c minute hi").all_text().strip()
+    ways = [ln for ln in first.splitlines() if ln.startswith("  • ")]
+    assert ways[0].lstrip(" •").startswith("%env ANTHROPIC_API_KEY=")
+    assert "restart" in ways[0]
+    kernel.ok('%config FlueMagics.model = "anthropic/claude-sonnet-4-6"')
+    try:
+        run = kernel.run("%flue -c minute hi")
+    finally:
+        kernel.ok('%config FlueMagics.model = ""')
+    assert run.status == "error"
+    text = run.all_text().strip()
+    assert "`" not in text  # plain text: a backtick would show as one
+    assert "%env ANTHROPIC_API_KEY=" in text and "Traceback" not in text
+    assert text.count("API key") == 1, text  # said once: not in the transcript and again as the error
+    assert run.text().strip() == ""
+    # The line it names, run in this kernel, is enough: the next cell goes to the model (whose
+    # request this test kernel refuses: FLUE_ALLOW_MODEL_REQUESTS=0).
+    kernel.ok("%env ANTHROPIC_API_KEY=sk-ant-test")
+    try:
+        then = kernel.run("%flue -c minute hi").all_text()
+    finally:
+        kernel.ok("%env ANTHROPIC_API_KEY=")
+    assert "api.anthropic.com" in then and "API key" not in then, then
+
+
 def test_a_named_claude_model_without_a_key_says_only_that_the_key_is_missing(kernel):
     run = kernel.run("%flue -c nokey -m anthropic/claude-sonnet-4-6 hi")
     assert run.status == "error"
-    assert "No Anthropic API key" in run.error_text
+    assert "no API key for anthropic/claude-sonnet-4-6" in run.error_text
     assert "no model is configured" not in run.all_text()  # a model was named: one true message
 
 
@@ -100,7 +129,9 @@ def test_tool_calls_show_one_line_each_and_provenance_goes_in_metadata(kernel):
     run = kernel.ok("%flue -c tools -m tm compute zz")
     text = run.text()
     assert "· bash: echo hi ✓ → hi" in text and "· python: zz = 6 * 7 ✓" in text
-    assert text.endswith("zz is 42.\n[✓ completed]")
+    # The run's changes come last, before the outcome: `zz` was made by the python call (step 2).
+    panel = "Δ 1 change: 1 variable\n  2.1 python: zz: created, int\n  undo: %flue undo 2.1 · %flue undo all"
+    assert text.endswith(f"zz is 42.\n{panel} · %flue rewind 2 (to before a step)\n[✓ completed]"), text
     assert kernel.ok("print(zz)").stdout.strip() == "42"  # ran in the user's namespace
     (meta,) = [d["metadata"]["flue"] for d in run.displays.values() if "flue" in d["metadata"]]
     assert meta["conversation_id"] == "tools" and meta["submission_id"].startswith("sub_")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from flue_nb.notebook.kernel.python_tool import FlueResults, python_tool
+from flue_nb.runtime.facts import NamespaceDiff
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, execute_tool
 
 
@@ -96,18 +97,15 @@ def test_created_variables_are_reported_with_type_and_size(
     out = run("a = [1, 2, 3]\nname = 'flue'\n_hidden = 1")
     assert "Variables: created `a` (list, len 3), `name` (str, len 4)" in out.content
     assert "_hidden" not in out.content
-    assert out.details is not None and out.details["variables"] == {
-        "created": ["a", "name"],
-        "changed": [],
-        "deleted": [],
-    }
+    assert out.namespace == NamespaceDiff(added=("a", "name"))
+    assert out.details is not None and "variables" not in out.details  # the diff is the typed field
 
 
 def test_rebinding_and_in_place_append_are_changes(run: Callable[[str], ToolOutput]) -> None:
     run("x = 1\nitems = []\nd = {'k': 1}\nsame = 5")
     out = run("x = 2\nitems.append(1)\nd['k'] = [0]\nsame = 5")
-    assert out.details is not None
-    assert out.details["variables"]["changed"] == ["d", "items", "x"]
+    assert out.namespace is not None
+    assert out.namespace.changed == ("d", "items", "x")
     assert "changed `d` (dict, len 1), `items` (list, len 1), `x` (int)" in out.content
 
 
@@ -116,7 +114,7 @@ def test_in_place_element_replacement_in_a_small_list_is_a_change(
 ) -> None:
     run("xs = [object(), object()]")
     out = run("xs[0] = object()")
-    assert out.details is not None and out.details["variables"]["changed"] == ["xs"]
+    assert out.namespace is not None and out.namespace.changed == ("xs",)
 
 
 def test_shape_change_of_an_array_like_is_a_change(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:
@@ -131,7 +129,7 @@ def test_shape_change_of_an_array_like_is_a_change(run: Callable[[str], ToolOutp
 
     ns["df"] = Frame()
     out = run("df.shape = (3, 3)")
-    assert out.details is not None and out.details["variables"]["changed"] == ["df"]
+    assert out.namespace is not None and out.namespace.changed == ("df",)
     assert "`df` (Frame, shape (3, 3))" in out.content
 
 
@@ -146,11 +144,7 @@ def test_ipython_plumbing_and_untouched_names_are_not_reported(
 ) -> None:
     ns.update(In=[], Out={}, exit=None, quit=None, get_ipython=None, keep=[1])
     out = run("In.append('x'); Out[1] = 2; exit = 1; keep")
-    assert out.details is not None and out.details["variables"] == {
-        "created": [],
-        "changed": [],
-        "deleted": [],
-    }
+    assert out.namespace == NamespaceDiff()
     assert "Variables" not in out.content
 
 
@@ -178,7 +172,7 @@ def test_large_output_is_kept_behind_a_handle_and_can_be_sliced(
     assert isinstance(ns["_flue"], FlueResults)
     sliced = run("print(_flue.results[1][:14])")
     assert sliced.content == "line 0\nline 1"
-    assert "_flue" not in (sliced.details or {})["variables"]["created"]
+    assert sliced.namespace is not None and "_flue" not in sliced.namespace.added
 
 
 def test_large_value_is_kept_with_the_object_itself(run: Callable[[str], ToolOutput], ns: dict[str, Any]) -> None:

@@ -84,4 +84,4 @@ def test_a_recovered_submission_keeps_the_approval_its_cell_was_admitted_with(tm
         kernel.shutdown()
     assert "↻ recovered submission sub_crashed: settled completed" in run.text(), run.text()
     assert seen.startswith("False "), seen  # `deny` held: the code never ran
-    assert "approval policy denies the `python` tool" in seen, seen
+    assert "approval policy denies this `python` call" in seen, seen

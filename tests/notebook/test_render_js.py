@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STATIC = ROOT / "flue_nb" / "notebook" / "static"
+STATIC = ROOT / "flue_nb" / "notebook" / "views" / "chat"
 HERE = Path(__file__).resolve().parent
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from kernel_helpers import Kernel
 
-from flue_nb.notebook.magics.flue import default_conversation_id
+from flue_nb.notebook.document.identity import default_conversation_id
 from flue_nb.runtime.store.sqlite import open_store
 
 pytestmark = pytest.mark.kernel

@@ -33,7 +33,7 @@ SETUP = """\
 import time
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.notebook.chat.widget import open_widgets
+from flue_nb.notebook.views.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 %config FlueMagics.widget = 'always'
 PLOT = "import matplotlib.pyplot as plt\\nplt.figure(figsize=(4, 3), dpi=50)\\nplt.plot([1, 3, 2])\\nplt.title('{}')"

@@ -82,3 +82,27 @@ def test_the_recorded_call_round_trips_and_the_model_plays_it_once():
     after = ModelRequest("", [UserMessage(text), ToolResultMessage("mcp_1", "read", "x")], [], 100)
     assert not play_client(after).tool_calls
     assert "no model answers" in play_client(ModelRequest("", [UserMessage("hi")], [], 100)).text
+
+
+def test_the_guard_takes_headers_as_real_clients_send_them(served):
+    # Issue 32.6: `bearer` (RFC 6750: case-insensitive), `LOCALHOST` in Host and Origin, and a
+    # Host without a port were refused; a foreign Host on loopback (DNS rebinding) still is.
+    ok = {"Authorization": f"bearer {served.token}"}
+    assert _post(served, ok).status_code not in (401, 403, 421)
+    assert _post(served, {"Authorization": f"BEARER  {served.token}"}).status_code not in (401, 403, 421)
+    assert _post(served, {**ok, "Host": f"LOCALHOST:{served.port}"}).status_code not in (401, 403, 421)
+    assert _post(served, {**ok, "Origin": f"http://LocalHost:{served.port}"}).status_code not in (401, 403, 421)
+    assert _post(served, {**ok, "Host": "localhost"}).status_code not in (401, 403, 421)
+    assert _post(served, {**ok, "Host": f"rebound.example:{served.port}"}).status_code == 421
+    assert _post(served, {"Authorization": f"Basic {served.token}"}).status_code == 401
+
+
+def test_serving_every_interface_prints_a_usable_url(tmp_path):
+    with pytest.warns(UserWarning, match="beyond this machine's loopback"):
+        served = flue.serve(namespace={}, host="", cwd=str(tmp_path), db=str(tmp_path / "s.sqlite"))
+    try:
+        assert served.url.startswith("http://127.0.0.1:") and served.url.endswith("/mcp")
+        ok = {"Authorization": f"Bearer {served.token}"}
+        assert _post(served, ok).status_code not in (401, 403, 421)
+    finally:
+        served.stop()

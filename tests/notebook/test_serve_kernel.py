@@ -70,6 +70,30 @@ def test_lists_the_kernel_tools_with_our_schemas(served):
     assert tools["read"].input_schema["required"] == ["path"]
 
 
+def test_tools_carry_mcp_behaviour_hints_for_outside_allow_rules(served):
+    kernel, url, token, _ = served
+
+    async def steps(s):
+        return (await s.list_tools()).tools
+
+    hints = {
+        t.name: t.annotations.model_dump(by_alias=True, exclude_none=True)
+        for t in mcp(url, token, steps)
+        if t.annotations
+    }
+    for reader in ("read", "grep", "glob", "cells", "cell", "variables"):
+        assert hints[reader]["readOnlyHint"] is True and hints[reader]["openWorldHint"] is False, reader
+    for runner in ("bash", "python"):
+        assert hints[runner] == {
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": False,
+            "openWorldHint": True,
+        }
+    assert hints["write"]["readOnlyHint"] is False and hints["write"]["idempotentHint"] is True
+    assert hints["edit"]["destructiveHint"] is True and hints["insert_cell"]["destructiveHint"] is False
+
+
 def test_python_runs_on_the_main_thread_and_the_next_cell_reads_it(served):
     kernel, url, token, _ = served
 

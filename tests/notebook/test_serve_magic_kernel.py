@@ -20,7 +20,7 @@ pytestmark = pytest.mark.kernel
 
 SETUP = """\
 import json, time
-from flue_nb.notebook.chat.widget import open_widgets
+from flue_nb.notebook.views.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 def pending(w):
     for _ in range(200):

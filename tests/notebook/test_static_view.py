@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from flue_nb.notebook.view.figures import STATIC_BYTES, STATIC_EDGE, Figure
-from flue_nb.notebook.view.history import history_view
-from flue_nb.notebook.view.static import Block, StaticView, markdown_html
-from flue_nb.notebook.view.transcript import CellView, TextView
+from flue_nb.notebook.views.figures import STATIC_BYTES, STATIC_EDGE, Figure
+from flue_nb.notebook.views.history import history_view
+from flue_nb.notebook.views.static import Block, StaticView, markdown_html
+from flue_nb.notebook.views.transcript import CellView, TextView
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.images import sniff
 from flue_nb.runtime.messages import (
@@ -58,7 +58,7 @@ def test_history_renders_headings_and_keeps_a_user_messages_lines() -> None:
 def test_help_markdown_has_no_dollar_outside_code_so_nothing_renders_as_latex() -> None:
     import re
 
-    from flue_nb.notebook.magics._commands import help_view
+    from flue_nb.notebook.magics.commands import help_view
     from flue_nb.notebook.magics.flue import FlueMagics
 
     md = help_view(FlueMagics.flue.parser).md
@@ -68,12 +68,13 @@ def test_help_markdown_has_no_dollar_outside_code_so_nothing_renders_as_latex() 
 
 
 def test_the_no_model_error_is_a_short_list_of_the_ways_each_with_its_command() -> None:
-    from flue_nb.notebook.assistant import NO_MODEL_HELP
+    from flue_nb.notebook.kernel.assistant import NO_MODEL_HELP
 
     lines = NO_MODEL_HELP.splitlines()
-    assert lines[0].startswith("flue: no model is configured") and len(lines) == 5
+    assert lines[0].startswith("flue: no model is configured") and len(lines) == 6
     assert all(ln.startswith("  • ") for ln in lines[1:])
-    assert '%config FlueMagics.model = "anthropic/claude-sonnet-4-6"' in lines[1]
+    assert lines[1].startswith("  • %env ANTHROPIC_API_KEY=")  # works without a restart
+    assert '%config FlueMagics.model = "anthropic/claude-sonnet-4-6"' in lines[2]
 
 
 # --- figures in the static copies (issue 19.1 + 19.4) -----------------------------------------
@@ -180,3 +181,46 @@ def test_history_embeds_figures_in_its_markdown_and_the_chats_copy_only_in_its_h
     assert "base64" not in copy["text/markdown"] and len(_data_uris(copy["text/html"])) == 1
     html = copy["text/html"]
     assert html.index("<strong>python</strong>") < html.index("data:image/png") < html.index("Done.")
+
+
+def test_history_pairs_each_call_with_its_own_result_when_ids_repeat() -> None:
+    # Issue 33.3: the same call id in two turns (a restarted kernel's offline model, llama.cpp).
+    messages: list[Message] = [
+        UserMessage(text="first"),
+        AssistantMessage([ToolCall("call_1", "bash", {"command": "false"})]),
+        ToolResultMessage("call_1", "bash", "exit 1", is_error=True),
+        AssistantMessage([TextPart("It failed.")]),
+        UserMessage(text="again"),
+        AssistantMessage([ToolCall("call_1", "bash", {"command": "true"})]),
+        ToolResultMessage("call_1", "bash", "ok"),
+        AssistantMessage([TextPart("It worked.")]),
+    ]
+    lines = history_view("c", messages).plain.split("\n")
+    assert [line for line in lines if "bash" in line] == ["  · bash: false ✗", "  · bash: true ✓"]
+
+
+def test_static_copies_keep_code_spans_in_errors_and_name_no_empty_argument() -> None:
+    # Issue 33.7: `old\_text` showed its backslash; a `run_cell` with no source showed "``".
+    view = CellView("fix it", "c", submission_id="s")
+    for e in [
+        ev.ToolStart(submission_id="s", call_id="c1", name="edit", input={"path": "a_b.py", "old_text": "x"}),
+        ev.ToolEnd(
+            submission_id="s",
+            call_id="c1",
+            name="edit",
+            is_error=True,
+            content="Could not find `old_text` in `a_b.py`. Use *exactly* the file's text.",
+        ),  # fmt: skip
+        ev.SubmissionSettled(submission_id="s", outcome="completed", result="ok"),
+    ]:
+        view.apply(e)
+    html = markdown_html(view.markdown())
+    assert "<code>old_text</code>" in html and "<code>a_b.py</code>" in html and "\\" not in html
+    assert "*exactly*" in html  # the rest of the text stays literal: no emphasis from a tool's words
+    messages: list[Message] = [
+        UserMessage(text="run it"),
+        AssistantMessage([ToolCall("r1", "run_cell", {"id": "abc"})]),
+        ToolResultMessage("r1", "run_cell", "ran"),
+    ]
+    md = history_view("c", messages).md
+    assert "``" not in md and "> ▸ **run_cell** ✓" in md

@@ -26,6 +26,7 @@ print(json.dumps({
     "anthropic": "anthropic" in sys.modules and provider.sdk_loaded(),
     "runtime": "flue_nb.runtime.session" in sys.modules,
     "tokenizer": tokens._DEFAULT._loaded,
+    "live": "flue_nb.notebook.document.live_document" in sys.modules,
 }))
 """
 
@@ -63,6 +64,7 @@ def test_with_claude_configured_the_sdk_runtime_and_tokenizer_load_in_the_backgr
         "anthropic": True,
         "runtime": True,
         "tokenizer": True,
+        "live": False,  # no Jupyter server runs this Python: the live document stays unloaded
     }
 
 
@@ -73,6 +75,7 @@ def test_offline_the_sdk_is_not_loaded(tmp_path):
         "anthropic": False,
         "runtime": True,
         "tokenizer": True,
+        "live": False,  # no Jupyter server runs this Python: the live document stays unloaded
     }
 
 
@@ -83,4 +86,5 @@ def test_flue_warmup_0_turns_it_off(tmp_path):
         "anthropic": False,
         "runtime": False,
         "tokenizer": False,
+        "live": False,
     }

@@ -12,9 +12,9 @@ pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extr
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, fail, reply, tool_call
-from flue_nb.notebook.chat._approve import notebook_approver
-from flue_nb.notebook.chat._fold import RESULT_CHARS, ChatFold
-from flue_nb.notebook.chat.widget import RATE, ChatWidget, open_widgets
+from flue_nb.notebook.kernel.approve import notebook_approver
+from flue_nb.notebook.views.chat._fold import RESULT_CHARS, ChatFold
+from flue_nb.notebook.views.chat.widget import RATE, ChatWidget, open_widgets
 from flue_nb.runtime.events import (
     CompactionEnd,
     CompactionStart,
@@ -275,7 +275,7 @@ def test_a_closed_widget_stops_following_and_leaves_no_approval_waiting(tmp_path
 
 
 def test_rerunning_a_chat_cell_closes_that_cells_previous_chat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flue_nb.notebook.chat import widget as widget_module
+    from flue_nb.notebook.views.chat import widget as widget_module
 
     session = _session(tmp_path, ScriptedModel(["one", "two"]))
     cell = {"id": "cell-1"}
@@ -352,3 +352,73 @@ def test_a_message_sent_with_an_echo_id_is_admitted_once_and_the_id_names_its_su
     assert w.sent == {"e1": sub.id}
     session.read(sub.id)
     w.close()
+
+
+def test_a_new_kernels_chat_draws_the_cards_of_a_turn_that_reuses_the_old_turns_call_ids(tmp_path: Path) -> None:
+    # Issue 33.3: the offline model starts at `call_1` in every kernel; the same message again after
+    # a restart must get cards of its own, live and in a redraw, and leave the old turn's as they were.
+    def script() -> ScriptedModel:
+        return ScriptedModel([reply("", tool_call("bash", "call_1", command="echo hi")), reply("done")])
+
+    first = _session(tmp_path, script())
+    assert first.prompt("go") == "done"
+    again = _session(tmp_path, script())  # a new kernel: the same conversation, the same store
+    w = ChatWidget(again)
+    [old] = w.history
+    old_card = old["parts"][0]
+    assert again.prompt("go") == "done"
+    blocks = w.history
+    assert [[p["name"] for p in b["parts"] if p["kind"] == "tool"] for b in blocks] == [["bash"], ["bash"]]
+    assert blocks[0]["parts"][0] == old_card
+    redrawn = ChatWidget(again).history
+    assert [[p["status"] for p in b["parts"] if p["kind"] == "tool"] for b in redrawn] == [["ok"], ["ok"]]
+
+
+def test_a_settlement_that_arrives_while_the_chat_redraws_from_the_store_is_kept(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Issue 33.2: a redraw (another kernel's change) read the store just before this kernel's own
+    # run settled; the live settlement went into the fold being replaced, and the chat kept
+    # "running…" for good.
+    from flue_nb.notebook.views.chat import widget as widget_module
+    from flue_nb.runtime import events as ev
+    from flue_nb.runtime.session import Page
+
+    session = _session(tmp_path, ScriptedModel([reply("ok")]))
+    w = ChatWidget(session, redraw=False, follow=False)
+    stale = [ev.SubmissionQueued(submission_id="s1", text="hi", accepted_at=1.0),
+             ev.SubmissionRunning(submission_id="s1", attempt=1, agent="helper")]  # fmt: skip
+
+    def read_then_settle(_session: Any, _last: int, **_: Any) -> Any:
+        w._feed(ev.SubmissionSettled(submission_id="s1", outcome="completed", result="ok"))  # live, meanwhile
+        return Page(stale, [], 0, 0, 0)
+
+    monkeypatch.setattr(widget_module, "_page", read_then_settle)
+    w.redraw_from_store()
+    assert w.live == []
+    [block] = w.history
+    assert (block["state"], block["outcome"]) == ("settled", "completed")
+
+
+def test_a_chat_showing_running_what_the_store_settled_is_redrawn_whatever_it_missed(tmp_path: Path) -> None:
+    # Issue 33.2: whichever notification was missed, a chat converges on the store's state: one
+    # that shows a submission running the store has settled is redrawn after STALE_AFTER.
+    from flue_nb.notebook.views.chat._follow import STALE_AFTER, StoreFollower
+
+    session = _session(tmp_path, ScriptedModel([reply("ok")]))
+    assert session.prompt("hi") == "ok"
+    w = ChatWidget(session, follow=False)
+    sid = w.history[0]["id"]
+    now = [100.0]
+    follower = StoreFollower(w, clock=lambda: now[0])
+    follower.stop()  # looked at by hand below
+    assert follower._changed_elsewhere() is False  # the first look: just drawn
+    w.fold.blocks[sid].state = "running"  # what a lost settlement leaves
+    follower.own_event()  # and this kernel's own events would have hidden the change
+    assert follower._changed_elsewhere() is False  # seen once: a live event may still be on its way
+    now[0] += STALE_AFTER
+    assert follower._changed_elsewhere() is True
+    w.redraw_from_store()
+    assert w.live == [] and w.history[0]["state"] == "settled"
+    now[0] += 60
+    assert follower._changed_elsewhere() is False

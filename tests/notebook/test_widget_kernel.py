@@ -133,7 +133,9 @@ def test_ask_without_a_widget_or_stdin_says_which_fallback_it_used(first: Any, d
     [view] = [w for w in _widgets(first) if w["history"][0]["text"] == "write a file"]
     card = view["history"][0]["parts"][0]
     assert card["status"] == "denied" and "fallback policy is deny" in card["result"]["text"]  # drawn as denied (19.8)
-    assert card["approval"] == {"approved": False, "reason": "unanswered", "fallback": "deny", "via": None}
+    assert card["approval"] == {
+        "policy": "ask", "approved": False, "reason": "unanswered", "fallback": "deny", "rule": "default: ask"
+    }  # fmt: skip
     assert not (dirs[1] / "asked.txt").exists()
 
 

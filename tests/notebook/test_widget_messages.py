@@ -11,7 +11,7 @@ import pytest
 from test_widget import _session, _tool, _until
 
 from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.notebook.chat.widget import ChatWidget
+from flue_nb.notebook.views.chat.widget import ChatWidget
 
 pytest.importorskip("anywidget")
 
@@ -57,20 +57,21 @@ def _check(w: ChatWidget, session: Any, tmp_path: Path, caplog: Any) -> None:
 
 
 def test_the_kernel_beats_to_every_open_chat_so_a_view_can_tell_its_kernel_is_gone(tmp_path: Path) -> None:
-    from flue_nb.notebook.chat import _beat
+    from flue_nb.notebook.views.chat import _heartbeat
 
     session = _session(tmp_path, ScriptedModel([reply("hi")]), cid="beats")
     w, closed = ChatWidget(session), ChatWidget(session)
     closed.close()
     assert w.ref == w.model_id and w.ref  # the browser names its own model in the saved state
-    assert _beat._running is not None  # a chat started the kernel's one heartbeat thread
+    assert _heartbeat._running is not None  # a chat started the kernel's one heartbeat thread
     got: list[Any] = []
     w.send = got.append  # type: ignore[method-assign]
-    hb = _beat.Heartbeat(lambda: [w, closed], every=0.02)
+    hb = _heartbeat.Heartbeat(lambda: [w, closed], every=0.02)
     try:
         _until(lambda: len(got) >= 3)
     finally:
         hb.stop()
         w.close()
+    _until(lambda: not hb._thread.is_alive())  # stop()'s join is bounded: a loaded beat may still count
     assert set(map(str, got)) == {str({"type": "beat"})}
     assert hb.sent >= 3 and hb.sent == len(got)  # the closed widget got none

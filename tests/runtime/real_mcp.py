@@ -26,6 +26,9 @@ from pathlib import Path
 
 from mcp_client import serving
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from locks import exclusive  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / ".mcp-servers"
 PINS = Path(__file__).with_name("real_servers")
@@ -55,12 +58,13 @@ def npm_servers() -> Path:
     manifest, lock = (PINS / "package.json").read_bytes(), (PINS / "package-lock.json").read_bytes()
     want = _stamp(manifest, lock)
     stamp = folder / ".installed"
-    if not (stamp.exists() and stamp.read_text() == want):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "package.json").write_bytes(manifest)
-        (folder / "package-lock.json").write_bytes(lock)
-        _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=folder)
-        stamp.write_text(want)
+    with exclusive(folder):  # one test worker installs; the others wait for it
+        if not (stamp.exists() and stamp.read_text() == want):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "package.json").write_bytes(manifest)
+            (folder / "package-lock.json").write_bytes(lock)
+            _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=folder)
+            stamp.write_text(want)
     return folder / "node_modules" / "@modelcontextprotocol"
 
 
@@ -69,11 +73,12 @@ def python_servers() -> Path:
     venv = HOME / "venv"
     want = _stamp(*(p.encode() for p in PYTHON_PINS))
     stamp = venv / ".installed"
-    if not (stamp.exists() and stamp.read_text() == want):
-        if not (venv / "bin" / "python").exists():
-            _run([sys.executable, "-m", "venv", str(venv)], timeout=300)
-        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *PYTHON_PINS])
-        stamp.write_text(want)
+    with exclusive(venv):  # one test worker installs; the others wait for it
+        if not (stamp.exists() and stamp.read_text() == want):
+            if not (venv / "bin" / "python").exists():
+                _run([sys.executable, "-m", "venv", str(venv)], timeout=300)
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *PYTHON_PINS])
+            stamp.write_text(want)
     return venv / "bin"
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.facts import ApprovalFacts
 from flue_nb.runtime.tools.approval import ApprovalRequest, request_summary, with_approval
+from flue_nb.runtime.tools.grants import Grant
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
 
 
@@ -44,11 +47,24 @@ def _call(tool: Tool, raw: object) -> ToolOutput:
 
 def test_allow_runs_the_tool_unchanged() -> None:
     calls: list[str] = []
-    inner = _bash_like(calls)
+    inner = replace(_bash_like(calls), name="shell")
     wrapped = with_approval(inner, policy="allow")
     assert wrapped is inner
     out = _call(wrapped, {"command": "ls"})
     assert not out.is_error and out.content == "ran ls" and calls == ["ls"]
+
+
+def test_allow_runs_bash_without_facts_but_asks_about_startup_files() -> None:
+    # `bash` is wrapped even under allow: a command naming a place that runs code later is asked about.
+    calls: list[str] = []
+    approver = _Approver(False)
+    wrapped = with_approval(_bash_like(calls), policy="allow", approver=approver)
+    out = _call(wrapped, {"command": "ls"})
+    assert not out.is_error and out.approval is None and calls == ["ls"]
+    out = _call(wrapped, {"command": "echo 'import os' > ~/.ipython/profile_default/startup/00-x.py"})
+    assert out.is_error and calls == ["ls"]
+    assert out.approval is not None and out.approval.rule is not None and "runs code later" in out.approval.rule
+    assert "IPython" in approver.requests[0].question and approver.requests[0].grant is None
 
 
 def test_deny_refuses_and_says_how_the_user_can_change_it() -> None:
@@ -58,7 +74,7 @@ def test_deny_refuses_and_says_how_the_user_can_change_it() -> None:
     assert calls == []
     assert "policy denies" in out.content and "`bash`" in out.content
     assert "`approval`" in out.content
-    assert out.details is not None and out.details["approval"]["approved"] is False
+    assert out.approval is not None and out.approval.approved is False and out.approval.reason == "policy"
 
 
 def test_ask_with_approver_yes_runs_the_tool_and_the_request_describes_the_call() -> None:
@@ -67,12 +83,10 @@ def test_ask_with_approver_yes_runs_the_tool_and_the_request_describes_the_call(
     out = _call(with_approval(_bash_like(calls), policy="ask", approver=approver), {"command": "make test"})
     assert not out.is_error and out.content == "ran make test" and calls == ["make test"]
     [request] = approver.requests
-    assert request == ApprovalRequest("bash", "c1", {"command": "make test"}, "bash: make test")
-    assert out.details is not None and out.details["approval"] == {
-        "policy": "ask",
-        "approved": True,
-        "reason": "approved",
-    }
+    assert request == ApprovalRequest(
+        "bash", "c1", {"command": "make test"}, "bash: make test", rule="default: ask", grant=Grant("bash", "make test")
+    )
+    assert out.approval == ApprovalFacts("approved", True, "ask", rule="default: ask")
 
 
 def test_ask_with_approver_no_refuses_without_running() -> None:
@@ -127,15 +141,70 @@ def test_unknown_policy_or_fallback_is_a_config_error() -> None:
         with_approval(_bash_like([]), policy="ask", fallback="ask")  # type: ignore[arg-type]
 
 
+def _named(name: str, summary_arg: str | None = None, **fields: type) -> Tool:
+    from pydantic import create_model
+
+    model = create_model(f"{name}_in", **{k: (v, ...) for k, v in fields.items()})  # type: ignore[call-overload]
+    return define_tool(name, "d", input=model, run=lambda a: "", summary_arg=summary_arg)
+
+
 def test_summary_shows_code_first_line_and_how_many_more() -> None:
-    assert request_summary("python", {"code": "import os\nos.listdir()\n"}) == "python: import os (+1 more lines)"
+    python = _named("python", "code", code=str)
+    assert request_summary(python, {"code": "import os\nos.listdir()\n"}) == "python: import os (+1 more lines)"
     # The argument the tool names as its summary (or its first text argument), as cards show it;
     # a call without a text argument is its arguments as JSON.
-    assert request_summary("write", {"path": "a.txt", "content": "x"}) == "write: a.txt"
-    assert request_summary("count", {"n": 3}) == 'count: {"n": 3}'
+    write = _named("write", "path", path=str, content=str)
+    assert request_summary(write, {"path": "a.txt", "content": "x"}) == "write: a.txt"
+    assert request_summary(_named("count", n=int), {"n": 3}) == 'count: {"n": 3}'
+
+
+def test_a_tool_words_its_own_question() -> None:
+    # `Tool.question`: the runtime names no tool; the tool says how the person is asked.
+    inner = _named("deploy", target=str)
+    worded = replace(inner, question=lambda data: f"ship to {data['target']}\nand restart")
+    assert request_summary(inner, {"target": "prod"}) == "deploy: prod"
+    assert request_summary(worded, {"target": "prod"}) == "deploy: ship to prod (+1 more lines)"
+
+    # Its fuller wording (`question_detail`) is what the person is asked; the line is recorded.
+    async def detail(data: object) -> str:
+        return "deploy: the whole plan"
+
+    approver = _Approver(True)
+    _call(with_approval(replace(worded, question_detail=detail), policy="ask", approver=approver), {"target": "prod"})
+    [request] = approver.requests
+    assert request.summary == "deploy: ship to prod (+1 more lines)" and request.question == "deploy: the whole plan"
 
 
 def test_importing_approval_does_not_load_ipython() -> None:
     code = "import sys, flue_nb.runtime.tools.approval; print('IPython' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("how", ["approved", "fallback"])
+def test_an_approved_call_keeps_everything_the_tool_returned_besides_its_text(how: str) -> None:
+    # Issue 33.1: a figure drawn by an approved `python` call was lost (the text still said it was drawn).
+    from flue_nb.runtime.facts import NamespaceDiff
+    from flue_nb.runtime.images import image_from_bytes
+
+    figure = image_from_bytes(_PNG_1x1, label="figure 1")
+    names = NamespaceDiff(added=("df",))
+
+    async def run(args: _Cmd) -> ToolOutput:
+        return ToolOutput("[1 image(s) drawn]", details={"k": 1}, images=[figure], namespace=names)
+
+    inner = define_tool("python", "Run code.", input=_Cmd, run=run)
+    if how == "approved":
+        wrapped = with_approval(inner, policy="ask", approver=_Approver(True))
+    else:
+        wrapped = with_approval(inner, policy="ask", fallback="allow")
+    out = _call(wrapped, {"command": "plot"})
+    assert not out.is_error and out.images == [figure]
+    assert out.namespace == names and out.details == {"k": 1}
+    assert out.approval is not None and out.approval.approved is True
+
+
+_PNG_1x1 = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde"
+    b"\x00\x00\x00\x0cIDATx\x9cc\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef\x00\x00\x00\x00IEND\xaeB`\x82"
+)

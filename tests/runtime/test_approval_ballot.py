@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.facts import ApprovalFacts
 from flue_nb.runtime.store import Outcome
 from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.tools.approval import ApprovalRequest, with_approval
@@ -87,7 +88,7 @@ def test_an_answer_from_another_kernel_lets_the_waiting_call_run(stores: tuple[A
         execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "echo hi"}, _ctx(a))
     )
     assert calls == ["echo hi"] and not out.is_error
-    assert out.details["approval"] == {"policy": "ask", "approved": True, "reason": "approved", "by": here()}
+    assert out.approval == ApprovalFacts("approved", True, "ask", by=here(), rule="default: ask")
     [answer] = _answers(a)
     assert answer.data["approval_answer"]["outcome"] == "approved"
 
@@ -104,7 +105,7 @@ def test_the_first_answer_wins_and_a_later_local_one_takes_it(stores: tuple[Any,
     out = asyncio.run(
         execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "x"}, _ctx(a))
     )
-    assert calls == ["x"] and out.details["approval"]["approved"] is True
+    assert calls == ["x"] and out.approval is not None and out.approval.approved is True
     assert len(_answers(a)) == 1
 
 
@@ -174,7 +175,7 @@ def test_the_asker_sees_an_ended_request_as_no_answer_and_the_fallback_applies(s
 
     tool = with_approval(_tool(calls), policy="ask", approver=approver, fallback="deny")
     out = asyncio.run(execute_tool(tool, {"command": "x"}, _ctx(a)))
-    assert calls == [] and out.is_error and out.details["approval"]["fallback"] == "deny"
+    assert calls == [] and out.is_error and out.approval is not None and out.approval.fallback == "deny"
 
 
 def test_a_timed_out_request_ends_for_every_view_and_a_late_click_changes_nothing(stores: tuple[Any, Any]) -> None:
@@ -188,7 +189,7 @@ def test_a_timed_out_request_ends_for_every_view_and_a_late_click_changes_nothin
     out = asyncio.run(
         execute_tool(with_approval(_tool(calls), policy="ask", approver=approver), {"command": "x"}, _ctx(a))
     )
-    assert calls == [] and out.details["approval"]["fallback"] == "deny"
+    assert calls == [] and out.approval is not None and out.approval.fallback == "deny"
     [asked] = approvals(b.records(CID)).values()
     assert asked.answer is not None and asked.answer.outcome == "ended"
     assert "nobody answered within 0.5 s" in (asked.answer.reason or "")
@@ -231,7 +232,7 @@ def test_without_a_store_the_approver_gets_no_ballot() -> None:
     out = asyncio.run(
         execute_tool(with_approval(_tool([]), policy="ask", approver=approver), {"command": "x"}, ToolContext("c1"))
     )
-    assert not out.is_error and seen[0].ballot is None and "by" not in out.details["approval"]
+    assert not out.is_error and seen[0].ballot is None and out.approval is not None and out.approval.by is None
 
 
 # --- a subagent's call (issue 19.3): recorded under the top-level submission whose `task` runs it
@@ -307,8 +308,8 @@ def test_a_subagents_call_is_answered_from_another_kernel_through_the_parents_su
     assert request.submission_id == receipt.submission_id  # under the parent's submission, fenced by its lease
     assert calls == ["echo sub"]
     [end] = [e for e in events if e.type == "tool" and e.call_id == "sub1"]
-    assert end.task_id == ("t2" if nested else "t1") and end.details["approval"]["approved"] is True
-    assert end.details["approval"]["by"] == here()
+    assert end.task_id == ("t2" if nested else "t1") and end.approval is not None and end.approval.approved is True
+    assert end.approval.by == here()
 
 
 def test_a_subagents_request_ends_when_the_parent_run_is_aborted(db: str) -> None:

@@ -11,6 +11,7 @@ import flue_nb as flue
 from flue_nb import CompactionConfig
 from flue_nb.models import ScriptedModel, fail, reply, tool_call
 from flue_nb.runtime.messages import SummaryMessage, ToolResultMessage, UserMessage
+from flue_nb.runtime.providers.offline import Reply
 
 # window 10,000, max output 2,000 → reserve 2,000 → threshold 8,000 (13.1)
 WINDOW = dict(context_window=10_000, max_output_tokens=2_000)
@@ -237,3 +238,20 @@ def test_compaction_13_4_config_model_does_the_summarising():
     s.prompt("c")
     assert compaction_requests(main) == [] and len(summarizer.requests) == 1
     assert "Summarised by the small model." in turn_requests(main)[-1].messages[0].text
+
+
+def test_a_paused_turn_goes_back_at_once_even_over_the_threshold():
+    # Issue 32.11: the API continues a paused server-tool turn only when it is the last message;
+    # a fold before the continuation replaced the prompt it was working on.
+    paused_text = "word " * 9_000  # over the 8,000-token threshold on its own
+    model = ScriptedModel(
+        [Reply(paused_text, stop_reason="pause_turn"), reply("found it", usage=(900, 10))],
+        summary=SUMMARY,
+        **WINDOW,
+    )
+    s = session(agent_with(model))
+    assert s.prompt("search the web") == "found it"
+    first, continued = turn_requests(model)[:2]
+    assert compaction_requests(model) == []
+    assert continued.messages[:-1] == first.messages
+    assert continued.messages[-1].stop_reason == "pause_turn" and continued.messages[-1].text == paused_text

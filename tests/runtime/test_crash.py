@@ -32,7 +32,7 @@ CHILD = Path(__file__).with_name("crash_child.py")
 CONVERSATION = "crash"
 REPS = 10
 WORKERS = 4
-MARKER_WAIT = 30.0
+MARKER_WAIT = 120.0
 """Bound on how long the parent waits for the child to reach its kill point."""
 
 KILL_POINTS = {
@@ -82,7 +82,8 @@ MATRIX: dict[str, Tally] = {}
 
 def _matrix_lines() -> list[str]:
     labels = {mode: f"{mode}: {KILL_POINTS[mode.split()[0]]}" for mode in MATRIX}
-    width = max([62, *map(len, labels.values())])
+    # The widest label there can be, not the widest here: parallel workers' rows line up.
+    width = max(len(f"{mode} (postgres): {point}") for mode, point in KILL_POINTS.items())
     head = (
         f"{'kill point':<{width}} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} "
         f"{'dup':>4} {'tool runs':>9} {'re-runs':>7}"
@@ -96,10 +97,10 @@ def _matrix_lines() -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def crash_matrix(crash_summary: list[str]) -> Any:
-    """Hand the whole matrix to pytest's summary once the module's tests have run (conftest.py
-    prints it after the results, never in the middle of the progress line)."""
+    """Hand the matrix so far to pytest's summary after each test (conftest.py prints it after
+    the results, never in the middle of the progress line, joining parallel workers' rows)."""
     yield MATRIX
     if MATRIX:
         crash_summary[:] = _matrix_lines()[2:]

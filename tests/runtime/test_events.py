@@ -272,7 +272,7 @@ def test_errors_16_1_type_codes_are_unique_and_every_stored_error_comes_back_as_
 def test_errors_16_1_a_stored_model_not_configured_is_caught_as_such_with_the_notebook_layer_loaded():
     code = (
         "import flue_nb as flue\n"
-        "import flue_nb.notebook.magics.flue, flue_nb.notebook.assistant\n"
+        "import flue_nb.notebook.magics.flue, flue_nb.notebook.kernel.assistant\n"
         "from flue_nb.runtime.errors import error_from_dict\n"
         "try:\n"
         "    raise error_from_dict({'type': 'model_not_configured', 'message': 'm'})\n"

@@ -14,8 +14,8 @@ import flue_nb as flue
 from flue_nb.models import FunctionModel, ScriptedModel, reply, tool_call
 from flue_nb.runtime.tools.mcp import McpServer, close_mcp_servers, mcp_servers, mount_mcp
 
-LISTED = tuple("add text pid dot fail slow crash grow exit_soon steps iccp remember recall".split())
-"""What the test server lists and flue_nb mounts (`background` requires tasks: not mounted)."""
+LISTED = tuple("add text pid dot fail slow crash grow exit_soon steps iccp remember recall background".split())
+"""What the test server lists and flue_nb mounts (`background` requires tasks: called as one)."""
 
 
 @pytest.fixture(autouse=True)

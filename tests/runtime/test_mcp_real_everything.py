@@ -32,9 +32,10 @@ MOUNTED = [
     "toggle-simulated-logging",
     "toggle-subscriber-updates",
     "trigger-long-running-operation",
+    "simulate-research-query",
 ]
-"""What server-everything lists to a client that declares no sampling, elicitation or roots,
-less `simulate-research-query` (it requires task-augmented execution)."""
+"""What server-everything lists to a client that declares no sampling, elicitation or roots
+(`simulate-research-query` requires task-augmented execution: it runs as a task)."""
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def _run(command: list[str], *calls, **use_mcp_kw):
     return results(model.requests[1]), seen, model
 
 
-def test_listing_mounts_every_tool_but_the_task_only_one_with_the_servers_schemas(everything):
+def test_listing_mounts_every_tool_with_the_servers_schemas(everything):
     model = ScriptedModel(["hi"])
     session(make_agent(model, extra=lambda: flue.use_mcp("e", command=everything))).prompt("hello")
     assert names(model.requests[0]) == ["task", *(f"mcp__e__{n}" for n in MOUNTED)]
@@ -89,9 +90,19 @@ def test_sampling_elicitation_and_roots_tools_are_not_offered_since_the_client_d
         assert f"mcp__e__{tool}" not in offered
 
 
-def test_a_task_only_tool_named_by_the_model_is_an_unknown_tool_result_not_a_failed_run(everything):
-    [result], _, _ = _run(everything, tool_call("mcp__e__simulate-research-query", topic="x"))
-    assert result.is_error and "Unknown tool `mcp__e__simulate-research-query`" in result.content
+def test_a_tool_that_requires_a_task_runs_through_the_task_flow(everything):
+    # Issue 32.13: created as a task, polled (its four stages' status messages reach observers as
+    # progress) and its result fetched. Before: not mounted, so the model's call was unknown.
+    [result], seen, _ = _run(everything, tool_call("mcp__e__simulate-research-query", topic="tides"))
+    assert not result.is_error, result.content
+    assert "# Research Report: tides" in result.content and "Stage 4: Generating report" in result.content
+    updates = [e.message for e in seen if isinstance(e, ev.ToolUpdate) and e.message]
+    assert any("Synthesizing findings" in m for m in updates), updates
+
+
+def test_a_task_past_call_timeout_is_cancelled_and_says_so(everything):
+    [result], _, _ = _run(everything, tool_call("mcp__e__simulate-research-query", topic="slow"), call_timeout=1.5)
+    assert result.is_error and "did not answer within 1.5 s" in result.content, result.content
 
 
 def test_text_comes_back_as_the_tool_result(everything):

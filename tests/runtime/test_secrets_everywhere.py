@@ -15,9 +15,9 @@ from agents import make_agent, session
 
 import flue_nb as flue
 from flue_nb.models import ScriptedModel, reply, tool_call
-from flue_nb.runtime._redact import redact
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.messages import ToolResultMessage
+from flue_nb.runtime.redact import redact
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools.mcp import close_mcp_servers
 from flue_nb.runtime.tools.tool import ToolContext, execute_tool
@@ -186,3 +186,32 @@ def test_a_subagents_stored_steps_hold_no_secret(tmp_path: Path) -> None:
     db = tmp_path / "d.sqlite"
     assert session(agent, db=str(db)).prompt("go") == "done"
     assert SECRET[:10].encode() not in store_bytes(tmp_path, "d.sqlite")
+
+
+def test_a_subagents_own_answer_quoting_a_secret_is_stored_and_sent_redacted(tmp_path: Path) -> None:
+    # Issue 32.2: the child's answer is what the parent's `task` call returns; its copy among the
+    # call's steps and in the task_end event was kept verbatim.
+    answer = f"the key is {SECRET}, the password {json.dumps(ODD)} and {ODD}"
+    child_model = ScriptedModel([reply(answer)])
+    parent_model = ScriptedModel([reply("", tool_call("task", prompt="look", agent="helper")), reply("done")])
+
+    @flue.agent
+    def helper() -> str:
+        flue.use_model(child_model)
+        return "You help."
+
+    agent = make_agent(
+        parent_model, extra=lambda: flue.use_subagent(flue.define_subagent("helper", "helps", agent=helper))
+    )
+    db = tmp_path / "e.sqlite"
+    s = session(agent, db=str(db))
+    seen: list[str] = []
+    s.observe(lambda event: seen.append(repr(event)) if event.type == "task" else None)
+    assert s.prompt("go") == "done"
+    assert len(seen) == 1 and "the key is [redacted:FLUE_T_API_KEY]" in seen[0]
+    stored = store_bytes(tmp_path, "e.sqlite")
+    for piece in (SECRET[:10], ODD[:10], json.dumps(ODD)[1:11]):
+        assert piece.encode() not in stored, piece
+        assert not [e for e in seen if piece in e], piece
+    given = results(parent_model.requests[-1])[0].content
+    assert "[redacted:FLUE_T_API_KEY]" in str(given) and "[redacted:FLUE_T_DB_PASSWORD]" in str(given)

@@ -67,7 +67,7 @@ def test_a_value_that_yaml_would_read_as_a_number_or_bool_stays_a_string(tmp_pat
         ("name: pdf--tools\ndescription: x", "pdf--tools", "doubled hyphen"),
         ("name: " + "a" * 65 + "\ndescription: x", "a" * 65, "1-64"),
         ("name: other-name\ndescription: x", "pdf-tools", "must equal its folder's name 'pdf-tools'"),
-        ("name: pdf-tools\ndescription: " + "d" * 1025, "pdf-tools", "at most 1,024"),
+        ("name: pdf-tools\ndescription: " + "d" * 4097, "pdf-tools", "at most 4,096"),
         ("name: pdf-tools", "pdf-tools", "needs a `description`"),
         ("name: pdf-tools\ndescription: [a, b]", "pdf-tools", "needs a `description` (a non-empty string)"),
         ("name: pdf-tools\ndescription: 'unclosed", "pdf-tools", "not valid YAML"),
@@ -82,3 +82,20 @@ def test_invalid_front_matter_is_a_clear_error_naming_the_file(
         load_skill(d)
     assert says in info.value.message
     assert str(d / "SKILL.md") in info.value.message
+
+
+def test_a_description_over_the_standards_1024_loads_with_a_warning_naming_the_limit(tmp_path: Path) -> None:
+    # Issue 32.10: Anthropic's own `claude-api` skill has a 1,068-character description; it was
+    # refused whole, where the clients users compare us with load it.
+    description = ("Build apps with the Claude API or Anthropic SDK. " * 22)[:1068].strip()
+    d = skill(tmp_path, f"name: claude-api\ndescription: {description}", folder="claude-api")
+    with pytest.warns(UserWarning, match=r"1,06\d characters.*standard allows 1,024") as caught:
+        s = load_skill(d)
+    assert s.name == "claude-api" and s.description == description  # kept whole
+    assert str(d / "SKILL.md") in str(caught[0].message)
+
+
+def test_a_skill_whose_name_differs_from_its_folder_still_fails_clearly(tmp_path: Path) -> None:
+    d = skill(tmp_path, "name: claude-api\ndescription: " + "d" * 1068, folder="claude_api")
+    with pytest.raises(ConfigError, match="must equal its folder's name 'claude_api'"):
+        load_skill(d)

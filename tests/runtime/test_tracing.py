@@ -246,12 +246,12 @@ def test_tracing_a_recovered_submission_has_no_spans_for_work_done_before_the_cr
     assert root.attributes["flue.submission.outcome"] == "completed"
 
 
-def fed(feed):
+def fed(feed, content=False):
     """The spans a fresh tracer makes of these events (no session: the events alone)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"))
+    observer = SpanObserver(provider.get_tracer("t"), MeterProvider().get_meter("t"), content=content)
     for e in feed:
         observer(e)
     observer.close()
@@ -408,3 +408,42 @@ def test_tracing_keeps_the_trace_ids_of_the_latest_submissions_only(monkeypatch)
         observer(ev.SubmissionSettled(outcome="completed", **stamp))
     assert [observer.trace_id(f"s{n}") is not None for n in range(5)] == [False, False, True, True, True]
     observer.close()
+
+
+def test_tracing_with_content_off_carries_no_content_in_statuses():
+    # Issue 32.4: status descriptions carried a provider error quoting the prompt, and a failed
+    # subagent's error quoting its task prompt; with content off errors are described by code.
+    said = "my private plan for Tuesday"
+    stamp = dict(conversation_id="c", submission_id="s")
+    feed = [
+        ev.SubmissionQueued(text=said, accepted_at=1.0, **stamp),
+        ev.SubmissionRunning(attempt=1, agent="parent", **stamp),
+        ev.ToolStart(call_id="t2", name="task", input={"prompt": said}, **stamp),
+        ev.TaskStart(agent="kid", task_id="t2", description=said, **stamp),
+        ev.TaskEnd(agent="kid", is_error=True, error=f"provider said: bad prompt {said!r}", task_id="t2", **stamp),
+        ev.ToolEnd(call_id="t2", name="task", is_error=True, content=said, ended="failed", **stamp),
+        ev.CompactionStart(reason="overflow", estimated_tokens=9_000, **stamp),
+        ev.CompactionEnd(
+            reason="overflow", messages_before=5, messages_after=5, duration_ms=1, is_error=True,
+            error=f"summary failed on {said}", **stamp,
+        ),
+        ev.SubmissionSettled(
+            outcome="failed", error=ev.ErrorInfo("provider_error", f"400: messages.0: {said}"), **stamp
+        ),
+    ]  # fmt: skip
+
+    def everything(spans) -> str:
+        parts = []
+        for sp in spans:
+            parts += [sp.name, str(sp.status.description), repr(dict(sp.attributes or {}))]
+            parts += [repr((e.name, dict(e.attributes or {}))) for e in sp.events]
+        return "\n".join(parts)
+
+    spans = fed(feed)
+    assert len([sp for sp in spans if sp.status.status_code is StatusCode.ERROR]) == 4
+    assert said not in everything(spans)
+    statuses = {sp.name: sp.status.description for sp in spans}
+    assert statuses["invoke_agent parent"] == "provider_error"
+    assert statuses["invoke_agent kid"] == "task_failed"
+    assert statuses["compaction overflow"] == "compaction_failed"
+    assert said in everything(fed(feed, content=True))  # content on: the messages say what happened

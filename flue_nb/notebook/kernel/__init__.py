@@ -1,1 +1,14 @@
-"""The live kernel as a sandbox: its working directory, and the `python` tool on its namespace."""
+"""The live kernel as the agent's workplace: the sandbox, the `python` tool on the user's namespace
+and what its code drew, the notebook's read and write tools, who answers an approval, and the
+default notebook assistant."""
+
+__all__ = [
+    "approve",
+    "assistant",
+    "drawing",
+    "notebook_tools",
+    "python_tool",
+    "read_tools",
+    "sandbox",
+    "write_tools",
+]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import io
 import itertools
 import linecache
@@ -22,18 +23,21 @@ import threading
 import traceback
 import types
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.notebook.cells.runner import Runner
-from flue_nb.notebook.kernel import _figures
+from flue_nb.notebook.document.runner import Runner
+from flue_nb.notebook.kernel import drawing
+from flue_nb.runtime.effect_capture import ValueKeeper, assigned_names, keep_blobs, summarize
+from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect, frame_blob
+from flue_nb.runtime.facts import NamespaceDiff
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
-__all__ = ["FlueResults", "Namespace", "Runner", "keep_in", "python_tool"]
+__all__ = ["FlueResults", "Namespace", "OnChange", "Runner", "keep_in", "python_tool"]
 
 T = TypeVar("T")
 
@@ -121,34 +125,72 @@ async def _run_inline(fn: Callable[[], T]) -> T:
     return fn()
 
 
-def python_tool(namespace: Namespace, *, runner: Runner | None = None) -> Tool:
+OnChange = Callable[[str, NamespaceDiff, ToolContext], Awaitable[str | None]]
+"""Called after a call that ran without error and changed names: (code, diff, context); the text
+it returns, if any, is added to the result (`python_tool="cells"` writes the code as a cell)."""
+
+
+def python_tool(
+    namespace: Namespace,
+    *,
+    runner: Runner | None = None,
+    bounds: Bounds | None = None,
+    record_effects: bool = True,
+    on_change: OnChange | None = None,
+) -> Tool:
     """The `python` tool, running code in `namespace` through `runner` (default: inline).
 
     Args:
         namespace: The dict to run code in, or a function returning it (called at each call).
         runner: Runs the zero-argument cell function where the namespace lives; the notebook
             layer passes one that hops to the kernel's main thread.
+        bounds: What a call's effect record may keep (old values of the names it changes).
+        record_effects: False records no effects at all (what the recording costs is measured
+            against it: bench/effects_cost.py).
+        on_change: See `OnChange`.
     """
     run_on = runner or _run_inline
+    limits = bounds or Bounds()
 
     async def run(args: PythonInput, ctx: ToolContext) -> ToolOutput:
         ns = namespace() if callable(namespace) else namespace
-        result: ToolOutput = await run_on(lambda: _run_cell(args.code, ns, ctx.submission_id))
+        # Old values go to the store's blobs only for a run with a store (a session's).
+        keep = limits if ctx.store is not None else None
+        result, blobs = await run_on(lambda: _run_cell(args.code, ns, ctx.submission_id, keep, record_effects))
+        if blobs:
+            keep_blobs(ctx.store, ctx.conversation_id, blobs, limits)
+        diff = result.namespace
+        if (
+            on_change is not None
+            and not result.is_error
+            and diff is not None
+            and (diff.added or diff.changed or diff.removed)
+        ):
+            note = await on_change(args.code, diff, ctx)
+            if note:
+                result = dataclasses.replace(result, content=f"{result.content}\n{note}")
         return result
 
     return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")
 
 
-def _run_cell(code: str, ns: dict[str, Any], submission_id: str | None = None) -> ToolOutput:
-    """Run `code` in `ns` like a notebook cell and describe what happened, as a tool result."""
+def _run_cell(
+    code: str, ns: dict[str, Any], submission_id: str | None = None, keep: Bounds | None = None, record: bool = True
+) -> tuple[ToolOutput, dict[str, bytes]]:
+    """Run `code` in `ns` like a notebook cell and describe what happened, as a tool result, with
+    its effect record in `details["effects"]` and the blobs of the old values it keeps (`keep`:
+    the bounds; None keeps none)."""
     before = _snapshot(ns)
+    keeper = ValueKeeper(keep or Bounds())
+    if keep is not None and record:
+        keeper.capture(ns, (n for n in assigned_names(code) if _is_user_name(n)))
     filename = f"<python-input-{next(_cell_numbers)}>"
     buffer = io.StringIO()
     error: str | None = None
     has_value, value, value_repr = False, None, None
     # Figures the code draws (shown or left open), `display`ed images and an image-valued
     # result become the result's images (issue 14.1).
-    with _captured(buffer), _figures.capture() as drawn:
+    with _captured(buffer), drawing.capture() as drawn:
         try:
             body, last = _compile(code, filename)
         except (SyntaxError, ValueError) as exc:
@@ -175,24 +217,23 @@ def _run_cell(code: str, ns: dict[str, Any], submission_id: str | None = None) -
                 value_repr = _safe_repr(value)
                 drawn.add_value(value)
     after = _snapshot(ns)
-    changes = _diff(before, after)
+    changes = _diff(before, after, keeper)
+    effects, blobs = _effects(changes, before, after, keeper, keep) if record else (Effects(), {})
 
     body_text = _join(buffer.getvalue(), trace)
     if value_repr is not None:
         out = f"Out: {value_repr}" if "\n" not in value_repr else f"Out:\n{value_repr}"
         body_text = _join(body_text, out)
     cut = truncate_tail(body_text)
+    diff = NamespaceDiff(tuple(changes.created), tuple(changes.changed), tuple(changes.deleted))
     details: dict[str, Any] = {
-        "variables": {
-            "created": changes.created,
-            "changed": changes.changed,
-            "deleted": changes.deleted,
-        },
         "truncated": cut.truncated,
         "handle": None,
         "error": error,
         "value_type": type(value).__name__ if has_value else None,
     }
+    if effects:
+        details[EFFECTS_KEY] = effects.to_dict()
     parts = [cut.text.rstrip("\n")] if cut.text.strip() else []
     if cut.truncated:
         number = _holder(ns).keep(body_text, value, has_value=has_value)
@@ -213,9 +254,47 @@ def _run_cell(code: str, ns: dict[str, Any], submission_id: str | None = None) -
         details["images"] = [
             {"label": p.label, "width": p.width, "height": p.height, "digest": p.digest} for p in drawn.images
         ]
-    _figures.show(drawn, submission_id)  # the person's cell shows what the model is sent
+    drawing.show(drawn, submission_id)  # the person's cell shows what the model is sent
     content = "\n\n".join(parts) if parts else "(no output)"
-    return ToolOutput(content, is_error=error is not None, details=details, images=drawn.images)
+    result = ToolOutput(content, is_error=error is not None, details=details, images=drawn.images, namespace=diff)
+    return result, blobs
+
+
+def _effects(
+    changes: _Changes,
+    before: dict[str, tuple[Any, Any]],
+    after: dict[str, tuple[Any, Any]],
+    keeper: ValueKeeper,
+    keep: Bounds | None,
+) -> tuple[Effects, dict[str, bytes]]:
+    """The call's variable effects, and the framed blobs of the old values kept."""
+    bounds = keep or Bounds()
+    records: list[VariableEffect] = []
+    blobs: dict[str, bytes] = {}
+    sizes: dict[str, int] = {}
+    every = [(n, "created") for n in changes.created] + [(n, "changed") for n in changes.changed]
+    every += [(n, "deleted") for n in changes.deleted]
+    omitted = [n for n, _ in every[bounds.items :]]
+    for name, action in every[: bounds.items]:
+        old = before[name][0] if name in before else None
+        pickled = keeper.pickled.get(name)
+        before_summary = (keeper.summaries.get(name) or summarize(old, bounds)) if action != "created" else None
+        after_summary = summarize(after[name][0], bounds) if action != "deleted" else None
+        kept = not_kept = None
+        if action != "created":
+            if pickled is not None:
+                kept, data = frame_blob(pickled)
+                blobs[kept] = data
+                sizes[kept] = len(data)
+            elif keep is None:
+                not_kept = "not kept: this run has no store"
+            else:
+                not_kept = keeper.refused.get(name) or (
+                    "not captured: changed by code that does not name it as a target (a function, an alias)"
+                )
+        records.append(VariableEffect(name, action, before_summary, after_summary, kept, not_kept))  # type: ignore[arg-type]
+    effects = Effects(variables=tuple(records), omitted=tuple(omitted), bounds=bounds.to_dict(), kept_bytes=sizes)
+    return (effects if records or omitted else Effects()), blobs
 
 
 class _Routed:
@@ -370,8 +449,11 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _diff(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]]) -> _Changes:
+def _diff(
+    before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]], keeper: ValueKeeper | None = None
+) -> _Changes:
     changes = _Changes()
+    kept = keeper.pickled if keeper is not None else {}
     for name in sorted(after.keys() | before.keys()):
         if name not in before:
             changes.created.append(name)
@@ -379,7 +461,20 @@ def _diff(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]])
             changes.deleted.append(name)
         elif after[name][0] is not before[name][0] or after[name][1] != before[name][1]:
             changes.changed.append(name)
+        elif name in kept and _repickled_differs(after[name][0], kept[name]):
+            # Changed in place where the fingerprint cannot see it (`df.loc[0, "a"] = 5`): the
+            # old value was pickled, so the pickles tell.
+            changes.changed.append(name)
     return changes
+
+
+def _repickled_differs(value: Any, old: bytes) -> bool:
+    import pickle
+
+    try:
+        return pickle.dumps(value, protocol=5) != old
+    except Exception:  # noqa: BLE001 - it pickled before; if not now, it changed
+        return True
 
 
 def _describe(value: Any) -> str:

@@ -4,32 +4,37 @@ and the notebook tools.
 `kernel()` is what `use_sandbox(flue.kernel())` attaches. Its tool list replaces the six (contract
 1.3) with the six composed from the standard factories followed by `python`, which runs code in
 the kernel's own namespace, and the notebook tools (`cells`, `cell`, `variables`, `insert_cell`,
-`edit_cell`, `run_cell`: `notebook.cells`), which its `prompt_notes` describe in the system
+`edit_cell`, `run_cell`: `kernel.notebook_tools`), which its `prompt_notes` describe in the system
 prompt. The `approval` setting wraps chosen tools (by default the ones that run code or change
-the notebook) with `with_approval`.
+the notebook; with rules, any tool) with `with_approval`: `guard` wraps the agent's own tools and
+its MCP tools too, so one set of rules covers every tool that changes something. Its commands (`bash`, and the `rg`/`find` behind `grep` and
+`glob`) run contained by default (`sandbox="auto"`: bubblewrap, or refused where it is missing; see
+`flue_nb.runtime.sandbox.contain`); `python` runs in the kernel itself and is not contained.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, get_args
 
-from flue_nb.notebook.kernel.python_tool import HANDLE_NAME, Runner, keep_in, python_tool
+from flue_nb.notebook.kernel.python_cells import PythonToolMode
+from flue_nb.notebook.kernel.python_tool import HANDLE_NAME, OnChange, Runner, keep_in, python_tool
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.sandbox.contain import SandboxLevel
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import standard_tools
 from flue_nb.runtime.tools.approval import ApprovalPolicy, Approver, Fallback, with_approval
+from flue_nb.runtime.tools.rules import ApprovalRules
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["KernelSandbox", "kernel"]
 
 T = TypeVar("T")
 
-APPROVAL_TOOLS = ("python", "bash", "insert_cell", "edit_cell", "run_cell")
-"""The tools a single `approval` policy applies to: the ones that run code or change the notebook."""
-
-Approval = ApprovalPolicy | Mapping[str, ApprovalPolicy]
+Approval = ApprovalPolicy | Mapping[str, Any] | ApprovalRules | str
+"""A mode for every tool that changes something, a dict of rules, rules, or a rules file's path."""
 
 
 class KernelSandbox(LocalSandbox):
@@ -46,21 +51,43 @@ class KernelSandbox(LocalSandbox):
         fallback: Fallback = "deny",
         runner: Runner | None = None,
         approval_timeout: float | None = None,
+        sandbox: SandboxLevel = "auto",
+        allow_hosts: Sequence[str] | None = None,
+        hide_paths: Sequence[str] | None = None,
+        python_tool: PythonToolMode = "hidden",
     ) -> None:
         """Args:
         cwd: The working directory for the file and shell tools.
         namespace: Where `python` runs code; None means IPython's `user_ns`, looked up at first use.
         env: Variables the author opts into for the shell, on top of the allow-list.
-        approval: One policy for `python` and `bash`, or a policy per tool name.
+        approval: A mode for every tool that changes something (read-only tools always run),
+            or rules: `{"default": MODE, TOOL: MODE | [[PATTERN, MODE], ...]}`, or a file of
+            them (see `flue_nb.runtime.tools.rules`); capped by the hub policy's `approval.max`.
         approver: Who answers `ask`; None means a headless run, which follows `fallback`.
         fallback: What `ask` does with no one to ask.
         runner: Where `python` code runs; default: the thread waiting on the run (see below).
         approval_timeout: Seconds an `ask` waits for a chat's answer before `fallback` applies
             (None or 0: no limit).
+        sandbox: `"auto"`/`"bwrap"`: commands run under bubblewrap (refused where it is
+            missing); `"none"`: they run as the user.
+        allow_hosts: Hosts contained commands may reach, through the filtering proxy.
+        hide_paths: Places hidden from contained commands besides the standard secret places.
+        python_tool: `"cells"`: a `python` call that changes the namespace is also written into
+            the notebook as a provenance-marked cell (where the document can be written live).
         """
-        super().__init__(cwd, env=env)
+        if python_tool not in get_args(PythonToolMode):
+            raise ConfigError(f"python_tool must be 'hidden' or 'cells', got {python_tool!r}")
+        self.python_tool: PythonToolMode = python_tool
+        from flue_nb.runtime.policy import current_policy
+
+        policy = current_policy()
+        if policy is not None:
+            sandbox = policy.sandbox_level(sandbox)  # type: ignore[assignment]
+        super().__init__(cwd, env=env, sandbox=sandbox, allow_hosts=allow_hosts, hide_paths=hide_paths)
         self._namespace = namespace
-        self._policies = _policies(approval)
+        self.rules = _rules(approval)
+        """The approval rules in force (the hub policy's ceiling applied)."""
+        self._guarded: dict[int, tuple[Tool, Tool]] = {}
         if fallback not in get_args(Fallback):
             raise ConfigError(f"approval fallback must be 'allow' or 'deny', got {fallback!r}")
         self._approver = approver
@@ -90,38 +117,51 @@ class KernelSandbox(LocalSandbox):
 
     def prompt_notes(self) -> str:
         """The system prompt's word on the notebook tools and the untrusted-data envelope."""
-        from flue_nb.notebook.cells import PROMPT_NOTES
+        from flue_nb.notebook.kernel.notebook_tools import PROMPT_NOTES
 
         return PROMPT_NOTES
 
+    def _on_change(self) -> OnChange | None:
+        if self.python_tool != "cells":
+            return None
+        from flue_nb.notebook.kernel.python_cells import cell_writer
+
+        return cell_writer(lambda: self.namespace)
+
     def tools(self) -> list[Tool]:
         """The six standard tools, `python`, then the notebook tools, each wrapped by its approval policy."""
-        from flue_nb.notebook.cells import notebook_tools
+        from flue_nb.notebook.kernel.notebook_tools import notebook_tools
 
         # A function, not the dict: the namespace is resolved when code first runs, not here.
         runner = self._runner or _on_waiting_thread
         tools = [
             *standard_tools(self),
-            python_tool(lambda: self.namespace, runner=runner),
+            python_tool(lambda: self.namespace, runner=runner, on_change=self._on_change()),
             *notebook_tools(lambda: self.namespace, runner=runner),
         ]
-        names = {t.name for t in tools}
-        unknown = sorted(set(self._policies) - names)
+        names = sorted(t.name for t in tools)
+        # A name close to one of ours is a typo; any other may be the agent's own or an MCP tool.
+        unknown = sorted(n for n in self.rules.tools if n not in names and difflib.get_close_matches(n, names, 1, 0.8))
         if unknown:
-            raise ConfigError(f"approval names unknown tools {unknown}; the kernel sandbox has {sorted(names)}")
-        # In a Jupyter kernel, `ask` asks the chat widget or the cell's stdin (notebook.chat).
-        from flue_nb.notebook.chat._approve import default_approver
+            raise ConfigError(f"approval names unknown tools {unknown}; the kernel sandbox has {names}")
+        return [self._wrap(t) for t in tools]
+
+    def guard(self, tools: Sequence[Tool]) -> list[Tool]:
+        """The agent's own tools and its MCP tools under the same approval rules (each wrapped once)."""
+        out = []
+        for t in tools:
+            found = self._guarded.get(id(t))
+            if found is None or found[0] is not t:
+                found = self._guarded[id(t)] = (t, self._wrap(t))
+            out.append(found[1])
+        return out
+
+    def _wrap(self, tool: Tool) -> Tool:
+        # In a Jupyter kernel, `ask` asks the chat widget or the cell's stdin (kernel.approve).
+        from flue_nb.notebook.kernel.approve import default_approver
 
         approver = self._approver if self._approver is not None else default_approver(self._approval_timeout)
-        return [
-            with_approval(
-                t,
-                policy=self._policies.get(t.name, "allow"),
-                approver=approver,
-                fallback=self._fallback,
-            )
-            for t in tools
-        ]
+        return with_approval(tool, rules=self.rules, approver=approver, fallback=self._fallback, cwd=self.cwd)
 
 
 def kernel(
@@ -134,6 +174,10 @@ def kernel(
     fallback: Fallback = "deny",
     runner: Runner | None = None,
     approval_timeout: float | None = None,
+    sandbox: SandboxLevel = "auto",
+    allow_hosts: Sequence[str] | None = None,
+    hide_paths: Sequence[str] | None = None,
+    python_tool: PythonToolMode = "hidden",
 ) -> KernelSandbox:
     """The live kernel's workspace: `cwd` (default: the current directory) and its namespace.
 
@@ -149,16 +193,20 @@ def kernel(
         fallback=fallback,
         runner=runner,
         approval_timeout=approval_timeout,
+        sandbox=sandbox,
+        allow_hosts=allow_hosts,
+        hide_paths=hide_paths,
+        python_tool=python_tool,
     )
 
 
-def _policies(approval: Approval) -> dict[str, ApprovalPolicy]:
-    """Spread one policy over `APPROVAL_TOOLS`, or check a per-tool mapping."""
-    policies = dict.fromkeys(APPROVAL_TOOLS, approval) if isinstance(approval, str) else dict(approval)
-    for name, policy in policies.items():
-        if policy not in get_args(ApprovalPolicy):
-            raise ConfigError(f"approval for `{name}` must be 'allow', 'ask' or 'deny', got {policy!r}")
-    return policies
+def _rules(approval: Approval) -> ApprovalRules:
+    """The rules `approval` names, under the hub policy's ceiling (said once when it clamps)."""
+    from flue_nb.runtime.policy import current_policy
+
+    rules = ApprovalRules.of(approval)
+    policy = current_policy()
+    return policy.cap(rules) if policy is not None else rules
 
 
 async def _on_waiting_thread(fn: Callable[[], T]) -> T:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from flue_nb.notebook.magics._line import FlueCellError, default_conversation_id
+from flue_nb.notebook.document.identity import default_conversation_id
+from flue_nb.notebook.magics._line import FlueCellError
 from flue_nb.notebook.magics._settings import FlueSettings
 from flue_nb.runtime.text import clean
 
@@ -92,7 +93,7 @@ class ConversationMagics(FlueSettings):
                 )
                 raise UsageError(why)
             return obj, ""
-        from flue_nb.notebook.assistant import make_assistant, resolve_spec
+        from flue_nb.notebook.kernel.assistant import make_assistant, resolve_spec
 
         setting = self._model_setting(args)
         from flue_nb.runtime.errors import FlueError
@@ -118,7 +119,11 @@ class ConversationMagics(FlueSettings):
                 raise FlueCellError(f"flue: {problem} (from the model setting)")
         label = spec if isinstance(spec, str) else f"{setting} ({type(spec).__name__})"
         return make_assistant(
-            spec, approval=args.approval or self.approval, approval_timeout=self.approval_timeout or None
+            spec,
+            approval=args.approval or self.approval,
+            approval_timeout=self.approval_timeout or None,
+            python_tool=self.python_tool,
+            **self._containment(),
         ), label
 
     def _conversation(self, args: Namespace) -> str:
@@ -149,9 +154,9 @@ class ConversationMagics(FlueSettings):
             path = db or os.path.join(".flue", "flue.sqlite")
             if not os.path.exists(path):
                 return None
-        from flue_nb.runtime.session import _store_for
+        from flue_nb.runtime.session import store_for
 
-        return _store_for(db, os.getcwd())[0]
+        return store_for(db, os.getcwd())[0]
 
     def _chosen(self, cid: str, db: str | None) -> str | None:
         """The agent conversation `cid` talks to (None: the default assistant)."""
@@ -222,18 +227,32 @@ class ConversationMagics(FlueSettings):
             return {}
         return {"model": self._model_setting(args), "approval": args.approval or self.approval}
 
+    def _containment(self) -> dict[str, Any]:
+        """The sandbox settings the default assistant's commands run under."""
+        # allow_hosts means nothing without a sandbox (every host is reachable): not an error here.
+        hosts = tuple(self.allow_hosts) if self.sandbox != "none" else ()
+        return {"sandbox": self.sandbox, "allow_hosts": hosts, "hide_paths": tuple(self.hide_paths)}
+
+    def _sandbox_text(self) -> str:
+        """`%flue status`'s line on where the default assistant's commands run."""
+        from flue_nb.runtime.sandbox.contain import containment
+
+        settings = self._containment()
+        return containment(settings["sandbox"], settings["allow_hosts"], settings["hide_paths"]).describe(os.getcwd())
+
     def _rebuild(self, stored: dict[str, Any], args: Namespace) -> AgentDef | None:
         """The agent a recovered submission was admitted with, from what it recorded."""
         from flue_nb.runtime.agent import AgentDef as Agent
 
         if "approval" in stored:  # the default assistant, with its cell's policy
-            from flue_nb.notebook.assistant import make_assistant, resolve_spec
+            from flue_nb.notebook.kernel.assistant import make_assistant, resolve_spec
 
             setting = stored.get("model") or self._model_setting(args)
             return make_assistant(
                 resolve_spec(setting, self._ns),
                 approval=stored["approval"],
                 approval_timeout=self.approval_timeout or None,
+                **self._containment(),
             )
         found = self._ns.get(stored.get("agent", ""))
         return found if isinstance(found, Agent) else None
@@ -242,7 +261,7 @@ class ConversationMagics(FlueSettings):
 def _retitle(conversation_id: str) -> None:
     """Redraw the title of the chats open on a conversation (its agent changed)."""
     try:
-        from flue_nb.notebook.chat.widget import open_widgets
+        from flue_nb.notebook.views.chat.widget import open_widgets
     except ImportError:  # anywidget missing (a damaged environment): no chat to tell
         return
     for widget in open_widgets():

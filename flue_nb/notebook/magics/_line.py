@@ -1,4 +1,4 @@
-"""Reading a `%flue` line: leading options vs the message, and the notebook's conversation id.
+"""Reading a `%flue` line: leading options vs the message.
 
 Also the input transform that lets a question end in `?` (IPython would read that as a help
 request before the magic ever sees the line).
@@ -6,20 +6,19 @@ request before the magic ever sees the line).
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-from typing import Any
 
 __all__ = [
     "SUBCOMMANDS",
+    "TAKES_ARGUMENT",
     "FlueCellError",
-    "default_conversation_id",
     "protect_line_magic",
     "split_line",
 ]
 
-SUBCOMMANDS = ("abort", "chat", "compact", "help", "history", "mcp", "status", "use")
+SUBCOMMANDS = ("abort", "allow", "chat", "compact", "help", "history", "mcp", "revoke", "status", "use")
+TAKES_ARGUMENT = ("use", "allow", "revoke")
+"""Subcommands that are the subcommand whatever follows (`%flue -- use ...` sends a message)."""
 _VALUE_OPTIONS = {
     "-a",
     "--agent",
@@ -43,15 +42,6 @@ class FlueCellError(Exception):
         # IPython shows these lines instead of a traceback; the cell still counts as failed,
         # so "run all", nbclient and `flue-nb run` stop loudly.
         return [str(self)]
-
-
-def default_conversation_id(environ: Any = os.environ) -> str:
-    """The notebook's conversation: stable across kernel restarts of the same notebook."""
-    path = environ.get("JPY_SESSION_NAME") or ""
-    if not path:
-        return "notebook"
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path)).removesuffix(".ipynb") or "notebook"
-    return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
 
 
 def split_line(line: str) -> tuple[list[str], str]:

@@ -48,7 +48,7 @@ OPTIONS = (
     _option(
         "--approval",
         choices=["allow", "ask", "deny"],
-        help="Approval policy for the assistant's `python` and `bash`, for this cell.",
+        help="Approval for the assistant's tools that change something, for this cell.",
     ),
     _option(
         "--no-widget",
@@ -75,6 +75,12 @@ OPTIONS = (
         metavar="NAME[,NAME]",
         help="Attach images to the message: figures or images named in the namespace, or image "
         "files (PNG, JPEG, GIF, WebP) by path.",
+    ),
+    _option(
+        "--last",
+        type=int,
+        metavar="N",
+        help="For `history`: the last N submissions (default 20; 0 shows them all).",
     ),
     _option(
         "--interpolate",

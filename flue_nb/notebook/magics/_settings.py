@@ -12,15 +12,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from IPython.core.magic import Magics
-from traitlets import Bool, Enum, Float, TraitError, TraitType, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, List, TraitError, TraitType, Unicode, Union, validate
 
 __all__ = ["FlueSettings", "setting"]
 
 
-def setting(default: str | float | bool, help: str, *, choices: Sequence[str] | None = None) -> Any:
+def setting(default: str | float | bool | list[str], help: str, *, choices: Sequence[str] | None = None) -> Any:
     """A configurable trait of the kind `default` calls for (`choices`: an Enum of them)."""
     trait: TraitType[Any, Any]
-    if choices is not None:
+    if isinstance(default, list):
+        trait = List(Unicode(), default, help=help)
+    elif choices is not None:
         trait = Enum(list(choices), default, help=help)
     elif isinstance(default, bool):
         trait = Bool(default, help=help)
@@ -71,7 +73,30 @@ def _db(value: Any) -> str:
     return db
 
 
+def _allow_hosts(value: Any) -> list[str]:
+    from flue_nb.runtime.errors import ConfigError
+    from flue_nb.runtime.sandbox.contain import containment
+
+    try:
+        return list(containment("auto", value).allow_hosts)
+    except ConfigError as exc:
+        raise TraitError(f"FlueMagics.allow_hosts: {exc.message}") from None
+
+
+def _approval(value: Any) -> Any:
+    from flue_nb.runtime.errors import ConfigError
+    from flue_nb.runtime.tools.rules import ApprovalRules
+
+    try:
+        ApprovalRules.of(value)
+    except ConfigError as exc:
+        raise TraitError(f"FlueMagics.approval: {exc.message}") from None
+    return value
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {
+    "approval": _approval,
+    "allow_hosts": _allow_hosts,
     "lease_ttl": _lease_ttl,
     "model": _model,
     "db": _db,
@@ -97,8 +122,39 @@ class FlueSettings(Magics):
         "SQLite store path (or ':memory:'), or a postgresql:// URL for a team store; "
         "empty: $FLUE_DB, else .flue/flue.sqlite in the working dir.",
     )
-    approval: str = setting(
-        "allow", "Approval policy for the assistant's `python` and `bash`.", choices=("allow", "ask", "deny")
+    approval: Any = Union(
+        [Unicode(), Dict()],
+        default_value="allow",
+        help="Approval for the assistant's tools that change something (python, bash, write, "
+        "edit, the notebook tools, MCP tools): `allow`, `ask` or `deny`; or rules "
+        '{"default": MODE, TOOL: MODE | [[PATTERN, MODE], ...]}; or a .json/.yaml file of rules. '
+        "Read-only tools always run; writes to places that run code later are always asked about.",
+    ).tag(config=True)
+    sandbox: str = setting(
+        "auto",
+        "Where the assistant's shell commands run: `auto` or `bwrap` under bubblewrap (the "
+        "working directory writable, the rest read-only, ~/.ssh, ~/.aws and other secrets hidden, "
+        "no network but allow_hosts; refused where bubblewrap is missing), or `none`: as you, "
+        "with your files and network. The `python` tool runs in the kernel either way.",
+        choices=("auto", "bwrap", "none"),
+    )
+    allow_hosts: list[str] = setting(
+        [],
+        "Hosts sandboxed commands may reach, through a filtering proxy: 'pypi.org', "
+        "'*.pythonhosted.org', 'api.example.com:443'. Empty: no network.",
+    )
+    hide_paths: list[str] = setting(
+        [],
+        "Places hidden from sandboxed commands besides ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc, "
+        ".env files outside the working directory and the other standard ones.",
+    )
+    python_tool: str = setting(
+        "hidden",
+        "What the assistant's `python` calls leave in the notebook: `hidden` (nothing: `%flue verify` "
+        "finds what they changed, `%flue materialize` writes them in on request) or `cells` (each call "
+        "that changes a name is also written as a provenance-marked cell as it runs, where the "
+        "notebook can be edited live).",
+        choices=("hidden", "cells"),
     )
     approval_timeout: float = setting(
         0.0,

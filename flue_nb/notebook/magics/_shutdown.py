@@ -36,7 +36,7 @@ def on_frontend_shutdown(kernel: Any, sessions: Callable[[], Iterable[Session]])
     def do_shutdown(restart: bool) -> Any:
         _abort_owned(sessions())
         try:
-            from flue_nb.notebook.chat._saved import retire_all
+            from flue_nb.notebook.views.chat.saved_copy import retire_all
         except ImportError:  # no `widget` extra: no chat to retire
             pass
         else:

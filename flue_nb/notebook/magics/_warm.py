@@ -11,6 +11,10 @@ The SDK is imported only when a model setting or `ANTHROPIC_API_KEY` says it wil
 `openai` SDK when the setting is `openai/...` or `azure/...`), so a
 kernel that works offline (or never runs `%flue`) does not pay its memory. `FLUE_WARMUP=0`
 turns the whole thing off.
+
+A kernel that a Jupyter server runs (its runtime dir announces one) and that has the `live` extra
+also imports the live document (pycrdt, jupyter-ydoc, nbformat's schema checks: 1-3 s), so the
+first notebook tool call does not pay it while the model waits (issue 33.10).
 """
 
 from __future__ import annotations
@@ -22,8 +26,22 @@ import threading
 __all__ = ["warm_up"]
 
 # The notebook modules a `%flue` cell imports, before the runtime's own (flue_nb.runtime.warm).
-_NOTEBOOK = ("flue_nb.notebook.assistant", "flue_nb.notebook.magics._run")
+_NOTEBOOK = ("flue_nb.notebook.kernel.assistant", "flue_nb.notebook.magics.run")
 _started: list[threading.Thread] = []
+# What the notebook tools import the first time they reach a live document.
+_LIVE = ("flue_nb.notebook.document.live_document", "nbformat")
+
+
+def _served() -> bool:
+    """Whether a Jupyter server may be running this kernel's notebook, with the `live` extra here."""
+    from importlib.util import find_spec
+
+    from flue_nb.notebook.document.servers import own_connection_file, servers
+
+    connection_file = own_connection_file()
+    if connection_file is None or find_spec("pycrdt") is None or find_spec("jupyter_ydoc") is None:
+        return False
+    return bool(servers(connection_file=connection_file))
 
 
 def warm_up(model_setting: str = "") -> threading.Thread | None:
@@ -55,5 +73,8 @@ def _load(anthropic: bool, openai: bool = False) -> None:
         from flue_nb.runtime.warm import warm
 
         warm(anthropic=anthropic, openai=openai)
+        if _served():
+            for name in _LIVE:
+                importlib.import_module(name)
     except Exception:  # noqa: BLE001 - only a head start: the cell imports (and reports) itself
         pass

@@ -21,22 +21,30 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
 
-from flue_nb.notebook.magics._commands import (
+from flue_nb.notebook.magics._conversations import ConversationMagics
+from flue_nb.notebook.magics._effects import (
+    EFFECT_COMMANDS,
+    effects_command,
+    install_targets,
+    recover_note,
+    split_force,
+)
+from flue_nb.notebook.magics._line import (
+    SUBCOMMANDS,
+    TAKES_ARGUMENT,
+    FlueCellError,
+    protect_line_magic,
+    split_line,
+)
+from flue_nb.notebook.magics._options import cell_options
+from flue_nb.notebook.magics.commands import (
+    HISTORY_LAST,
     compact,
     help_view,
     history_with_outcomes,
     mcp_view,
     store_command,
 )
-from flue_nb.notebook.magics._conversations import ConversationMagics
-from flue_nb.notebook.magics._line import (
-    SUBCOMMANDS,
-    FlueCellError,
-    default_conversation_id,
-    protect_line_magic,
-    split_line,
-)
-from flue_nb.notebook.magics._options import cell_options
 from flue_nb.runtime.store.url import mask_url, store_key
 from flue_nb.runtime.text import clean
 
@@ -48,7 +56,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FlueCellError",
     "FlueMagics",
-    "default_conversation_id",
     "protect_line_magic",
     "split_line",
 ]
@@ -76,13 +83,35 @@ class FlueMagics(ConversationMagics):
         # `--` before the message makes it a message whatever its first word.
         head = line.rstrip()[: len(line.rstrip()) - len(rest)]
         escaped = re.search(r"(^|\s)--\s*$", head) is not None
+        if words and not escaped and cell is None and words[0] in EFFECT_COMMANDS:
+            tail, force = split_force(rest[len(words[0]) :])
+            more_argv, arg = split_line(tail)
+            args = self._parse(argv + more_argv)
+            with _store_failures():
+                agent = self._agent_for_view(args)
+                session = self._session(args, agent=agent) if agent is not None else None
+                if session is None:
+                    raise UsageError(
+                        f"`%flue {words[0]}` needs a model to open the conversation (set c.FlueMagics.model)"
+                    )
+                return effects_command(words[0], arg.strip(), force, session, self.shell)
         if words and words[0] == "serve" and not escaped and cell is None:
-            from flue_nb.notebook.serve._magic import serve_command
+            from flue_nb.notebook.magics._serve import serve_command
 
             return serve_command(self, rest[len("serve") :])
+        if words and words[0] == "eval" and not escaped and cell is None:
+            from flue_nb.notebook.magics._eval import eval_command
+
+            return eval_command(self, rest[len("eval") :])
+        if words and words[0] in ("verify", "materialize") and not escaped and cell is None:
+            from flue_nb.notebook.magics import _verify
+
+            command = _verify.verify_command if words[0] == "verify" else _verify.materialize_command
+            with _store_failures():
+                return command(self, rest[len(words[0]) :])
         # A subcommand is the whole line ("status of the data?" is a message); `use` always is
         # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
-        if words and not escaped and words[0] in SUBCOMMANDS and (not arg or words[0] == "use"):
+        if words and not escaped and words[0] in SUBCOMMANDS and (not arg or words[0] in TAKES_ARGUMENT):
             args = self._parse(argv + more_argv)
             if cell is not None and words[0] != "chat":
                 raise UsageError(f"`%%flue {words[0]}` takes no cell body; use the line magic `%flue {words[0]}`")
@@ -116,9 +145,18 @@ class FlueMagics(ConversationMagics):
     def _send(self, message: str, args: Namespace) -> None:
         if args.interpolate:
             message = self._interpolate(message)
+        from flue_nb.notebook.verify import replay
+
+        if replay.active():  # a rerun for `verify`: the stored answer, never the model
+            try:
+                return replay.answer(message)
+            except replay.ReplayError as exc:
+                raise FlueCellError(str(exc)) from None
         images = self._attachments(args.attach) if getattr(args, "attach", None) else []
         agent, label, session = self._open(args)
-        from flue_nb.notebook.magics._run import run_message
+        install_targets(self.shell)
+        recover_note(session)  # an undo or rewind a crash cut off is finished, and said, first
+        from flue_nb.notebook.magics.run import run_message
 
         run_message(
             session,
@@ -176,25 +214,25 @@ class FlueMagics(ConversationMagics):
         """Whether this cell shows the chat view (with the text transcript as its fallback)."""
         if args.no_widget or self.widget == "never":
             return False
-        from flue_nb.notebook.chat import available
+        from flue_nb.notebook.views.chat import available
 
         if not available():
             return False
-        from flue_nb.notebook.chat._frontend import renders_widgets
+        from flue_nb.notebook.views.chat.frontend import renders_widgets
 
         return self.widget == "always" or renders_widgets()
 
     def _chat(self, args: Namespace, cell: str | None) -> bool:
         """`%flue chat`: open the chat widget; False (after saying why) to show text instead."""
-        from flue_nb.notebook.chat import available
+        from flue_nb.notebook.views.chat import available
 
         if args.no_widget or not available():
             why = "--no-widget" if args.no_widget else NO_WIDGET_EXTRA
             print(f"flue: showing this conversation as text ({why})")
             return False
         _agent, label, session = self._open(args)
-        from flue_nb.notebook.chat._saved import SavedCopy
-        from flue_nb.notebook.chat.widget import ChatWidget
+        from flue_nb.notebook.views.chat.saved_copy import SavedCopy
+        from flue_nb.notebook.views.chat.widget import ChatWidget
 
         key = self._key(session.conversation_id, self._db(args))
         chat = ChatWidget(session, model=label, describe=lambda: self._answering(key))
@@ -224,6 +262,8 @@ class FlueMagics(ConversationMagics):
         if name == "mcp":
             display(mcp_view())
             return None
+        if name in ("allow", "revoke"):
+            return self._grant(name, arg, args)
         if arg:
             raise UsageError(f"`%flue {name}` takes no argument (got {arg!r})")
         if name == "chat":
@@ -233,17 +273,25 @@ class FlueMagics(ConversationMagics):
                 return self._send(cell, args)
             name = "history"
         agent = self._agent_for_view(args)
+        last = HISTORY_LAST if args.last is None else args.last
         if agent is None:
-            return store_command(name, self._conversation(args), self._store_label(args))
+            return store_command(name, self._conversation(args), self._store_label(args), last=last)
         session = self._session(args, agent=agent)
         if name == "history":
-            display(history_with_outcomes(session))
+            display(history_with_outcomes(session, last=last))
         elif name == "status":
-            from flue_nb.notebook.view.history import status_view
+            from flue_nb.notebook.views.history import status_view
 
             chosen = args.agent or self._chosen(self._conversation(args), self._db(args))
             label = "" if chosen else self._model_setting(args)
-            display(status_view(session.status(), store=mask_url(self._store_label(args)), model=label))
+            shown = status_view(
+                session.status(),
+                store=mask_url(self._store_label(args)),
+                model=label,
+                sandbox="" if chosen else self._sandbox_text(),
+                extra=self._approval_lines(session, args, chosen=bool(chosen)),
+            )
+            display(shown)
         elif name == "abort":
             ids = session.abort()
             print(
@@ -252,6 +300,51 @@ class FlueMagics(ConversationMagics):
         elif name == "compact":
             compact(session)
         return None
+
+    def _grant(self, name: str, arg: str, args: Namespace) -> None:
+        """`%flue allow TOOL [PATTERN]` / `%flue revoke [TOOL [PATTERN] | all]`: this conversation's
+        "always allow" grants, kept in its store."""
+        from flue_nb.runtime.tools import grants as g
+
+        tool, _, pattern = arg.strip().partition(" ")
+        pattern = pattern.strip()
+        if len(pattern) > 1 and pattern[0] == pattern[-1] and pattern[0] in "'\"":
+            pattern = pattern[1:-1]
+        if name == "allow" and not tool:
+            raise UsageError(
+                "`%flue allow TOOL [PATTERN]`: always allow calls of TOOL (whose command or path matches "
+                "the fnmatch PATTERN, default every call) in this conversation, e.g. `%flue allow bash git status`"
+            )
+        cid = self._conversation(args)
+        found = self._agents.get(self._key(cid, self._db(args)))
+        store = found[1].store if found is not None else self._store(self._db(args), create=True)
+        if name == "allow":
+            kept = g.grant(store, cid, tool, pattern or "*")
+            print(
+                f"flue: conversation `{cid}` now always allows {g.Grant(tool, pattern or '*').describe()} "
+                f"({len(kept)} grant(s); `%flue revoke {tool}` takes it back)"
+            )
+            return
+        everything = tool in ("", "all")
+        gone = g.revoke(store, cid, None if everything else tool, (pattern or None) if not everything else None)
+        said = ", ".join(x.describe() for x in gone) or "nothing (no such grant)"
+        print(f"flue: conversation `{cid}` no longer always allows: {said}")
+
+    def _approval_lines(self, session: Session, args: Namespace, *, chosen: bool) -> list[str]:
+        """`%flue status`'s lines on approval: the rules, the conversation's grants, the hub policy."""
+        from flue_nb.runtime.policy import current_policy
+        from flue_nb.runtime.tools.rules import ApprovalRules
+
+        lines = []
+        policy = current_policy()
+        if not chosen:
+            rules = ApprovalRules.of(args.approval or self.approval)
+            lines.append(f"approval: {(policy.cap(rules) if policy else rules).describe()}")
+        if allowed := session.grants():  # said only when there is some: `%flue allow` adds one
+            lines.append("always allowed here: " + ", ".join(x.describe() for x in allowed))
+        if policy is not None:
+            lines.extend(policy.describe(session.store))
+        return lines
 
     def _agent_for_view(self, args: Namespace) -> AgentDef | None:
         """The agent for a subcommand: the one this kernel talks to in this conversation (a

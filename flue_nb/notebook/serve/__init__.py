@@ -17,7 +17,7 @@ import secrets
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from flue_nb.notebook.kernel.sandbox import KernelSandbox
 from flue_nb.notebook.serve._calls import CallOutcome, Recorder
 from flue_nb.notebook.serve._main_thread import CALL, MainThread
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.sandbox.contain import SandboxLevel
 from flue_nb.runtime.tools.approval import ApprovalPolicy
 from flue_nb.runtime.tools.tool import Tool, ToolContext, call_run
 
@@ -175,7 +176,7 @@ def serve(
     *,
     port: int | None = None,
     host: str = "127.0.0.1",
-    approval: ApprovalPolicy = "allow",
+    approval: ApprovalPolicy | Mapping[str, Any] | str = "allow",
     tools: Sequence[str] | None = None,
     conversation: str | None = None,
     db: str | None = None,
@@ -184,6 +185,9 @@ def serve(
     approval_timeout: float | None = None,
     namespace: dict[str, Any] | None = None,
     on_session: Callable[[str, Any, Any], None] | None = None,
+    sandbox: SandboxLevel = "auto",
+    allow_hosts: Sequence[str] | None = None,
+    hide_paths: Sequence[str] | None = None,
 ) -> Served:
     """Serve this kernel's tools over MCP (streamable HTTP) and return the running server.
 
@@ -192,7 +196,8 @@ def serve(
             else any free port.
         host: Where to listen; loopback unless you say otherwise (then a warning: anyone who
             can reach the port and holds the token runs code in this kernel).
-        approval: `allow`, `ask` or `deny` for the tools that run code or change the notebook.
+        approval: `allow`, `ask` or `deny` for the tools that change something, or approval
+            rules (as for `flue.kernel()`).
         tools: The tool names to offer (default: all of the kernel sandbox's).
         conversation: The conversation every call is recorded in; default `mcp:<client name>`.
         db: The store (as for `flue.init`); default `$FLUE_DB`, else `.flue/flue.sqlite`.
@@ -201,10 +206,13 @@ def serve(
         approval_timeout: Seconds an `ask` waits for a chat's answer before the fallback (deny).
         namespace: Where `python` runs code; default IPython's `user_ns`.
         on_session: Called with `(conversation id, agent, session)` when a conversation opens.
+        sandbox, allow_hosts, hide_paths: Where `bash` runs, as for `flue.kernel()` (contained by
+            default).
     """
     global _current
-    if approval not in ("allow", "ask", "deny"):
-        raise ConfigError(f"approval must be 'allow', 'ask' or 'deny', got {approval!r}")
+    from flue_nb.runtime.tools.rules import ApprovalRules
+
+    rules = ApprovalRules.of(approval)  # a ConfigError saying what it takes
     if not isinstance(busy_timeout, (int, float)) or busy_timeout <= 0:
         raise ConfigError(f"busy_timeout must be a positive number of seconds, got {busy_timeout!r}")
     if port is not None and (not isinstance(port, int) or not 0 <= port <= 65535):
@@ -225,13 +233,16 @@ def serve(
             stacklevel=2,
         )
     workdir = os.path.abspath(cwd or os.getcwd())
-    sandbox = _Offered(
+    box = _Offered(
         workdir,
         tools,
         namespace=namespace,
-        approval=approval,
+        approval=rules,
         runner=_runner(busy_timeout),
         approval_timeout=approval_timeout,
+        sandbox=sandbox,
+        allow_hosts=allow_hosts,
+        hide_paths=hide_paths,
     )
     token = secrets.token_urlsafe(32)
 
@@ -243,7 +254,9 @@ def serve(
             on_session(cid, agent, session)
         return session
 
-    recorder = Recorder(sandbox, open_session, (lambda client: conversation) if conversation else _per_client)
+    recorder = Recorder(
+        box, open_session, (lambda client: conversation) if conversation else _per_client, busy_timeout=busy_timeout
+    )
 
     async def call(client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
         return await recorder.call(client, tool, arguments)
@@ -252,10 +265,10 @@ def serve(
         recorder.session(conversation)  # open now: a `%flue chat -c` on it shows this agent at once
     offered = list(recorder.tools.values())
     endpoint = _endpoint(Endpoint, offered, call, host, port, token, workdir)
-    served = Served(endpoint, recorder, token, approval)
+    served = Served(endpoint, recorder, token, approval if isinstance(approval, str) else rules.describe())
     with _lock:
         _current = served
-    if isinstance(sandbox._runner, MainThread):
+    if isinstance(box._runner, MainThread):
         from flue_nb.notebook.serve import _stop
 
         _stop.install(recorder)  # the chat's Stop reaches a call holding the main thread
@@ -267,15 +280,34 @@ def _per_client(client: str) -> str:
     return f"mcp:{client}"
 
 
-def _runner(busy_timeout: float) -> Any:
-    """The kernel's main thread when called from it (a cell), else the runtime's default."""
+def _runner(busy_timeout: float) -> MainThread:
+    """The kernel's main thread when called from it (a cell), else a thread of serve's own.
+
+    Either way one call's code runs at a time, on the same thread each time, and a call that
+    cannot start within `busy_timeout` (one that never ends holds it) says the kernel is busy.
+    """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        return None  # not in a kernel cell: code runs where the kernel sandbox runs it by default
+        return MainThread(_code_loop(), busy_timeout)
     if threading.current_thread() is not threading.main_thread():
-        return None
+        return MainThread(_code_loop(), busy_timeout)
     return MainThread(loop, busy_timeout)
+
+
+_code: asyncio.AbstractEventLoop | None = None
+
+
+def _code_loop() -> asyncio.AbstractEventLoop:
+    """The loop of the thread outside calls' code runs on when no kernel serves them (kept for
+    the process: objects a call makes may be bound to the thread that made them)."""
+    global _code
+    with _lock:
+        if _code is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="flue-serve-code", daemon=True).start()
+            _code = loop
+        return _code
 
 
 def _endpoint(cls: Any, tools: list[Tool], call: Any, host: str, port: int | None, token: str, cwd: str) -> Any:

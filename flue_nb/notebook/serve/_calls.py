@@ -11,6 +11,8 @@ cards, and abort (Stop, `%flue abort`). The client gets the call's `ToolEnd`, or
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import json
 import re
 import threading
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flue_nb.runtime.errors import FlueError, SubmissionAbortedError
+from flue_nb.runtime.errors import FlueError, SessionBusyError, SubmissionAbortedError, ToolInputValidationError
 from flue_nb.runtime.events import Event, ToolEnd
 from flue_nb.runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from flue_nb.runtime.providers.model import ModelRequest
@@ -55,25 +57,30 @@ def parse_call(text: str) -> tuple[str, str, dict[str, Any]] | None:
 
 
 def play_client(request: ModelRequest) -> Reply:
-    """The model of a served conversation: the call its last message asks for, then the end."""
+    """The model of a served conversation: the calls its newest messages ask for, then the end.
+
+    Messages that joined a live turn (another process or a chat dispatching here while a call
+    ran) follow the last result together: each of them is called, not only the last.
+    """
     messages = request.messages
-    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)), None)
-    parsed = parse_call(messages[last].text) if last is not None else None  # type: ignore[union-attr]
-    if parsed is None:
+    first = len(messages)
+    while first > 0 and isinstance(messages[first - 1], UserMessage):
+        first -= 1
+    asked = [parse_call(m.text) for m in messages[first:] if isinstance(m, UserMessage)]
+    calls = [ToolCall(call_id, tool, arguments) for tool, call_id, arguments in (p for p in asked if p)]
+    if calls:
+        return Reply("", calls)
+    if first < len(messages):  # only messages no call is in
         return Reply(
             "This conversation records the calls an outside MCP client makes to this kernel "
             "(`%flue serve`); no model answers messages here. Talk to the assistant in another "
             "conversation."
         )
-    tool, call_id, arguments = parsed
-    assert last is not None
-    result = next(
-        (m for m in messages[last + 1 :] if isinstance(m, ToolResultMessage) and m.call_id == call_id),
-        None,
-    )
-    if result is None:
-        return Reply("", [ToolCall(call_id, tool, arguments)])
-    return Reply(f"`{tool}` {'failed' if result.is_error else 'ran'}; its result went back to the client.")
+    ran = [m for m in messages if isinstance(m, ToolResultMessage)]
+    last = ran[-1] if ran else None
+    if last is None:
+        return Reply("Nothing was called.")
+    return Reply(f"`{last.name}` {'failed' if last.is_error else 'ran'}; its result went back to the client.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,57 @@ class CallOutcome:
     images: tuple[Any, ...] = ()
 
 
+class _Turns:
+    """One call at a time per conversation, first come first served, each wait bounded.
+
+    A conversation runs one submission at a time anyway: a call admitted while another runs
+    would join that run's turn or queue behind it, unseen by its client. Waiting here instead
+    keeps each call its own submission, and a wait past the bound is refused before anything
+    is admitted.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._waiting: dict[str, collections.deque[concurrent.futures.Future[None]]] = {}
+
+    async def take(self, key: str, timeout: float) -> bool:
+        """Wait for `key`'s turn, at most `timeout` s; True once it is ours (give it back)."""
+        with self._lock:
+            if key not in self._held:
+                self._held.add(key)
+                return True
+            mine: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._waiting.setdefault(key, collections.deque()).append(mine)
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(mine)), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return not self._leave(key, mine)
+        except asyncio.CancelledError:
+            if not self._leave(key, mine):
+                self.give(key)  # handed to us as we were cancelled: pass it on
+            raise
+
+    def _leave(self, key: str, mine: concurrent.futures.Future[None]) -> bool:
+        """Stop waiting; False if the turn was handed to us meanwhile (it is ours then)."""
+        with self._lock:
+            if mine.done():
+                return False
+            self._waiting[key].remove(mine)
+            return True
+
+    def give(self, key: str) -> None:
+        """End our turn: the next waiting call of `key` takes it."""
+        with self._lock:
+            queue = self._waiting.get(key)
+            if queue:
+                queue.popleft().set_result(None)
+                return
+            self._waiting.pop(key, None)
+            self._held.discard(key)
+
+
 class Recorder:
     """Runs outside calls through sessions, one conversation per client name."""
 
@@ -93,11 +151,13 @@ class Recorder:
         sandbox: Any,
         open_session: Callable[[str, AgentDef], Session],
         conversation: Callable[[str], str],
+        busy_timeout: float = 30.0,
     ) -> None:
         """Args:
         sandbox: The kernel sandbox whose `tools()` are the ones offered (approval applied).
         open_session: `(conversation id, agent) -> Session`.
         conversation: `client name -> conversation id`.
+        busy_timeout: Seconds a call waits for the calls before it in its conversation.
         """
         self.sandbox = sandbox
         self.tools: dict[str, Tool] = {t.name: t for t in sandbox.tools()}
@@ -105,6 +165,8 @@ class Recorder:
         self._conversation = conversation
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._turns = _Turns()
+        self.busy_timeout = busy_timeout
         self.calls = 0
         self.model = FunctionModel(play_client, id="mcp-client", context_window=1_000_000_000)
 
@@ -141,9 +203,33 @@ class Recorder:
         return made
 
     async def call(self, client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
-        """Run one call as a submission and wait for it; the tool's result (redacted, bounded)."""
+        """Run one call as a submission and wait for it; the tool's result (redacted, bounded).
+
+        A call waits for the ones before it in its conversation, at most `busy_timeout`; past
+        that, or naming a tool not offered, it is refused and recorded as refused (`failed`).
+        """
         session = self.session(client)
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
+        self.calls += 1
+        message = call_message(client, tool, call_id, arguments)
+        if tool not in self.tools:
+            why = f"unknown tool `{tool}`; this kernel offers {sorted(self.tools)}"
+            await session.arefuse(message, ToolInputValidationError(why))
+            return CallOutcome(f"The call did not run: {why}.", True)
+        key = session.conversation_id
+        if not await self._turns.take(key, self.busy_timeout):
+            why = (
+                f"the kernel is busy: the calls before this one in `{key}` have been running for over "
+                f"{self.busy_timeout:g} s, so this call did not run. Try again when they have ended"
+            )
+            await session.arefuse(message, SessionBusyError(why))
+            return CallOutcome(f"The call did not run: {why}.", True)
+        try:
+            return await self._run(session, call_id, message)
+        finally:
+            self._turns.give(key)
+
+    async def _run(self, session: Session, call_id: str, message: str) -> CallOutcome:
         ended: dict[str, ToolEnd] = {}
 
         def watch(event: Event) -> None:
@@ -153,8 +239,7 @@ class Recorder:
         stop = session.observe(watch)
         failure: FlueError | None = None
         try:
-            receipt = session.dispatch(call_message(client, tool, call_id, arguments))
-            self.calls += 1
+            receipt = session.dispatch(message)
             try:
                 await session.aread(receipt)
             except FlueError as exc:

@@ -22,34 +22,99 @@ from urllib.parse import urlsplit
 from flue_nb.notebook.serve._calls import CallOutcome
 from flue_nb.runtime.tools.tool import Tool
 
-__all__ = ["Endpoint", "Guard", "mcp_tool"]
+__all__ = ["Endpoint", "Guard", "mcp_tool", "tool_hints"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_STOPPED = -32000
+"""The JSON-RPC error code (implementation-defined server error) of a call cut short by `stop()`."""
 
 Call = Callable[[str, str, dict[str, Any]], Awaitable[CallOutcome]]
 """`(client name, tool name, arguments) -> outcome`."""
 
 
 class Guard:
-    """ASGI middleware: Origin checked, then the bearer token, before anything else runs."""
+    """ASGI middleware: Host (when serving on loopback) and Origin checked, then the bearer token,
+    before anything else runs. Names compare case-insensitively, the scheme `Bearer` too (RFC
+    6750), and a Host without a port is taken as naming this server (its default port)."""
 
-    def __init__(self, app: Any, token: str) -> None:
+    def __init__(self, app: Any, token: str, *, check_host: bool = False) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._token = token.encode()
+        self._check_host = check_host
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        if self._check_host and not _loopback_host(headers.get("host", b"").decode("latin-1")):
+            # DNS rebinding: a page whose name now points at 127.0.0.1 sends its own name.
+            await _bare(send, 421, b"Invalid Host header")
+            return
         origin = headers.get("origin")
         if origin is not None and not _loopback_origin(origin.decode("latin-1")):
             await _bare(send, 403, b"Forbidden")
             return
-        if not hmac.compare_digest(headers.get("authorization", b""), self._expected):
+        scheme, _, credential = headers.get("authorization", b"").strip().partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
             await _bare(send, 401, b"")
             return
-        await self.app(scope, receive, send)
+        if scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        # A client that goes away mid-call cancels it. The SDK answers a POST with one JSON body
+        # and reads nothing more from the connection, so its loss would go unnoticed: watch it.
+        gone = asyncio.Event()
+        scope["flue.gone"] = gone
+        watching = _Watch(receive, gone)
+        try:
+            await self.app(scope, watching, send)
+        finally:
+            watching.close()
+
+
+class _Watch:
+    """An ASGI `receive` that, once the body is read, keeps listening for the disconnect."""
+
+    def __init__(self, receive: Any, gone: asyncio.Event) -> None:
+        self._receive = receive
+        self._gone = gone
+        self._after: asyncio.Future[Any] | None = None
+
+    async def _listen(self) -> Any:
+        message = await self._receive()
+        if message.get("type") == "http.disconnect":
+            self._gone.set()
+        return message
+
+    async def __call__(self) -> Any:
+        if self._after is not None:
+            return await asyncio.shield(self._after)
+        message = await self._receive()
+        if message.get("type") == "http.disconnect":
+            self._gone.set()
+        elif message.get("type") == "http.request" and not message.get("more_body", False):
+            self._after = asyncio.ensure_future(self._listen())
+        return message
+
+    def close(self) -> None:
+        """The response is sent: stop listening."""
+        if self._after is not None and not self._after.done():
+            self._after.cancel()
+
+
+def _gone_event(ctx: Any) -> asyncio.Event | None:
+    """The event `Guard` sets when the client of this request disconnects, if it is watched."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    gone = scope.get("flue.gone") if isinstance(scope, dict) else None
+    return gone if isinstance(gone, asyncio.Event) else None
+
+
+def _loopback_host(host: str) -> bool:
+    try:
+        return urlsplit(f"http://{host}").hostname in _LOOPBACK
+    except ValueError:
+        return False
 
 
 def _loopback_origin(origin: str) -> bool:
@@ -65,12 +130,51 @@ async def _bare(send: Any, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# (read-only, destructive, idempotent, open-world) for each tool `flue.kernel()` offers: what an
+# outside client's allow rules go by (MCP's ToolAnnotations). Hints, as the spec says: `bash` and
+# `python` can do anything, so they claim the most; the notebook's readers claim the least.
+_HINTS: dict[str, tuple[bool, bool, bool, bool]] = {
+    "read": (True, False, True, False),
+    "grep": (True, False, True, False),
+    "glob": (True, False, True, False),
+    "cells": (True, False, True, False),
+    "cell": (True, False, True, False),
+    "variables": (True, False, True, False),
+    "write": (False, True, True, False),  # replaces a file; the same call twice leaves the same file
+    "edit": (False, True, False, False),
+    "insert_cell": (False, False, False, False),
+    "move_cell": (False, False, False, False),
+    "edit_cell": (False, True, False, False),
+    "delete_cell": (False, True, False, False),
+    "run_cell": (False, True, False, True),
+    "bash": (False, True, False, True),
+    "python": (False, True, False, True),
+}
+
+
+def tool_hints(tool: Tool) -> dict[str, bool]:
+    """MCP's behaviour hints for `tool` (camelCase keys); a tool we know nothing of claims nothing
+    but what it declares (`read_only`), and MCP's defaults then treat it as able to do anything."""
+    hints = _HINTS.get(tool.name)
+    if hints is None:
+        return {"readOnlyHint": True} if getattr(tool, "read_only", False) else {}
+    keys = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+    return dict(zip(keys, hints, strict=True))
+
+
 def mcp_tool(tool: Tool) -> Any:
-    """The MCP description of one of our tools: the name, description and schema our model sees."""
+    """The MCP description of one of our tools: the name, description and schema our model sees,
+    and the behaviour hints an outside client's allow rules can go by."""
     import mcp.types as types
 
     spec = tool.spec()
-    return types.Tool(name=spec.name, description=spec.description, input_schema=dict(spec.input_schema))
+    hints = tool_hints(tool)
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=dict(spec.input_schema),
+        annotations=types.ToolAnnotations.model_validate(hints) if hints else None,
+    )
 
 
 def _result(outcome: CallOutcome) -> Any:
@@ -100,29 +204,29 @@ class Endpoint:
         from mcp.server.transport_security import TransportSecuritySettings
 
         offered = [mcp_tool(t) for t in tools]
-        names = {t.name for t in tools}
+        self._inflight = 0
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping: asyncio.Event | None = None  # made on the server's loop
 
         async def list_tools(ctx: Any, params: Any) -> Any:
             return types.ListToolsResult(tools=offered)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
-            if params.name not in names:
-                return _result(CallOutcome(f"Unknown tool `{params.name}`; this kernel offers {sorted(names)}.", True))
-            return _result(await call(_client_name(ctx), params.name, dict(params.arguments or {})))
+            # A tool we do not offer is the recorder's to refuse too: every call is recorded.
+            client, arguments = _client_name(ctx), dict(params.arguments or {})
+            return _result(await self._answer(lambda: call(client, params.name, arguments), _gone_event(ctx)))
 
         server = Server("flue-kernel", on_list_tools=list_tools, on_call_tool=call_tool)
-        # The SDK's own Host/Origin check stays on for loopback; past loopback (an explicit
-        # --host) the Host header is whatever name clients use, and `Guard` still checks Origin.
+        # `Guard` checks Host (on loopback) and Origin; the SDK's own check compares them
+        # case-sensitively and wants a port in Host, refusing what real clients send. Past
+        # loopback (an explicit --host) Host is whatever name clients use; Origin is still checked.
         loopback = host in _LOOPBACK
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=loopback,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app = server.streamable_http_app(transport_security=security, host=host, json_response=True)
         self.sock = _bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
-        self._uvicorn = _uvicorn(Guard(app, token))
+        self._uvicorn = _uvicorn(Guard(app, token, check_host=loopback))
         self._thread = threading.Thread(target=self._serve, name="flue-serve", daemon=True)
         self._started = threading.Event()
         self._thread.start()
@@ -130,12 +234,51 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        """Where clients connect."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        """Where clients connect (on this machine's loopback when every interface is served)."""
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)  # noqa: S104
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/mcp"
+
+    async def _answer(self, running: Callable[[], Awaitable[CallOutcome]], gone: asyncio.Event | None) -> CallOutcome:
+        """The call's outcome; if `stop()` comes first, the call is aborted and the client gets
+        a JSON-RPC error saying so (not a bare 500 from a server torn down under it); if its
+        client disconnects, the call is aborted (as when the client cancels it)."""
+        from mcp.shared.exceptions import MCPError
+
+        stopping = self._stopping
+        if stopping is None or stopping.is_set():
+            raise MCPError(_STOPPED, "the kernel stopped serving (flue.serve().stop()); this call did not run")
+        task = asyncio.ensure_future(running())
+        waiter = asyncio.ensure_future(stopping.wait())
+        left = asyncio.ensure_future(gone.wait()) if gone is not None else None
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            await asyncio.wait({task, waiter} | ({left} if left else set()), return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return task.result()
+            task.cancel()  # the recorder aborts the call's submission, as on the client's cancel
+            await asyncio.gather(task, return_exceptions=True)
+            if not stopping.is_set():
+                return CallOutcome("The client disconnected; the call was aborted.", True)  # read by no one
+            raise MCPError(
+                _STOPPED, "the kernel stopped serving (flue.serve().stop()) during this call; it was aborted"
+            )
+        except asyncio.CancelledError:
+            task.cancel()  # the client cancelled the request: so is the call
+            raise
+        finally:
+            waiter.cancel()
+            if left is not None:
+                left.cancel()
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
 
     def _serve(self) -> None:
         async def main() -> None:
+            self._stopping = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
             self._started.set()
             await self._uvicorn.serve(sockets=[self.sock])
 
@@ -147,7 +290,11 @@ class Endpoint:
         return self._thread.is_alive()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving and close the socket."""
+        """Stop serving and close the socket; calls under way are aborted and answered first."""
+        stopping, loop = self._stopping, getattr(self, "_loop", None)
+        if stopping is not None and loop is not None and self._thread.is_alive():
+            loop.call_soon_threadsafe(stopping.set)
+            self._idle.wait(timeout)  # each call's JSON-RPC error is on its way before we shut down
         self._uvicorn.should_exit = True
         self._thread.join(timeout)
         if self._thread.is_alive():

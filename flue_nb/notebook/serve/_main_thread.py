@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from flue_nb.runtime.coordinator import _raise_in_thread
+from flue_nb.runtime.coordinator import raise_in_thread
 from flue_nb.runtime.errors import SubmissionAbortedError, ToolRetry
 
 __all__ = ["CALL", "Held", "MainThread", "holding", "listen", "stop"]
@@ -86,7 +86,7 @@ def _interrupt(held: Held, reason: str, *, only_running: bool) -> bool:
             if held.thread_id == threading.main_thread().ident:
                 signal.pthread_kill(held.thread_id, signal.SIGINT)  # breaks a blocking C call too
             else:
-                _raise_in_thread(held.thread_id, KeyboardInterrupt)
+                raise_in_thread(held.thread_id, KeyboardInterrupt)
         return True
 
 
@@ -182,7 +182,7 @@ def _release(held: Held) -> None:
     with _lock:  # a `stop` deciding right now finishes first
         held.ended = True
         if held.thread_id is not None and held.thread_id != threading.main_thread().ident:
-            _raise_in_thread(held.thread_id, None)  # never let an async one land after the call
+            raise_in_thread(held.thread_id, None)  # never let an async one land after the call
         if _held is held:
             _held = None
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import contextvars
 import functools
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.serve import _main_thread
+
+if TYPE_CHECKING:
+    from flue_nb.notebook.views.chat.wire import StopReply
 
 __all__ = ["REPLY", "REQUEST", "STOPPED", "install", "stop_call"]
 
@@ -59,8 +62,9 @@ def stop_call(call_id: str) -> bool:
 
 def _on_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
     """ipykernel's control handler (its control thread): stop the named call, reply whether it did."""
-    content = parent.get("content")
+    content = parent.get("content")  # `wire.StopRequest`, not trusted until checked
     call_id = content.get("call_id") if isinstance(content, dict) else None
+    reply: StopReply
     if not isinstance(call_id, str) or not call_id:
         reply = {"status": "error", "stopped": False, "message": f"{REQUEST} needs `call_id`, a non-empty string"}
     else:
@@ -70,7 +74,7 @@ def _on_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) ->
 
 def _show(held: _main_thread.Held) -> None:
     """Tell each chat on the call's conversation that it holds the main thread, or no longer."""
-    widget_module = sys.modules.get("flue_nb.notebook.chat.widget")
+    widget_module = sys.modules.get("flue_nb.notebook.views.chat.widget")
     if widget_module is None:
         return  # no chat was ever opened here (and importing ipywidgets per call would cost ~1 s once)
     open_widgets = widget_module.open_widgets

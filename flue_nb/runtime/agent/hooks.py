@@ -234,7 +234,7 @@ def use_mcp(
 
     A stdio server's calls that the server does not mark read-only (`readOnlyHint`) run alone,
     in the order the model made them (read-only ones overlap one another, never a write); tools that require task-augmented execution are
-    not mounted; progress the server reports reaches observers as `ToolUpdate` events.
+    called as tasks (created, polled, fetched within `call_timeout`); progress the server reports reaches observers as `ToolUpdate` events.
     """
     frame = _current("use_mcp")
     from flue_nb.runtime.tools.mcp import McpServer

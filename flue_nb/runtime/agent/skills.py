@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +38,9 @@ _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
 """Longest skill `name` the Agent Skills standard allows."""
 MAX_DESCRIPTION = 1024
-"""Longest skill `description` the standard allows."""
+"""Longest skill `description` the standard allows; a longer one loads, with a warning."""
+HARD_MAX_DESCRIPTION = 4096
+"""Longest `description` loaded at all: every description sits in the system prompt."""
 
 
 def _front_matter(text: str, where: str) -> tuple[str, str]:
@@ -66,7 +69,9 @@ def parse_skill_md(text: str, *, where: str, folder_name: str | None = None) -> 
     Every scalar stays a string (`version: 1.0` is `"1.0"`, `yes` is `"yes"`), as the Agent
     Skills reference validator reads it; keys other than `name` and `description` are kept but
     not checked. `name` must be 1-64 lowercase letters, digits and single hyphens and, when
-    `folder_name` is given, equal to it; `description` 1-1024 characters.
+    `folder_name` is given, equal to it; `description` 1-4096 characters, with a warning past the
+    standard's 1024 (real skills exceed it: Anthropic's `claude-api` has 1,068, and the clients
+    users compare us with load them).
     """
     import yaml  # only when a skill is loaded
 
@@ -90,9 +95,17 @@ def parse_skill_md(text: str, *, where: str, folder_name: str | None = None) -> 
         )
     if folder_name is not None and name != folder_name:
         raise ConfigError(f"{where}: skill name {name!r} must equal its folder's name {folder_name!r}; rename one")
-    if len(description) > MAX_DESCRIPTION:
+    if len(description) > HARD_MAX_DESCRIPTION:
         raise ConfigError(
-            f"{where}: skill description is {len(description):,} characters; at most {MAX_DESCRIPTION:,} are allowed"
+            f"{where}: skill description is {len(description):,} characters; at most "
+            f"{HARD_MAX_DESCRIPTION:,} are loaded (the Agent Skills standard allows {MAX_DESCRIPTION:,})"
+        )
+    if len(description) > MAX_DESCRIPTION:
+        warnings.warn(
+            f"{where}: skill description is {len(description):,} characters; the Agent Skills standard "
+            f"allows {MAX_DESCRIPTION:,}. It is loaded whole, but other clients may refuse it.",
+            UserWarning,
+            stacklevel=3,
         )
     return meta, body
 

@@ -1,1 +1,25 @@
 """The engine: the turn loop, conversations, compaction and token accounting (internal)."""
+
+__all__ = [
+    "admitted",
+    "budget",
+    "compact_run",
+    "compaction",
+    "conversation",
+    "delegation",
+    "failures",
+    "lease",
+    "lifecycle",
+    "loop",
+    "model_call",
+    "owner",
+    "recovery",
+    "replay",
+    "run_settings",
+    "subagent_task",
+    "task_record",
+    "tokens",
+    "tool_calls",
+    "transcript",
+    "window",
+]

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flue_nb.runtime import events as ev
-from flue_nb.runtime._redact import redact
 from flue_nb.runtime.core.compaction import (
     CompactionConfig,
     compacted_context,
@@ -28,6 +27,7 @@ from flue_nb.runtime.errors import ContextOverflowError
 from flue_nb.runtime.events import CompactionReason, Emit
 from flue_nb.runtime.messages import AssistantMessage, Message, SummaryMessage, ToolResultMessage
 from flue_nb.runtime.providers.model import Model, ModelRequest
+from flue_nb.runtime.redact import redact
 
 __all__ = ["FOLDED_RESULT_CHARS", "CompactionJob", "compact_window", "fold_results"]
 

@@ -39,13 +39,18 @@ from flue_nb.runtime.events import Emit, ErrorInfo, EventBus
 from flue_nb.runtime.messages import (
     AssistantMessage,
     ImagePart,
+    SignalMessage,
     UserMessage,
     image_from_dict,
     image_to_dict,
 )
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.tools.summary import Summaries
 
-__all__ = ["Conversation"]
+__all__ = ["SETTLE_GRACE", "Conversation"]
+
+SETTLE_GRACE = RunSettings().settle_grace
+"""The default `RunSettings.settle_grace`: a submission settles within its `timeout` plus this."""
 
 
 log = logging.getLogger("flue_nb")
@@ -87,6 +92,8 @@ class Conversation:
         self._worker: asyncio.Task[None] | None = None
         self._settled: dict[str, asyncio.Event] = {}
         self._tools_cache: dict[int, Any] = {}
+        self.summaries = Summaries()
+        """How the views of this conversation sum calls up: by the tools its runs rendered."""
         self._unknown_calls: dict[str, list[dict[str, str]]] = {}
         self._busy_manual = False
         self.lease = LeaseKeeper(
@@ -125,6 +132,28 @@ class Conversation:
             if self.store.update_submission(sid, expect=[S.QUEUED], state=S.JOINING):
                 sub.state = S.JOINING
         return sub
+
+    def refuse(self, text: str, error: FlueError) -> Submission:
+        """Record a message its sender was told was refused: admitted and settled `failed` with
+        `error` at once, never run. Runtime loop only: no turn boundary can absorb it in between."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("a message must be a non-empty string")
+        sid = f"sub_{uuid.uuid4().hex[:16]}"
+        recorded = {"agent": self.agent.name, **self.admission}
+        sub = self.store.admit(self.id, text, submission_id=sid, now=self.settings.clock(), settings=recorded)
+        self.bus.publish(
+            ev.SubmissionQueued(submission_id=sid, text=sub.text, accepted_at=sub.accepted_at, state="queued")
+        )
+        # Not `_settle`: that would hand other waiting messages back to the queue while a run lives.
+        self.store.settle(sid, Outcome.FAILED, error=error.to_dict(), now=self.settings.clock())
+        final = self.store.submission(sid) or sub
+        self.bus.publish(
+            ev.SubmissionSettled(
+                submission_id=sid, outcome=Outcome.FAILED.value, result=None, error=ErrorInfo.of(final.error)
+            )
+        )
+        self.settled_event(sid).set()
+        return final
 
     def _attach(self, sid: str, images: list[ImagePart]) -> None:
         # The bytes go to the blob table (once per digest); an `event` record (not tied to the
@@ -388,7 +417,9 @@ class Conversation:
             emit(ev.SubmissionRunning(attempt=attempt, agent=agent.name))
             emit(ev.AgentStart(agent=agent.name))
             try:
-                self._run_task = asyncio.ensure_future(asyncio.wait_for(self._attempt(sub, attempt, agent), remaining))
+                self._run_task = asyncio.ensure_future(
+                    _within(self._attempt(sub, attempt, agent, now + remaining), remaining, self.settings.settle_grace)
+                )
                 text = await asyncio.shield(self._run_task)
             except BaseException as exc:  # noqa: BLE001 - every failure maps to one decision below
                 if self._run_task is not None and not self._run_task.done():
@@ -413,7 +444,9 @@ class Conversation:
                         error=ErrorInfo(decision.error.type, decision.error.message),
                     )
                 )
-                await self.settings.sleep(min(60.0, 2.0 * 2 ** min(attempt - 1, 5)))
+                # Never past the submission's timeout: the loop then settles it with that.
+                left = agent.timeout - (self.settings.clock() - (sub.started_at or now))
+                await self.settings.sleep(max(0.0, min(60.0, 2.0 * 2 ** min(attempt - 1, 5), left)))
                 continue
             return self._apply(
                 sub, await finish(self._recorder(sid), sid, agent, decision, self.current_run, self.state)
@@ -489,7 +522,7 @@ class Conversation:
             return []
         return close_dangling(self.transcript, self._recorder(sid), sid, text)
 
-    async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef) -> str:
+    async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef, ends_at: float) -> str:
         t = self._load()
         recorder = self._recorder(sub.id)
         # A first attempt has nothing stored yet (its `attempts` commits before any record of
@@ -523,7 +556,9 @@ class Conversation:
             max_turns=(sub.settings or {}).get("max_turns"),
             conversation_id=self.id,
             limits=Limits.of(sub.settings, agent.limits),
+            summaries=self.summaries,
         )
+        run.ends_at = ends_at
         self.current_run = run
         answer = await run.run()
         return answer.text
@@ -566,6 +601,22 @@ class Conversation:
         else:
             self.kick()
 
+    def note(self, text: str) -> None:
+        """Tell the model on its next turn what happened outside its runs (an undo or rewind): a
+        runtime notice recorded between submissions. Raises `SessionBusyError` while a run goes."""
+        if self.busy:
+            raise SessionBusyError("a run is in progress; undo or rewind when it has finished (or abort it first)")
+        if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl):
+            raise SessionBusyError("another process owns this conversation; try again when it is idle")
+        message = SignalMessage("info", text)
+        try:
+            seqs = self._recorder(None).append([message])
+        finally:
+            if self._worker is None or self._worker.done():
+                self.store.release_lease(self.id, self.owner)
+        if self.transcript is not None:
+            self.transcript.add(message, seqs[0] if seqs else None, None)
+
     async def compact(self) -> None:
         """Compact now (contract 13.5), even with threshold compaction off."""
         if self.busy:
@@ -585,6 +636,7 @@ class Conversation:
                 recorder=self._recorder(None),
                 state=self.state,
                 tools_cache=self._tools_cache,
+                summaries=self.summaries,
             )
             await run.render()
             await run.compact("manual")
@@ -592,3 +644,26 @@ class Conversation:
             self._busy_manual = False
             if self._worker is None or self._worker.done():
                 self.store.release_lease(self.id, self.owner)
+
+
+async def _within(work: Any, seconds: float, grace: float) -> Any:
+    """`work`'s result, or `TimeoutError` after `seconds` plus at most `grace` for it to stop.
+
+    `asyncio.wait_for` waits for a cancelled task however long it takes, so a tool that catches
+    the cancellation held the submission past its timeout: here it is left behind instead.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task}, timeout=grace)
+        raise
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.wait({task}, timeout=grace)
+    if not task.done():
+        log.warning("flue_nb: an attempt still ran %g s after its submission timed out; settling it anyway", grace)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    raise asyncio.TimeoutError

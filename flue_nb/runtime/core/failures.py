@@ -18,6 +18,7 @@ from flue_nb.runtime.errors import (
     FlueError,
     InternalError,
     ModelRefusedError,
+    PolicyDeniedError,
     ProviderError,
     RunError,
     SessionBusyError,
@@ -61,7 +62,17 @@ def decide(exc: BaseException, *, lease_lost: bool, abort_requested: Callable[[]
     if isinstance(exc, SubmissionAbortedError):
         # A tool was interrupted by the user (Ctrl-C in the kernel while it ran).
         return Decision("aborted", error=exc, record_abort=True)
-    if isinstance(exc, (ConfigError, StoreError, TurnLimitExceededError, BudgetExceededError, ModelRefusedError)):
+    if isinstance(
+        exc,
+        (
+            ConfigError,
+            StoreError,
+            TurnLimitExceededError,
+            BudgetExceededError,
+            ModelRefusedError,
+            PolicyDeniedError,
+        ),
+    ):
         return Decision("failed", error=exc)
     if isinstance(exc, ProviderError):
         # Auth, bad request, an overflow that compaction could not cure: retrying won't help.

@@ -34,12 +34,19 @@ from flue_nb.runtime.core.transcript import MemoryRecorder, Recorder, Transcript
 from flue_nb.runtime.errors import ContextOverflowError, TurnLimitExceededError
 from flue_nb.runtime.events import CompactionReason, Emit
 from flue_nb.runtime.messages import AssistantMessage, Message, UserMessage
+from flue_nb.runtime.policy import check_mcp_servers
 from flue_nb.runtime.providers.model import Model, ModelRequest
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.tools.mcp import mount_mcp, unavailable_signals
+from flue_nb.runtime.tools.summary import Summaries
 from flue_nb.runtime.tools.tool import Tool
 
 __all__ = ["MAX_DEPTH", "AgentRun", "Emit", "RunSettings"]
+
+_CUT = (
+    "the answer was cut off: it reached its output limit (`max_tokens`), so it ends mid-way; "
+    "ask the agent to go on, or give the model a larger max_output_tokens"
+)
 
 JoinSource = Callable[[], "list[UserMessage]"]
 """Commits the messages waiting to join (store and window) and returns them."""
@@ -71,8 +78,12 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         conversation_id: str | None = None,
         budget: Budget | None = None,
         limits: Limits | None = None,
+        ends_at: float | None = None,
+        summaries: Summaries | None = None,
     ) -> None:
         self.agent = agent
+        self.summaries = summaries
+        """Where the conversation's views learn how this run's tools sum a call up."""
         self.transcript = transcript
         self.emit = emit
         self.settings = settings
@@ -104,8 +115,11 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         """Model calls this run may make before it fails with `turn_limit_exceeded` (issue 12.9)."""
         self.budget = budget if budget is not None else self._recovered_budget(limits or agent.limits)
         """What this submission (with its subagents: they share it) has spent against its limits."""
+        if budget is None and submission_id is not None:
+            self.budget.on_lost = self._record_lost
         self.streaming: list[Any] = []
         """Parts of the response being streamed (what an abort keeps)."""
+        self.ends_at = ends_at
 
     # --- rendering and the environment -------------------------------------------------------
 
@@ -159,8 +173,15 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         framework = self._framework_tools(tuple(rendered.subagents), tuple(skills))
         sandbox_tools = self._tools_of(self.sandbox) if self.sandbox is not None else []
         # A required MCP server that cannot connect fails the submission here, before the model runs.
+        check_mcp_servers(rendered.mcp)
         mcp_tools, unavailable = await mount_mcp(rendered.mcp, first=first)
-        self.tools = assemble_tools(sandbox_tools, framework, [*rendered.tools, *mcp_tools])
+        own = [*rendered.tools, *mcp_tools]
+        guard = getattr(self.sandbox, "guard", None)
+        if guard is not None:  # the kernel sandbox's approval rules cover every tool, not only its own
+            own = guard(own)
+        self.tools = assemble_tools(sandbox_tools, framework, own)
+        if self.summaries is not None:
+            self.summaries.add(self.tools)
         cwd = self.sandbox.cwd if self.sandbox is not None else None
         roster = make_roster(self.tools, skills, rendered.subagents, cwd)
         if unavailable:
@@ -213,7 +234,6 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         overflow_retried = False
         while True:
             self._check_turn_limit()
-            self.budget.check(f"subagent {self.agent.name!r}" if self.is_subagent else "this submission")
             await self._before_model_call()
             try:
                 response = await self._call_model()
@@ -231,6 +251,8 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
             self._add([response])
             self._count(response)
             self._end_turn(response)
+            if response.stop_reason == "max_tokens":
+                self.emit(ev.Log(kind="answer_cut", message=_CUT))
             calls = response.tool_calls
             if not calls:
                 if response.stop_reason == "pause_turn":
@@ -269,8 +291,16 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
                         budget.add_all(step_responses(self.recorder.steps(call.id)))
         return budget
 
+    def _record_lost(self, data: dict[str, Any]) -> None:
+        # Kept with the submission so `status()` bills it; the budget in memory has it already,
+        # so a store that cannot take it now (a lost lease) does not hide the provider's error.
+        try:
+            self.recorder.append([], extra=[("event", {"lost_call": data})])
+        except Exception:  # noqa: BLE001
+            pass
+
     def _count(self, response: AssistantMessage) -> None:
-        self.budget.add(response)
+        # `call_model` counted the response against the budget; here the notes it leads to.
         for note in self.budget.notes():
             self.emit(ev.Log(kind="budget", message=note))
 
@@ -305,7 +335,9 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         if prepare is not None:
             await prepare()
         cfg = self.rendered.compaction
-        if cfg is False:
+        if cfg is False or _paused(self.transcript.messages):
+            # A paused server-tool turn goes back at once, as the last message and unchanged:
+            # a fold now would replace the prompt the API is still working on.
             return
         config = cfg if isinstance(cfg, CompactionConfig) else None
         used = self.used_tokens()
@@ -380,6 +412,8 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
             tools_cache=self._sandbox_tools if sandbox is self.sandbox else None,
             conversation_id=self.conversation_id,
             budget=self.budget,
+            ends_at=self.ends_at,
+            summaries=self.summaries,
         )
 
     def aborted_message(self) -> AssistantMessage | None:
@@ -387,3 +421,8 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
         if not self.streaming:
             return None
         return AssistantMessage(list(self.streaming), aborted=True, stop_reason="aborted")
+
+
+def _paused(messages: Sequence[Message]) -> bool:
+    last = messages[-1] if messages else None
+    return isinstance(last, AssistantMessage) and last.stop_reason == "pause_turn"

@@ -4,18 +4,25 @@ stream (its events and the durable snapshots of a partial response)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import time
 from typing import Any
 
 from flue_nb.runtime import events as ev
+from flue_nb.runtime.core.budget import MIN_ANSWER_TOKENS, Budget, Reservation
 from flue_nb.runtime.core.run_settings import RunSettings
+from flue_nb.runtime.core.tokens import count_text, message_text
 from flue_nb.runtime.core.transcript import Recorder
-from flue_nb.runtime.errors import ModelRefusedError, ProviderError
+from flue_nb.runtime.errors import ModelRefusedError, PolicyDeniedError, ProviderError, ProviderHTTPError
 from flue_nb.runtime.events import Emit, ErrorInfo, ToolCallInfo
-from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart
+from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart, Usage
+from flue_nb.runtime.policy import current_policy
+from flue_nb.runtime.providers import price_of
 from flue_nb.runtime.providers.model import (
     Model,
     ModelRequest,
+    Price,
     ResponseDone,
     TextChunk,
     ThinkingChunk,
@@ -27,6 +34,7 @@ from flue_nb.runtime.text import clean_response
 __all__ = ["MAX_TRANSIENT_RETRIES", "PARTIAL_EVERY", "ModelCalls", "collect", "refusal_error"]
 
 MAX_TRANSIENT_RETRIES = 3
+_REFUSED_KINDS = frozenset({"auth", "bad_request", "rate_limit", "overloaded", "context_overflow"})
 PARTIAL_EVERY = 0.25
 """Seconds between durable snapshots of a streaming response (what a crash can keep)."""
 
@@ -42,6 +50,11 @@ class ModelCalls:
     """Responses this submission has had; a visible call's stream numbers the next one."""
     streaming: list[Any]
     """Parts of the response being streamed (what an abort keeps)."""
+    budget: Budget
+    ends_at: float | None = None
+    """When the submission's `timeout` ends, on `settings.clock` (a backoff never sleeps past it)."""
+    is_subagent: bool
+    agent: Any
 
     async def call_model(self, request: ModelRequest, model: Model, *, visible: bool = False) -> AssistantMessage:
         """One model call, retrying transient provider errors with backoff (11.3).
@@ -52,28 +65,44 @@ class ModelCalls:
         """
         failures = 0
         limit = self.settings.model_call_timeout
-        deadline = time.monotonic() + limit
+        key = (self.submission_id, self.turn, request.purpose) if self.submission_id is not None else None
+        deadline, tried = self._call_deadline(key, limit)
         while True:
+            if time.monotonic() >= deadline:
+                self._forget_deadline(key)
+                raise self._timed_out(limit, tried + failures)
+            held = self._reserve(request, model)
+            sent = request if held.max_tokens is None else dataclasses.replace(request, max_tokens=held.max_tokens)
             try:
-                call = collect(model, request) if not visible else self._stream(request, model)
-                return await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                if time.monotonic() < deadline:
-                    raise  # a timeout of the model's own, not this call's deadline
-                raise ProviderError(
-                    f"the model gave no complete response within {limit:g} s, {failures + 1} "
-                    f"tr{'y' if failures == 0 else 'ies'} included; the provider may be hung or overloaded. "
-                    "Try again later (the limit is the run's `model_call_timeout`).",
-                    kind="timeout",
-                    final=True,
-                ) from None
-            except ProviderError as exc:
-                if not exc.transient or failures >= MAX_TRANSIENT_RETRIES:
-                    raise
+                call = collect(model, sent) if not visible else self._stream(sent, model)
+                response = await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()))
+            except BaseException as exc:
+                self._count_lost(held, model, exc, visible=visible)
+                if isinstance(exc, asyncio.TimeoutError) and time.monotonic() >= deadline:
+                    self._forget_deadline(key)
+                    raise self._timed_out(limit, tried + failures + 1) from None
+                transient = isinstance(exc, ProviderError) and exc.transient
+                if not transient or failures >= MAX_TRANSIENT_RETRIES:
+                    if key is not None and transient:
+                        # The submission's next attempt makes this call again, within this bound.
+                        self.settings.call_deadlines[key] = (deadline, tried + failures + 1)
+                    else:
+                        self._forget_deadline(key)
+                    raise  # a timeout of the model's own, a final error, or the retries spent
+                assert isinstance(exc, ProviderError)
                 failures += 1
                 delay = 2.0 * 2 ** (failures - 1) * (0.8 + 0.4 * self.settings.rng.random())
-                if time.monotonic() + delay >= deadline:
-                    raise  # no time left for another try: the error as it is
+                if delay >= self._time_left():
+                    self._forget_deadline(key)
+                    raise  # the submission's timeout comes first: it settles with that
+                if delay >= deadline - time.monotonic():
+                    self._forget_deadline(key)
+                    raise ProviderError(
+                        f"{exc.message.rstrip('.')}. Another try would pass the {limit:g} s a model call may take in "
+                        "all (the run's `model_call_timeout`), so it is not retried.",
+                        kind=exc.kind,
+                        final=True,
+                    ) from exc
                 self.emit(
                     ev.Log(
                         kind="retry",
@@ -82,6 +111,107 @@ class ModelCalls:
                     )
                 )
                 await self.settings.sleep(delay)
+            else:
+                self._forget_deadline(key)
+                usd = self.budget.settle(held, response, answer_tokens=count_text(message_text(response)))
+                self._count_for_user(usd)
+                return response
+
+    def _call_deadline(self, key: tuple[str, int, str] | None, limit: float) -> tuple[float, int]:
+        now = time.monotonic()
+        table = self.settings.call_deadlines
+        for old in [k for k, (d, _) in table.items() if d < now - limit]:
+            del table[old]  # an unfinished call whose submission went on without it
+        if key is not None and key in table:
+            return table[key]
+        return now + limit, 0
+
+    def _forget_deadline(self, key: tuple[str, int, str] | None) -> None:
+        if key is not None:
+            self.settings.call_deadlines.pop(key, None)
+
+    def _time_left(self) -> float:
+        """Seconds before the submission's own timeout (infinite outside a submission)."""
+        return float("inf") if self.ends_at is None else self.ends_at - self.settings.clock()
+
+    @staticmethod
+    def _timed_out(limit: float, tries: int) -> ProviderError:
+        return ProviderError(
+            f"the model gave no complete response within {limit:g} s, {max(1, tries)} "
+            f"tr{'y' if tries <= 1 else 'ies'} included; the provider may be hung or overloaded. "
+            "Try again later (the limit is the run's `model_call_timeout`).",
+            kind="timeout",
+            final=True,
+        )
+
+    def _count_lost(self, held: Reservation, model: Model, exc: BaseException, *, visible: bool) -> None:
+        # A request the provider refused before reading it (auth, a bad request, rate limits,
+        # overload, a prompt too long) cost nothing; any other failure sent a prompt that was
+        # paid for, and a cut-off stream its answer so far too.
+        streamed = "".join(getattr(p, "text", "") for p in self.streaming) if visible else ""
+        if isinstance(exc, ProviderError):
+            refused = isinstance(exc, ProviderHTTPError) or exc.kind in _REFUSED_KINDS
+            if refused and not exc.details.get("mid_stream") and not streamed:
+                self.budget.release(held)
+                return
+        why = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
+        usd = self.budget.lost(held, model=model.info.id, streamed_tokens=count_text(streamed), why=why)
+        self._count_for_user(usd)
+
+    def _reserve(self, request: ModelRequest, model: Model) -> Reservation:
+        # Before every call, the first included: the prompt as it will be sent, and an answer
+        # cap the rest of the budget can pay for.
+        who = f"subagent {self.agent.name!r}" if self.is_subagent else "this submission"
+        prompt = int(self.settings.tokens().used_tokens(request.messages, system=request.system))
+        cap = request.max_tokens or model.info.max_output_tokens
+        price = model.info.price or price_of(model.info.id)
+        allowed = self._hub_policy(model, prompt, price, cap)
+        held = self.budget.reserve(who, prompt_tokens=prompt, price=price, cap=min(cap, allowed))
+        if allowed < cap and held.max_tokens is None:
+            held.max_tokens = allowed  # the user's spending room, not the submission's budget, lowered it
+        return held
+
+    def _hub_policy(self, model: Model, prompt_tokens: int, price: Price | None, cap: int) -> int:
+        """The hub policy's word on this call: refused (`policy_denied`) for a model it does not
+        allow, or when the user's spending room cannot pay for the prompt and the smallest answer;
+        else the answer cap that room leaves."""
+        policy = current_policy()
+        if policy is None:
+            return cap
+        policy.check_model(provider_of(model), model.info.id)
+        if not policy.limits_spend:
+            return cap
+        if price is None:
+            raise PolicyDeniedError(
+                f"policy_denied: the hub policy ({policy.source}) limits spending, and model "
+                f"`{model.info.id}` has no known price, so the limit cannot be checked; use a priced model",
+                policy=policy.source,
+                model=model.info.id,
+            )
+        prompt_usd = price.cost(Usage(prompt_tokens, 0))
+        per_token = (price.cost(Usage(prompt_tokens, 1_000_000)) - prompt_usd) / 1_000_000
+        least = min(MIN_ANSWER_TOKENS, cap)
+        room = policy.room(self._store(), prompt_usd + per_token * least)
+        if room is None or per_token <= 0:
+            return cap
+        return max(least, min(cap, math.floor((room - prompt_usd) / per_token)))
+
+    def _count_for_user(self, usd: float | None) -> None:
+        """Count what a call cost against the user's hub spending limits."""
+        policy = current_policy()
+        if policy is None or usd is None or not policy.limits_spend:
+            return
+        try:
+            policy.count(self._store(), usd)
+        except Exception as exc:  # noqa: BLE001 - a store that is away: the run goes on, and says so
+            self.emit(ev.Log(kind="budget", message=f"spend not counted for the hub policy: {exc}"))
+
+    def _store(self) -> Any:
+        """The conversation's store (None for a bare run): where the user's spending is counted."""
+        recorder: Any = self.recorder
+        while hasattr(recorder, "parent"):  # a subagent's records go to its top-level run's
+            recorder = recorder.parent
+        return getattr(recorder, "store", None)
 
     async def _stream(self, request: ModelRequest, model: Model) -> AssistantMessage:
         turn = self.turn + 1

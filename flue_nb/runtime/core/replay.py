@@ -14,23 +14,115 @@ before the call's result.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.events import ErrorInfo, Event, ToolCallInfo
+from flue_nb.runtime.facts import split_details
 from flue_nb.runtime.messages import AssistantMessage, ThinkingPart, image_from_dict, message_from_dict
-from flue_nb.runtime.store import Record, Store, Submission
+from flue_nb.runtime.store import Record, RecordKind, Store, Submission
 
-__all__ = ["rebuild_events"]
+__all__ = ["Page", "newest_seq", "page_records", "rebuild_events", "rebuild_page"]
 
 
 def rebuild_events(store: Store, conversation_id: str) -> list[Event]:
     """Every event of a conversation, rebuilt from its records, numbered in order."""
     subs = store.submissions(conversation_id)
     records = store.records(conversation_id)
+    return _numbered(conversation_id, _events(subs, records))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """The events of a conversation's latest submissions (or of those before `before_seq`)."""
+
+    events: list[Event]
+    submissions: list[Submission]
+    """The page's submissions, in admission order (joined ones with the response they joined)."""
+    older: int
+    """How many submissions came before the page's first: on earlier pages."""
+    after_seq: int
+    """The records read are those after this seq (the previous page's last settlement)."""
+    last_seq: int
+    """The newest record read (`after_seq` when none was): what a follower compares with."""
+
+    @property
+    def first_seq(self) -> int | None:
+        """The seq of the page's first submission: the next older page ends before it."""
+        return self.submissions[0].seq if self.submissions else None
+
+
+def rebuild_page(store: Store, conversation_id: str, *, last: int, before_seq: int | None = None) -> Page:
+    """The events of the newest `last` submissions (of those before `before_seq`), as
+    `rebuild_events` gives them, read by indexes: its cost is the page's, not the conversation's.
+
+    A page starts at a submission of its own: messages that joined an earlier response go with
+    that response, on the page before. Submissions run in admission order, so the records of a
+    page are the ones after the settlement of the submission before it; while an earlier one is
+    still unsettled (a long queue), the page reaches back to it.
+    """
+    subs, records, older, after = page_records(store, conversation_id, last=last, before_seq=before_seq)
+    newest = max((r.seq for r in records), default=after)
+    return Page(_numbered(conversation_id, _events(subs, records)), subs, older, after, newest)
+
+
+def page_records(
+    store: Store,
+    conversation_id: str,
+    *,
+    last: int,
+    before_seq: int | None = None,
+    kinds: list[RecordKind] | None = None,
+) -> tuple[list[Submission], list[Record], int, int]:
+    """A page's submissions, its records (of `kinds`), how many submissions came before it, and
+    the seq its records come after (`rebuild_page` says which)."""
+    subs = store.submissions(conversation_id, last=last, before_seq=before_seq)
+    while subs and subs[0].joined_into:
+        subs.pop(0)
+    if subs and before_seq is None:
+        unsettled = store.submissions(conversation_id, unsettled=True, last=1, before_seq=subs[0].seq)
+        if unsettled:  # rare: more unsettled submissions than a page; the page reaches back
+            first = store.submissions(conversation_id, unsettled=True)[0]
+            subs = [s for s in store.submissions(conversation_id) if s.seq >= first.seq]
+    if not subs:
+        if before_seq is not None:
+            return [], [], 0, 0
+        return [], store.records(conversation_id, kinds=kinds), 0, 0  # no submission: a few records
+    after = _settled_before(store, conversation_id, subs[0].seq)
+    until = None
+    if before_seq is not None:
+        # The records up to the settlement of this page's last submission: the next page's
+        # records begin after it.
+        until = _settled_before(store, conversation_id, before_seq) + 1
+    records = store.records(conversation_id, after_seq=after, before_seq=until, kinds=kinds)
+    return subs, records, store.count_submissions(conversation_id, before_seq=subs[0].seq), after
+
+
+def newest_seq(store: Store, conversation_id: str) -> int:
+    """The seq of the conversation's newest record, read by indexes (0 when it has none)."""
+    _, records, _, after = page_records(store, conversation_id, last=1)
+    return max((r.seq for r in records), default=after)
+
+
+def _settled_before(store: Store, conversation_id: str, seq: int) -> int:
+    """The seq of the newest settlement record of the submission admitted just before `seq` (0)."""
+    prev = store.submissions(conversation_id, last=1, before_seq=seq)
+    if not prev:
+        return 0
+    settled = store.records(conversation_id, kinds=["settlement"], submission_id=prev[0].id)
+    if settled:
+        return settled[-1].seq
+    # Not settled (a page reaching back stops at the first unsettled one, so only an older
+    # page's end gets here): its records run on; the end is the newest record.
+    return max((r.seq for r in store.records(conversation_id, submission_id=prev[0].id)), default=0)
+
+
+def _numbered(conversation_id: str, events: Iterator[Event]) -> list[Event]:
     out: list[Event] = []
-    for i, event in enumerate(_events(subs, records)):
+    for i, event in enumerate(events):
         object.__setattr__(event, "event_index", i)
         object.__setattr__(event, "conversation_id", conversation_id)
         out.append(event)
@@ -39,7 +131,9 @@ def rebuild_events(store: Store, conversation_id: str) -> list[Event]:
 
 def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
     by_id = {s.id: s for s in subs}
-    waiting = sorted(subs, key=lambda s: s.seq)  # admissions not yet placed in the stream
+    waiting = deque(sorted(subs, key=lambda s: s.seq))  # admissions not yet placed in the stream
+    placed: dict[str, Submission] = {}
+    """Admitted and not yet settled when last looked, joined ones aside: what may still run."""
     turns: dict[str, int] = {}
     running: dict[str, str] = {}  # submission id -> agent of its open attempt
     recovered: set[str] = set()
@@ -49,7 +143,9 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
 
     def admitted_until(t: float) -> Iterator[Event]:
         while waiting and waiting[0].accepted_at <= t:
-            s = waiting.pop(0)
+            s = waiting.popleft()
+            if not s.joined_into:
+                placed[s.id] = s
             state: Literal["queued", "joining"] = "joining" if s.joined_into else "queued"
             yield ev.SubmissionQueued(
                 submission_id=s.id, text=s.text, accepted_at=s.accepted_at, state=state, timestamp=s.accepted_at
@@ -107,18 +203,22 @@ def _events(subs: list[Submission], records: list[Record]) -> Iterator[Event]:
             yield from held
             held.clear()
             sub = by_id.get(sid)
-            later = [
-                s
-                for s in subs
-                if s.seq > (sub.seq if sub else 0)
-                and s.accepted_at <= t
-                and (s.settled_at is None or s.settled_at > t)
-                and not s.joined_into
-            ]
-            idle_pending = not later
+            placed.pop(sid, None)
+            idle_pending = not _waits_after(placed, sub.seq if sub else 0, t)
     if idle_pending:
         yield ev.Idle(timestamp=records[-1].created_at if records else 0.0)
     yield from admitted_until(float("inf"))
+
+
+def _waits_after(placed: dict[str, Submission], seq: int, t: float) -> bool:
+    """Whether a submission after `seq` was admitted and not settled by `t` (else: idle).
+
+    Only the placed ones can be (admitted by `t`); each leaves once settled, so a rebuild stays
+    linear in the records however long the conversation (it scanned every submission here).
+    """
+    for done in [o.id for o in placed.values() if o.settled_at is not None and o.settled_at <= t]:
+        del placed[done]
+    return any(o.seq > seq for o in placed.values())
 
 
 def _attempt_events(
@@ -209,14 +309,17 @@ def _message_events(
             for c in calls:
                 yield ev.ToolStart(call_id=c.id, name=c.name, input=c.input, **stamp)
     elif kind == "tool_result":
+        details, approval, namespace = split_details(d.get("details"))
         yield ev.ToolEnd(
             call_id=d["call_id"],
             name=d["name"],
             is_error=bool(d.get("is_error")),
             content=d["content"],
             duration_ms=d.get("duration_ms"),
-            details=d.get("details"),
+            details=details,
             images=tuple(image_from_dict(i) for i in d.get("images") or ()),
+            approval=approval,
+            namespace=namespace,
             **stamp,
         )
     elif kind == "signal" and d.get("signal_type") in ("resources", "environment"):

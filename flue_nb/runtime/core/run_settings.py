@@ -25,6 +25,12 @@ class RunSettings:
     model_call_timeout: float = 600.0
     """Seconds one model call may take in all, its retries and their backoff included (a hung
     provider costs ~120 s a try); past it the submission fails instead of trying again."""
+    settle_grace: float = 5.0
+    """Seconds a submission past its `timeout` gives its attempt to stop once cancelled (a tool
+    that ignores cancellation is left behind), so it settles within `timeout` plus this."""
+    call_deadlines: dict[tuple[str, int, str], tuple[float, int]] = field(default_factory=dict)
+    """(submission, turn, purpose) → (monotonic deadline, tries so far) of a model call that an
+    attempt left unfinished: the next attempt's call gets what is left of it, not a fresh bound."""
     counter: Any = None
     """A `TokenCounter` shared by the conversation's runs (made on first use)."""
 

@@ -14,6 +14,7 @@ from flue_nb.runtime.core.transcript import Recorder, Transcript
 from flue_nb.runtime.errors import DelegationDepthExceededError
 from flue_nb.runtime.events import Emit
 from flue_nb.runtime.messages import AssistantMessage, UserMessage
+from flue_nb.runtime.redact import redact
 from flue_nb.runtime.tools.tool import ToolContext
 
 __all__ = ["MAX_DEPTH", "SubagentRun", "SubagentTasks"]
@@ -84,5 +85,6 @@ class SubagentTasks:
         except BaseException as exc:
             parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, is_error=True, error=str(exc)))
             raise
-        parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=answer.text))
-        return answer.text or "(the subagent finished without a text answer)"
+        text = redact(answer.text) if answer.text else answer.text
+        parent_emit(ev.TaskEnd(task_id=task_id, agent=sub.name, text=text))
+        return text or "(the subagent finished without a text answer)"

@@ -19,6 +19,7 @@ from typing import Any
 
 from flue_nb.runtime.core.transcript import Recorder, Transcript
 from flue_nb.runtime.messages import AssistantMessage, Message, message_from_dict, message_to_dict
+from flue_nb.runtime.redact import redact_value
 
 __all__ = ["TaskRecorder", "step_response", "step_responses"]
 
@@ -99,6 +100,9 @@ class TaskRecorder:
         return {name[len(prefix) :]: value for name, value in current.items() if name.startswith(prefix)}
 
     def _item(self, name: str, value: Any) -> tuple[str, dict[str, Any]]:
+        # The child's answer is a tool result to the parent: stored, like one, with known
+        # secrets redacted (its tool results already are; its own text is not, otherwise).
+        value = redact_value(value)
         self._recorded[name] = value
         return ("step", {"call_id": self.call_id, "name": name, "value": value})
 

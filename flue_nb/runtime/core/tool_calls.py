@@ -125,11 +125,14 @@ class ToolCalls:
                 details=out.details,
                 duration_ms=duration_ms,
                 images=tuple(images),
+                approval=out.approval,
+                namespace=out.namespace,
             )
         )
         return ToolResultMessage(
-            call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms, images=images
-        )
+            call.id, call.name, content, out.is_error, details=out.details, duration_ms=duration_ms, images=images,
+            approval=out.approval, namespace=out.namespace,
+        )  # fmt: skip
 
 
 def _top_recorder(recorder: Recorder) -> Recorder:

@@ -10,7 +10,7 @@ from flue_nb.runtime.core.compaction import compacted_context
 from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.messages import Message, ToolResultMessage, message_from_dict, message_images, message_to_dict
 from flue_nb.runtime.store import Store, SubmissionUpdate
-from flue_nb.runtime.tools._bound import bound_result, over_limit
+from flue_nb.runtime.tools.bound import bound_result, over_limit
 
 __all__ = ["StoreRecorder", "load_images", "load_window", "put_images"]
 

@@ -6,6 +6,7 @@ provider module is imported only when a spec names it (and the `openai` SDK only
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     return "", text
 
 
+@functools.lru_cache(maxsize=512)
 def price_of(model_id: str) -> Price | None:
     """The list prices of `model_id` when flue_nb knows them, else None.
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from flue_nb.runtime.errors import ModelNotConfiguredError, ProviderHTTPError
 from flue_nb.runtime.providers._catalog import model_info
-from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, REQUEST_TIMEOUT, AnthropicModel, _tls_context
+from flue_nb.runtime.providers.anthropic import AnthropicModel
 from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, StreamEvent
+from flue_nb.runtime.providers.streaming import IDLE_TIMEOUT, REQUEST_TIMEOUT, tls_context
 
 __all__ = ["CloudClaudeModel", "cloud_model", "family_id"]
 
@@ -92,7 +93,7 @@ class CloudClaudeModel(AnthropicModel):
         common: dict[str, Any] = {
             "max_retries": 0,
             "timeout": timeout,
-            "http_client": anthropic.DefaultAsyncHttpxClient(verify=_tls_context()),
+            "http_client": anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
         }
         try:
             if self.provider == "bedrock":

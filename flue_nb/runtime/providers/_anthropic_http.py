@@ -49,7 +49,9 @@ class HttpTransport:
         user_agent: str,
     ) -> None:
         _, secret = credential  # an API key and an auth token both travel as a bearer token
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        """The API root requests go to."""
+        self._url = self.base_url + "/v1/messages"
         self._headers = {
             "Accept": "application/json",
             "Content-Type": "application/json",

@@ -46,6 +46,11 @@ class SdkTransport:
         return cls(client, owned=True)
 
     @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self.client.base_url).rstrip("/")
+
+    @property
     def host(self) -> str:
         """The host the request goes to."""
         return str(self.client.base_url.host)

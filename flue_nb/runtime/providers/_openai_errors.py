@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 
 from flue_nb.runtime.errors import ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
-from flue_nb.runtime.providers.anthropic import MAX_ERROR_TEXT, _cap, _retry_after
+from flue_nb.runtime.providers.streaming import MAX_ERROR_TEXT, cap, capitalized, nothing_listening, retry_after
 
 __all__ = ["OVERFLOW", "translate_errors"]
 
@@ -37,11 +37,12 @@ _KIND_BY_STATUS: dict[int, ProviderErrorKind] = {
 
 
 @contextlib.contextmanager
-def translate_errors(model_id: str, *, provider: str, key_hint: str) -> Iterator[None]:
+def translate_errors(model_id: str, *, provider: str, key_hint: str, url: str = "") -> Iterator[None]:
     """Re-raise the SDK's (and httpx2's) exceptions as classified `ProviderError`s.
 
     `provider` names the service in messages (`OpenAI`, `Azure OpenAI`, the server's host);
-    `key_hint` says where the key comes from, for authentication failures.
+    `key_hint` says where the key comes from, for authentication failures; `url` is the API
+    root, named when a loopback server refuses the connection.
     """
     import openai
 
@@ -56,22 +57,25 @@ def translate_errors(model_id: str, *, provider: str, key_hint: str) -> Iterator
             f"The request to {provider} for `{model_id}` timed out.", kind="timeout", model=model_id
         ) from exc
     except openai.APIConnectionError as exc:
-        raise _connection(exc, model_id, provider) from exc
+        raise _connection(exc, model_id, provider, url) from exc
     except openai.APIError as exc:
         # No status: an error object inside a 200 stream (`data: {"error": ...}`).
         raise _stream_error(exc, model_id, provider) from exc
     except (json.JSONDecodeError, UnicodeDecodeError, httpx2.DecodingError) as exc:
         raise ProviderError(
-            f"The {provider} stream for `{model_id}` was malformed ({_cap(str(exc), 200)}).",
+            f"The stream from {provider} for `{model_id}` was malformed ({cap(str(exc), 200)}).",
             kind="server",
             model=model_id,
             mid_stream=True,
         ) from exc
     except httpx2.TransportError as exc:
-        raise _connection(exc, model_id, provider) from exc
+        raise _connection(exc, model_id, provider, url) from exc
 
 
-def _connection(exc: Exception, model_id: str, provider: str) -> ProviderError:
+def _connection(exc: Exception, model_id: str, provider: str, url: str = "") -> ProviderError:
+    setting = "`base_url` (or `OPENAI_BASE_URL`)"
+    if (refused := nothing_listening(exc, url=url, model_id=model_id, setting=setting)) is not None:
+        return refused
     cause = exc.__cause__ or exc
     return ProviderError(
         f"Lost the connection to {provider} for `{model_id}`: {cause}", kind="connection", model=model_id
@@ -90,38 +94,38 @@ def _fields(body: object) -> tuple[str, str, str]:
 def _status_error(exc: Any, model_id: str, provider: str, key_hint: str) -> ProviderError:
     status: int = exc.status_code
     message, error_type, code = _fields(exc.body)
-    text = _cap(message or exc.message, MAX_ERROR_TEXT)
+    text = cap(message or exc.message, MAX_ERROR_TEXT)
     headers = exc.response.headers
-    details: dict[str, Any] = {"model": model_id, "error_type": _cap(error_type, 100) or None}
+    details: dict[str, Any] = {"model": model_id, "error_type": cap(error_type, 100) or None}
     if code:
-        details["error_code"] = _cap(code, 100)
+        details["error_code"] = cap(code, 100)
     if request_id := headers.get("x-request-id"):
         details["request_id"] = request_id
-    if (retry_after := _retry_after(headers)) is not None:
-        details["retry_after"] = retry_after
+    if (hint := retry_after(headers)) is not None:
+        details["retry_after"] = hint
     if status in (400, 413, 422) and (code == "context_length_exceeded" or OVERFLOW.search(text)):
         return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=status, **details)
     kind = _KIND_BY_STATUS.get(status) or ("server" if status >= 500 else "bad_request")
     if status == 429 and code == "insufficient_quota":
         # Retrying does not refill an account: say what to do instead.
-        message = f"{provider} says the account behind the key has no quota left (HTTP 429: {text}). Check its plan and billing."
+        message = f"{capitalized(provider)} says the account behind the key has no quota left (HTTP 429: {text}). Check its plan and billing."
         return ProviderHTTPError(message, status=status, kind="auth", **details)
     if kind == "auth":
         what = "rejected the credentials" if status == 401 else "denied access"
-        message = f"{provider} {what} (HTTP {status}: {text}). Check {key_hint} and that the key may use `{model_id}`."
+        message = f"{capitalized(provider)} {what} (HTTP {status}: {text}). Check {key_hint} and that the key may use `{model_id}`."
     elif status == 404:
-        message = (
-            f"{provider} has no `{model_id}` (HTTP 404: {text}). Check the model name (for Azure, the deployment)."
-        )
+        message = f"{capitalized(provider)} has no `{model_id}` (HTTP 404: {text}). Check the model name (for Azure, the deployment)."
     else:
-        message = f"{provider} returned HTTP {status} for `{model_id}` ({error_type or 'no error type'}): {text}"
+        message = (
+            f"{capitalized(provider)} returned HTTP {status} for `{model_id}` ({error_type or 'no error type'}): {text}"
+        )
     return ProviderHTTPError(message, status=status, kind=kind, **details)
 
 
 def _stream_error(exc: Any, model_id: str, provider: str) -> ProviderError:
     message, error_type, code = _fields(exc.body)
-    text = _cap(message or str(exc), MAX_ERROR_TEXT)
-    details: dict[str, Any] = {"model": model_id, "error_type": _cap(error_type, 100) or None, "mid_stream": True}
+    text = cap(message or str(exc), MAX_ERROR_TEXT)
+    details: dict[str, Any] = {"model": model_id, "error_type": cap(error_type, 100) or None, "mid_stream": True}
     if OVERFLOW.search(text):
         return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=200, **details)
     label = f"{error_type} {code}".lower()
@@ -136,4 +140,6 @@ def _stream_error(exc: Any, model_id: str, provider: str) -> ProviderError:
         # A generation that failed part-way is the server's fault (vLLM sends its engine errors
         # so): worth another try.
         kind = "server"
-    return ProviderError(f"The {provider} stream for `{model_id}` failed mid-response: {text}", kind=kind, **details)
+    return ProviderError(
+        f"The stream from {provider} for `{model_id}` failed mid-response: {text}", kind=kind, **details
+    )

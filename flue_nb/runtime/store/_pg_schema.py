@@ -94,7 +94,27 @@ _V2 = Migration(
 # Per-submission settings, as in the SQLite store's migration 3 (issue 12.8).
 _V3 = Migration(3, ("ALTER TABLE submissions ADD COLUMN settings json",))
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
+# Per-user spending, as in the SQLite store's migration 4 (issue 36.4).
+_V4 = Migration(
+    4,
+    (
+        """CREATE TABLE spend (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            user_name text NOT NULL,
+            at float8 NOT NULL,
+            usd float8 NOT NULL
+        )""",
+        "CREATE INDEX spend_by_user ON spend (user_name, at)",
+    ),
+)
+
+# The unsettled submissions by one index range, as in the SQLite store's migration 5 (issue 37).
+_V5 = Migration(
+    5,
+    ("CREATE INDEX submissions_unsettled ON submissions (conversation_id, seq) WHERE state <> 'settled'",),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

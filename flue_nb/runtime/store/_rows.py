@@ -15,6 +15,7 @@ __all__ = [
     "FINAL",
     "RECORD_KINDS",
     "SETTLED",
+    "UNSETTLED",
     "Migration",
     "assignments",
     "dump_json",
@@ -22,6 +23,9 @@ __all__ = [
 ]
 
 SETTLED = SubmissionState.SETTLED.value
+UNSETTLED = "state <> 'settled'"
+"""The SQL condition of an unsettled submission, as the `submissions_unsettled` partial index
+names it: a query spelling it so (not `state <> ?`) lets the planner use that index."""
 
 BLOB_CHUNK = 512 * 1024
 """Bytes per `blobs` row: no single row or statement holds a whole large image."""

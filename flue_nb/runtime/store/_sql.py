@@ -15,7 +15,7 @@ from typing import Any
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.store import Outcome, Record, RecordKind, Submission, SubmissionState, SubmissionUpdate, Watch
 from flue_nb.runtime.store._dialect import Dialect, Tx
-from flue_nb.runtime.store._rows import BLOB_CHUNK, RECORD_KINDS, SETTLED, dump_json, load_json
+from flue_nb.runtime.store._rows import BLOB_CHUNK, RECORD_KINDS, SETTLED, UNSETTLED, dump_json, load_json
 from flue_nb.runtime.store._sql_approvals import SQLApprovals
 from flue_nb.runtime.store._watch import PollWatch
 
@@ -65,14 +65,39 @@ class SQLStore(SQLApprovals):
     def submission(self, submission_id: str) -> Submission | None:
         return self._run(lambda tx: self._select_submission(tx, submission_id), write=False)
 
-    def submissions(self, conversation_id: str, *, unsettled: bool = False) -> list[Submission]:
+    def submissions(
+        self,
+        conversation_id: str,
+        *,
+        unsettled: bool = False,
+        last: int | None = None,
+        before_seq: int | None = None,
+    ) -> list[Submission]:
         sql = f"SELECT {self.dialect.submission_columns} FROM submissions WHERE conversation_id = ?"
         params: tuple[Any, ...] = (self._key(conversation_id),)
         if unsettled:
-            sql += " AND state <> ?"
-            params += (SETTLED,)
-        rows = self._run(lambda tx: tx.run(sql + " ORDER BY seq", params), write=False)
+            sql += f" AND {UNSETTLED}"  # a literal: the submissions_unsettled index applies
+        if before_seq is not None:
+            sql += " AND seq < ?"
+            params += (before_seq,)
+        if last is None:
+            rows = self._run(lambda tx: tx.run(sql + " ORDER BY seq", params), write=False)
+        else:
+            # The newest `last`, read backwards along the index, given back in admission order.
+            rows = self._run(
+                lambda tx: tx.run(sql + " ORDER BY seq DESC LIMIT ?", (*params, max(last, 0))), write=False
+            )
+            rows.reverse()
         return [self._submission(row) for row in rows]
+
+    def count_submissions(self, conversation_id: str, *, before_seq: int | None = None) -> int:
+        sql = "SELECT COUNT(*) FROM submissions WHERE conversation_id = ?"
+        params: tuple[Any, ...] = (self._key(conversation_id),)
+        if before_seq is not None:
+            sql += " AND seq < ?"
+            params += (before_seq,)
+        row = self._run(lambda tx: tx.one(sql, params), write=False)
+        return int(row[0]) if row is not None else 0
 
     def joined_into(self, submission_id: str) -> list[Submission]:
         # By the submissions_by_joined_into index, not a scan of the conversation's submissions.
@@ -164,8 +189,8 @@ class SQLStore(SQLApprovals):
 
         def tx(tx: Tx) -> list[str]:
             rows = tx.run(
-                "UPDATE submissions SET abort_requested = ? WHERE conversation_id = ? AND state <> ? RETURNING id, seq",
-                (True, key, SETTLED),
+                f"UPDATE submissions SET abort_requested = ? WHERE conversation_id = ? AND {UNSETTLED} RETURNING id, seq",
+                (True, key),
             )
             if rows:
                 self._changed(tx, key)
@@ -249,9 +274,13 @@ class SQLStore(SQLApprovals):
         after_seq: int = 0,
         kinds: Iterable[RecordKind] | None = None,
         submission_id: str | None = None,
+        before_seq: int | None = None,
     ) -> list[Record]:
         sql = f"SELECT {self.dialect.record_columns} FROM records WHERE conversation_id = ? AND seq > ?"
         params: list[Any] = [self._key(conversation_id), after_seq]
+        if before_seq is not None:
+            sql += " AND seq < ?"
+            params.append(before_seq)
         if kinds is not None:
             wanted = list(kinds)
             if not wanted:
@@ -331,8 +360,26 @@ class SQLStore(SQLApprovals):
 
         self._run(tx, write=True)
 
+    def drop_blob(self, digest: str) -> None:
+        self._run(lambda tx: tx.run("DELETE FROM blobs WHERE digest = ?", (digest,)), write=True)
+
     def blob(self, digest: str) -> bytes | None:
         rows = self._run(
             lambda tx: tx.run("SELECT data FROM blobs WHERE digest = ? ORDER BY part", (digest,)), write=False
         )
         return b"".join(bytes(r[0]) for r in rows) if rows else None
+
+    # -- what each user spent (the hub policy's limits) -----------------------------------------------
+
+    def add_spend(self, user: str, usd: float, *, at: float) -> None:
+        self._run(
+            lambda tx: tx.run("INSERT INTO spend (user_name, at, usd) VALUES (?, ?, ?)", (user, at, float(usd))),
+            write=True,
+        )
+
+    def spent(self, user: str, *, since: float) -> float:
+        rows = self._run(
+            lambda tx: tx.run("SELECT COALESCE(SUM(usd), 0) FROM spend WHERE user_name = ? AND at >= ?", (user, since)),
+            write=False,
+        )
+        return float(rows[0][0]) if rows else 0.0

@@ -14,19 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from flue_nb.runtime.errors import StoreError
+from flue_nb.runtime.store import APPROVAL_ANSWER as ANSWER
+from flue_nb.runtime.store import APPROVAL_OUTCOMES as OUTCOMES
+from flue_nb.runtime.store import APPROVAL_REQUEST as REQUEST
 from flue_nb.runtime.store import Record
 from flue_nb.runtime.store._dialect import Tx
 from flue_nb.runtime.store._rows import SETTLED, dump_json, load_json
 from flue_nb.runtime.store._sql_base import SQLBase
 
-__all__ = ["ANSWER", "OUTCOMES", "REQUEST", "SQLApprovals"]
-
-REQUEST = "approval_request"
-"""The key of an `event` record's data that makes it an approval request."""
-ANSWER = "approval_answer"
-"""The key of an `event` record's data that makes it the answer to one (`request`: its seq)."""
-OUTCOMES = ("approved", "denied", "ended")
-"""How a request closes: answered yes or no, or ended without an answer (timed out, asker gone)."""
+__all__ = ["SQLApprovals"]
 
 
 class SQLApprovals(SQLBase):

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from flue_nb.runtime.errors import SessionBusyError, StoreError
 from flue_nb.runtime.store import ConversationSummary, Outcome, Record, Store, Submission, SubmissionState
 from flue_nb.runtime.store._dialect import Dialect, Tx
-from flue_nb.runtime.store._rows import FINAL, SETTLED, assignments, load_json
+from flue_nb.runtime.store._rows import FINAL, SETTLED, UNSETTLED, assignments, load_json
 
 __all__ = ["SQLBase"]
 
@@ -223,7 +223,8 @@ class SQLBase(Store):
             if row is None:
                 return False
             tx.run(
-                "UPDATE submissions SET lease_owner = ?, lease_expires = ? WHERE conversation_id = ? AND state = ?",
+                "UPDATE submissions SET lease_owner = ?, lease_expires = ?"
+                f" WHERE conversation_id = ? AND {UNSETTLED} AND state = ?",
                 (owner, row[0], key, SubmissionState.RUNNING.value),
             )
             return True

@@ -110,7 +110,30 @@ _V3 = Migration(
     ("ALTER TABLE submissions ADD COLUMN settings TEXT CHECK (settings IS NULL OR json_valid(settings))",),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
+# What each user spent on model calls, for the hub policy's per-user limits (issue 36.4).
+_V4 = Migration(
+    4,
+    (
+        """CREATE TABLE spend (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_name TEXT NOT NULL,
+            at REAL NOT NULL,
+            usd REAL NOT NULL
+        ) STRICT""",
+        "CREATE INDEX spend_by_user ON spend (user_name, at)",
+    ),
+)
+
+# The unsettled submissions of a conversation by one index range (issue 37): a run, a status and
+# a lease renewal ask for them every turn, and `submissions_by_conversation` made that a scan of
+# every submission the conversation ever had. Queries name the state as a literal
+# (`state <> 'settled'`), so the planner can prove this partial index applies.
+_V5 = Migration(
+    5,
+    ("CREATE INDEX submissions_unsettled ON submissions (conversation_id, seq) WHERE state <> 'settled'",),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

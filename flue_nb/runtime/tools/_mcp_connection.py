@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from flue_nb.runtime._redact import redact, register_env, register_headers
 from flue_nb.runtime.errors import McpConnectionError
+from flue_nb.runtime.redact import redact, register_env, register_headers
 from flue_nb.runtime.tools._locks import OrderedGate
 from flue_nb.runtime.tools._mcp_sdk import (
     describe,
@@ -34,6 +34,7 @@ from flue_nb.runtime.tools._mcp_sdk import (
     noise_line,
 )
 from flue_nb.runtime.tools._mcp_stdio import TOO_LARGE, UNREADABLE, exited, stdio_transport
+from flue_nb.runtime.tools._mcp_tasks import call_as_task
 
 if TYPE_CHECKING:
     from flue_nb.runtime.tools._mcp_http import HttpWatch
@@ -85,6 +86,7 @@ class Connection:
         self.generation = 0
         """Bumped at every successful connect or re-listing: cached `Tool`s compare against it."""
         self.session: Any = None
+        self._dispatcher: Any = None
         self.stale = False
         """The server said its tool list changed; re-list before the next mount."""
         self.timed_out = False
@@ -263,9 +265,14 @@ class Connection:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 self._read = read
+                from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+                # Ours to hold: a task-augmented `tools/call` is sent on it (see _mcp_tasks).
+                dispatcher = JSONRPCDispatcher(read, write)
                 session = await stack.enter_async_context(
-                    mcp.ClientSession(read, write, message_handler=self._on_message)
+                    mcp.ClientSession(dispatcher=dispatcher, message_handler=self._on_message)
                 )
+                self._dispatcher = dispatcher
                 await session.initialize()
                 self.listing = await list_tools(session)
                 self.session = session
@@ -331,8 +338,9 @@ class Connection:
         *,
         timeout: float | None = None,
         progress: Callable[[float, float | None, str | None], None] | None = None,
+        task: bool = False,
     ) -> Any:
-        """Call a tool on the live session.
+        """Call a tool on the live session (as a task, created, polled and fetched, with `task`).
 
         Raises:
             SessionLost: the HTTP server refused our session (the call did not run).
@@ -353,6 +361,10 @@ class Connection:
                 progress(value, total, message)
 
         try:
+            if task:
+                return await call_as_task(
+                    session, self._dispatcher, tool, arguments, timeout=timeout, progress=on_progress
+                )
             return await session.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=on_progress)
         except Exception as exc:
             if self._http is not None and (why := self._http.too_large(str(exc))) is not None:

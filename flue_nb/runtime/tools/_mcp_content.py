@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
-import zlib
 from typing import Any
 
 from flue_nb.runtime.errors import ConfigError
@@ -14,9 +12,8 @@ from flue_nb.runtime.images import image_from_bytes
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.tools.tool import ToolOutput
 
-__all__ = ["drop_bad_ancillary_chunks", "to_output", "validate"]
+__all__ = ["to_output", "validate"]
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _TEXT_MIMES = frozenset({"application/json", "application/xml", "application/yaml", "application/x-yaml"})
 
 
@@ -58,7 +55,7 @@ def to_output(result: Any, server: str, remote: str) -> ToolOutput:
         elif kind == "image":
             line = f"[image {len(images) + 1}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
             try:
-                images.append(_image(base64.b64decode(block.data), f"{server} image {len(images) + 1}"))
+                images.append(image_from_bytes(base64.b64decode(block.data), label=f"{server} image {len(images) + 1}"))
             except (ConfigError, ValueError) as exc:
                 line = f"[image: {block.mime_type}, not shown: {exc}]"
             texts.append(line)
@@ -91,45 +88,3 @@ def _resource(res: Any) -> str:
         except (ValueError, UnicodeDecodeError):
             pass
     return f"[resource {res.uri}: {mime}, not shown]"
-
-
-def _image(data: bytes, label: str) -> ImagePart:
-    try:
-        return image_from_bytes(data, label=label)
-    except ConfigError:
-        repaired = drop_bad_ancillary_chunks(data)
-        if repaired is None:
-            raise
-        # The same PNG without the chunks whose checksum is wrong (servers ship such files:
-        # the reference `server-everything`'s own tiny PNG has a bad iCCP checksum).
-        return image_from_bytes(repaired, label=label)
-
-
-def drop_bad_ancillary_chunks(data: bytes) -> bytes | None:
-    """`data` without its ancillary PNG chunks whose CRC is wrong; None if that changes nothing.
-
-    Ancillary chunks (a lower-case first letter: colour profiles, text, time) carry no pixels, so
-    a decoder may skip them; Pillow refuses the whole image instead. A critical chunk with a bad
-    CRC, or a file that is not a well-formed chunk list, is left alone (None).
-    """
-    if not data.startswith(_PNG_SIGNATURE):
-        return None
-    out = [_PNG_SIGNATURE]
-    pos, dropped = len(_PNG_SIGNATURE), False
-    while pos + 12 <= len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        end = pos + 12 + length
-        if end > len(data):
-            return None
-        kind, payload = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length : end])
-        if zlib.crc32(kind + payload) != crc:
-            if not kind[:1].islower():
-                return None
-            dropped = True
-        else:
-            out.append(data[pos:end])
-        pos = end
-        if kind == b"IEND":
-            break
-    return b"".join(out) if dropped else None

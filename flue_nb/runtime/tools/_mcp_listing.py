@@ -1,5 +1,5 @@
 """Which of an MCP server's listed tools mount, and under which names: `mcp__<server>__<tool>`
-sanitised for providers, tools only a task could run left out, `tools=` applied."""
+sanitised for providers, `tools=` applied."""
 
 from __future__ import annotations
 
@@ -29,27 +29,17 @@ def tool_name(server: str, remote: str) -> str:
 
 def needs_task(listed: Any) -> bool:
     """Whether a listed tool requires task-augmented execution (`execution.taskSupport`)."""
-    # The SDK cannot run a call as a task (tasks are types only in it), so such a tool would fail
-    # at every call: it is not mounted.
+    # Such a tool refuses a plain call: it is called through the task flow (_mcp_tasks).
     execution = getattr(listed, "execution", None)
     return getattr(execution, "task_support", None) == "required"
 
 
-def select(server: McpServer, tools: list[McpTool], listing: list[Any]) -> list[McpTool]:
+def select(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
     """The tools `tools=` names, in its order (all when it is None); a clear error for a name the
-    server does not list or cannot have run."""
+    server does not list."""
     if server.tools is None:
         return tools
     by_remote = {t.remote_name: t for t in tools}
-    tasks = {t.name for t in listing if needs_task(t)}
-    if needing := [n for n in server.tools if n in tasks]:
-        raise McpConnectionError(
-            f"MCP server `{server.name}`'s tool "
-            + ", ".join(f"`{n}`" for n in needing)
-            + " requires task-augmented execution (`execution.taskSupport: required`), which "
-            "flue_nb's MCP client cannot run; remove it from `tools=` in use_mcp()",
-            server=server.name,
-        )
     missing = [n for n in server.tools if n not in by_remote]
     if missing:
         listed = ", ".join(f"`{t.remote_name}`" for t in tools) or "none"

@@ -80,6 +80,11 @@ def noise_line(exc: Exception) -> str:
         with contextlib.suppress(Exception):
             line = errors()[0].get("input")
     text = repr(line if isinstance(line, str) else str(exc))
+    if len(text) <= 200:
+        return text
+    from flue_nb.runtime.redact import redact
+
+    text = redact(text)  # before the cut, which would leave a secret's first characters
     return text if len(text) <= 200 else text[:200] + "…"
 
 

@@ -19,7 +19,10 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel
 
 from flue_nb.runtime.errors import ConfigError
-from flue_nb.runtime.tools.ballot import Ballot, open_ballot
+from flue_nb.runtime.facts import ApprovalFacts, ApprovalReason
+from flue_nb.runtime.tools.ballot import Ballot, Unanswered, open_ballot
+from flue_nb.runtime.tools.grants import Grant, grants
+from flue_nb.runtime.tools.rules import ApprovalRules, Decision
 from flue_nb.runtime.tools.summary import arguments_json, summary_text
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
@@ -53,19 +56,23 @@ class ApprovalRequest:
     input: dict[str, Any]
     """The validated input, as plain JSON-like data."""
     summary: str
-    """A short human line saying what would run (`bash: rm -rf build`)."""
+    """A short human line saying what would run (`bash: rm -rf build`): what the store records
+    for other views, and what is asked unless `question` says more."""
     ballot: Ballot | None = field(default=None, compare=False)
     """The request as recorded in the store (a run of a session, a subagent's under its top-level
     submission): other kernels' views can answer it, and an approver waits for that answer too
-    (`Ballot.wait`)."""
+    (`Ballot.wait`). Its outcome is closed by `Ballot.decide`, once."""
+    question: str = ""
+    """What the person is asked: the tool's own fuller wording (`edit_cell`'s diff), else `summary`."""
+    rule: str = ""
+    """The rule that asks (`default: ask`, `runs code later: ...`)."""
+    grant: Grant | None = None
+    """What "always allow this for this conversation" would grant (None: not offered, e.g. for
+    a place that runs code later)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Unanswered:
-    """What an approver returns when it had no one to ask: the fallback policy decides."""
-
-    reason: str
-    """Why no one could be asked (`no chat widget shows this call and ...`), shown in the result."""
+    def __post_init__(self) -> None:
+        if not self.question:
+            object.__setattr__(self, "question", self.summary)
 
 
 Approver = Callable[[ApprovalRequest], Awaitable["bool | Unanswered"]]
@@ -73,94 +80,132 @@ Approver = Callable[[ApprovalRequest], Awaitable["bool | Unanswered"]]
 there was no one to ask (then the fallback policy applies, as in a headless run)."""
 
 
-def request_summary(tool_name: str, data: dict[str, Any]) -> str:
-    """The approval question's line: the call's `summary_text` (its first line, and how many more),
-    else its arguments as compact JSON."""
-    if tool_name in ("edit_cell", "run_cell") and isinstance(data.get("id"), str):
-        # The notebook tools that name a cell: which one, then the source the person decides on.
-        source = data.get("source")
-        text = f"cell {data['id']}: {source}" if isinstance(source, str) else f"cell {data['id']} (its current source)"
-    else:
-        found = summary_text(tool_name, data)
+def request_summary(tool: Tool, data: dict[str, Any]) -> str:
+    """The approval question's line: the tool's own wording of the call (`Tool.question`), else
+    its `summary_text` (its first line, and how many more), else its arguments as compact JSON."""
+    text = tool.question(data) if tool.question is not None else None
+    if text is None:
+        found = summary_text(data, tool.summary_arg)
         text = found if found is not None else arguments_json(data)
     lines = text.strip().splitlines() or [""]
     first = lines[0]
     if len(first) > _SUMMARY_CHARS:
         first = first[: _SUMMARY_CHARS - 1] + "…"
     more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
-    return f"{tool_name}: {first}{more}"
+    return f"{tool.name}: {first}{more}"
 
 
 def with_approval(
     tool: Tool,
     *,
-    policy: ApprovalPolicy,
+    policy: ApprovalPolicy | None = None,
+    rules: ApprovalRules | None = None,
     approver: Approver | None = None,
     fallback: Fallback = "deny",
+    cwd: str | None = None,
 ) -> Tool:
-    """Wrap `tool` so each call runs, is refused, or is put to `approver`, as `policy` says.
+    """Wrap `tool` so each call runs, is refused, or is put to `approver`, as the rules decide.
+
+    The wrapper is the one writer of the call's `ApprovalFacts` (`ToolOutput.approval`), and
+    `ApprovalRules.decide` the one place a decision is made; the facts name its rule.
 
     Args:
         tool: Any tool; the wrapper keeps its name, description and input schema.
-        policy: `allow` returns `tool` itself; `deny` refuses every call; `ask` awaits `approver`.
-        approver: Who answers under `ask`; None means a headless run with no one to ask.
+        policy: One mode for this tool (`allow`, `ask`, `deny`): shorthand for `rules`.
+        rules: The approval rules (default: `policy`, else `allow`).
+        approver: Who answers `ask`; None means a headless run with no one to ask.
         fallback: What `ask` does without an approver; the result says it happened.
+        cwd: Where relative paths of `write`/`edit` resolve (for places that run code later).
 
     Raises:
         ConfigError: `policy` or `fallback` is not one of the allowed values.
     """
-    if policy not in get_args(ApprovalPolicy):
+    if policy is not None and policy not in get_args(ApprovalPolicy):
         raise ConfigError(f"approval policy for `{tool.name}` must be 'allow', 'ask' or 'deny', got {policy!r}")
     if fallback not in get_args(Fallback):
         raise ConfigError(f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}")
-    if policy == "allow":
+    rules = rules if rules is not None else ApprovalRules.of(policy or "allow")
+    if tool.read_only or (_always_allowed(rules, tool.name) and tool.name not in ("write", "edit", "bash")):
         # Nothing to decide: the tool itself keeps its exact behaviour (e.g. `blocking`).
         return tool
+    asks = rules.default == "ask" or tool.name in rules.tools
 
     async def run(args: BaseModel, ctx: ToolContext) -> Any:
-        facts: dict[str, Any] = {"policy": policy}
-        if policy == "deny":
-            return _refused(tool.name, facts | {"approved": False, "reason": "policy"}, _deny_text(tool.name))
-        answer: bool | Unanswered = Unanswered("a headless run")
-        if approver is not None:
-            summary = request_summary(tool.name, args.model_dump(mode="json"))
-            ballot = _recorded(ctx, tool.name, summary)
-            request = ApprovalRequest(tool.name, ctx.call_id, args.model_dump(mode="json"), summary, ballot)
-            try:
-                answer = await approver(request)
-            except BaseException:
-                if ballot is not None:  # aborted while asking: every view's card says it ended
-                    _close_quietly(ballot, Unanswered("the run stopped before an answer"))
-                raise
-            if ballot is not None:
-                answer, by = _first_answer(ballot, answer)
-                if by:
-                    facts["by"] = by
+        data = args.model_dump(mode="json")
+        given = _grants(ctx) if asks else []
+        d = rules.decide(tool, data, grants=given, cwd=cwd)
+        if d.mode == "allow":
+            result = await call_run(tool, args, ctx)
+            if d.rule.startswith("default:"):
+                return result  # the plain default: nothing to say on every call
+            return _annotate(result, ApprovalFacts("allowed", True, "allow", rule=d.rule), None)
+        if d.mode == "deny":
+            return _refused(tool.name, ApprovalFacts("policy", False, "deny", rule=d.rule), _deny_text(tool.name, d))
+        answer, by = (
+            await _ask(tool, approver, args, ctx, d) if approver is not None else (Unanswered("a headless run"), None)
+        )
         if isinstance(answer, Unanswered):
-            reason = "headless" if approver is None else "unanswered"
-            facts |= {"approved": fallback == "allow", "reason": reason, "fallback": fallback}
+            reason: ApprovalReason = "headless" if approver is None else "unanswered"
+            facts = ApprovalFacts(reason, fallback == "allow", "ask", fallback, by, rule=d.rule)
             headless = f"no one to ask in {answer.reason}; fallback policy is {fallback}"
             if fallback == "deny":
-                return _refused(
-                    tool.name,
-                    facts,
-                    f"Not approved: {headless}. The `{tool.name}` call did not run.",
-                )
+                return _refused(tool.name, facts, f"Not approved: {headless}. The `{tool.name}` call did not run.")
             return _annotate(await call_run(tool, args, ctx), facts, f"(Ran without asking: {headless}.)")
         if not answer:
             return _refused(
                 tool.name,
-                facts | {"approved": False, "reason": "declined"},
+                ApprovalFacts("declined", False, "ask", by=by, rule=d.rule),
                 f"Not approved: the user declined this `{tool.name}` call, so it did not run. "
                 "Do not retry it another way; ask the user how to proceed.",
             )
-        return _annotate(
-            await call_run(tool, args, ctx),
-            facts | {"approved": True, "reason": "approved"},
-            None,
-        )
+        facts = ApprovalFacts("approved", True, "ask", by=by, rule=d.rule)
+        return _annotate(await call_run(tool, args, ctx), facts, None)
 
     return replace(tool, run=run, blocking=False)
+
+
+def _always_allowed(rules: ApprovalRules, name: str) -> bool:
+    """Whether every call of tool `name` runs under `rules` (no pattern, no ceiling below allow)."""
+    own = rules.tools.get(name, rules.default)
+    capped = rules.ceiling is not None and rules.ceiling != "allow"
+    return own == "allow" and not capped
+
+
+def _grants(ctx: ToolContext) -> list[Grant]:
+    try:
+        return grants(ctx.store, ctx.conversation_id)
+    except Exception:  # noqa: BLE001 - a store that cannot be read: no grant, the person is asked
+        return []
+
+
+async def _ask(
+    tool: Tool, approver: Approver, args: BaseModel, ctx: ToolContext, decision: Decision
+) -> tuple[bool | Unanswered, str | None]:
+    """Put the call to `approver`; the answer that won (in the store, when the request is
+    recorded there: this kernel's, or another view's that came first) and where it was given."""
+    data = args.model_dump(mode="json")
+    summary = request_summary(tool, data)
+    if decision.why:
+        summary = f"{summary} [asked because {decision.why}]"
+    ballot = _recorded(ctx, tool.name, summary)
+    question = await tool.question_detail(data) if tool.question_detail is not None else None
+    if question and decision.why:
+        question = f"{question}\n\n(asked because {decision.why})"
+    request = ApprovalRequest(
+        tool.name, ctx.call_id, data, summary, ballot, question or summary, decision.rule, decision.grant
+    )
+    try:
+        answer = await approver(request)
+    except BaseException:
+        if ballot is not None:  # aborted while asking: every view's card says it ended
+            ballot.decide(Unanswered("the run stopped before an answer"))
+        raise
+    won = ballot.decide(answer) if ballot is not None else None
+    if won is None:  # no store, or it is away: this kernel's answer stands
+        return answer, None
+    if won.approved is None:
+        return (answer if isinstance(answer, Unanswered) else won.decision), None
+    return won.approved, won.by or None
 
 
 def _recorded(ctx: ToolContext, name: str, summary: str) -> Ballot | None:
@@ -183,38 +228,20 @@ def _recorded(ctx: ToolContext, name: str, summary: str) -> Ballot | None:
         return None
 
 
-def _first_answer(ballot: Ballot, answer: bool | Unanswered) -> tuple[bool | Unanswered, str]:
-    """The answer that won in the store (this kernel's, or another view's that came first)."""
-    won = _close_quietly(ballot, answer)
-    if won is None:
-        return answer, ""
-    if won.approved is None:
-        return (answer if isinstance(answer, Unanswered) else Unanswered(won.reason or "the request ended")), ""
-    return won.approved, won.by
-
-
-def _close_quietly(ballot: Ballot, answer: bool | Unanswered) -> Any:
-    try:
-        if isinstance(answer, Unanswered):
-            return ballot.close("ended", reason=f"no answer ({answer.reason})")
-        return ballot.close("approved" if answer else "denied")
-    except Exception:  # noqa: BLE001 - the store is away: this kernel's answer stands
-        return None
-
-
-def _deny_text(name: str) -> str:
+def _deny_text(name: str, d: Decision) -> str:
+    why = f" ({d.why})" if d.why else ""
     return (
-        f"Not run: the user's approval policy denies the `{name}` tool. "
-        f"Do not try to get the same effect another way. If the user wants `{name}` calls to run, "
+        f"Not run: the user's approval policy denies this `{name}` call (rule: {d.rule}){why}. "
+        f"Do not try to get the same effect another way. If the user wants such calls to run, "
         'they can change the `approval` setting (e.g. `kernel(approval="ask")`).'
     )
 
 
-def _refused(name: str, facts: dict[str, Any], text: str) -> ToolOutput:
-    return ToolOutput(text, is_error=True, details={"approval": facts, "tool": name})
+def _refused(name: str, facts: ApprovalFacts, text: str) -> ToolOutput:
+    return ToolOutput(text, is_error=True, details={"tool": name}, approval=facts)
 
 
-def _annotate(result: Any, facts: dict[str, Any], note: str | None) -> Any:
+def _annotate(result: Any, facts: ApprovalFacts, note: str | None) -> Any:
     """Attach the approval facts (and a note for the model) to what the inner tool returned."""
     if isinstance(result, str):
         result = ToolOutput(result)
@@ -224,4 +251,5 @@ def _annotate(result: Any, facts: dict[str, Any], note: str | None) -> Any:
     content = result.content
     if note:
         content = f"{content}\n\n{note}" if content else note
-    return ToolOutput(content, is_error=result.is_error, details={**(result.details or {}), "approval": facts})
+    # A copy: what the inner tool set besides its text (its figures, its namespace diff) is kept.
+    return replace(result, content=content, approval=facts)

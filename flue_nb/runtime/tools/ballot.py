@@ -5,8 +5,10 @@ recorded under the top-level submission whose `task` call runs it, as its other 
 `with_approval` records the request (`open_ballot`, fenced by the run's lease) before asking
 anyone. A view in another kernel draws it from the records and answers it with
 `answer_request`; the asking kernel's approver waits for its own views, its stdin or that answer
-(`Ballot.wait`), and every answer, wherever it comes from, goes through `Store.close_approval`:
-the first one wins, the others get it back. The records' shapes are in `flue_nb.runtime.store._sql_approvals`.
+(`Ballot.wait`), and every answer, wherever it comes from, goes through `Ballot.close` to
+`Store.close_approval`: the first one wins, the others get it back. This kernel's own answer is
+closed by `Ballot.decide`, once, whoever in the kernel asks first for the outcome. The records'
+keys are in `flue_nb.runtime.store` (`APPROVAL_REQUEST`, `APPROVAL_ANSWER`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from flue_nb.runtime.facts import ApprovalFacts
+from flue_nb.runtime.store import APPROVAL_ANSWER as ANSWER
+from flue_nb.runtime.store import APPROVAL_OUTCOMES as OUTCOMES
+from flue_nb.runtime.store import APPROVAL_REQUEST as REQUEST
 from flue_nb.runtime.store import Record, Store
-from flue_nb.runtime.store._sql_approvals import ANSWER, REQUEST
 
-__all__ = ["Answer", "Asked", "Ballot", "answer_request", "approvals", "here", "open_ballot"]
+__all__ = ["Answer", "Asked", "Ballot", "Outcome", "Unanswered", "answer_request", "approvals", "here", "open_ballot"]
 
 _LOOK = 5.0
 """Seconds between two looks for an answer when the store announced nothing."""
@@ -35,11 +41,22 @@ def here() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Unanswered:
+    """What an approver returns when it had no one to ask: the fallback policy decides."""
+
+    reason: str
+    """Why no one could be asked (`no chat widget shows this call and ...`), shown in the result."""
+
+
+Outcome = Literal["approved", "denied", "ended"]
+"""How a request closes: answered yes or no, or ended without an answer (timed out, asker gone)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """How an approval request closed."""
 
-    outcome: str
-    """`approved`, `denied`, or `ended` (no answer: timed out, the asker gone)."""
+    outcome: Outcome
     by: str
     """Where it was answered (`here()` of the kernel that closed it)."""
     reason: str | None = None
@@ -50,15 +67,32 @@ class Answer:
         """True or False for an answer, None for a request that ended without one."""
         return None if self.outcome == "ended" else self.outcome == "approved"
 
+    @property
+    def decision(self) -> bool | Unanswered:
+        """The answer as an approver's result: `ended` is no answer."""
+        return Unanswered(self.reason or "the request ended") if self.outcome == "ended" else self.outcome == "approved"
+
+    def facts(self) -> ApprovalFacts:
+        """What a view shows of this answer (before the call's result brings the policy's facts)."""
+        if self.outcome == "ended":
+            return ApprovalFacts("ended", detail=self.reason or "")
+        approved = self.outcome == "approved"
+        return ApprovalFacts("approved" if approved else "declined", approved, by=self.by)
+
     @classmethod
     def of(cls, record: Record) -> Answer:
         """The answer a closing record holds."""
         data = record.data[ANSWER]
+        outcome = data.get("outcome")
         reason = data.get("reason")
-        return cls(str(data.get("outcome")), str(data.get("by") or ""), None if reason is None else str(reason))
+        return cls(
+            outcome if outcome in OUTCOMES else "ended",
+            str(data.get("by") or ""),
+            None if reason is None else str(reason),
+        )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ballot:
     """One recorded approval request, answerable from any view of its conversation."""
 
@@ -67,9 +101,28 @@ class Ballot:
     seq: int
     """The request record's seq: what an answer names."""
     call_id: str
+    _won: Answer | None = field(default=None, repr=False, compare=False)
 
-    def close(self, outcome: str, *, reason: str | None = None) -> Answer:
-        """Answer from this kernel (or end it); the answer that won, ours or an earlier one."""
+    def decide(self, answer: bool | Unanswered) -> Answer | None:
+        """Close the request with this kernel's answer (`Unanswered` ends it); the answer that won,
+        ours or another view's that came first; None when the store could not be reached (ours
+        stands). Every close of a request goes through here and is made once, so one click closes
+        the record once however many parts of the kernel ask for the outcome."""
+        if self._won is None:
+            if isinstance(answer, Unanswered):
+                outcome: Outcome = "ended"
+                reason: str | None = f"no answer ({answer.reason})"
+            else:
+                outcome, reason = ("approved" if answer else "denied"), None
+            try:
+                self._won = self.close(outcome, reason=reason)
+            except Exception:  # noqa: BLE001 - the store is away: this kernel's answer stands
+                return None
+        return self._won
+
+    def close(self, outcome: Outcome, *, reason: str | None = None) -> Answer:
+        """Close the request as `outcome` now (raises when the store fails); the answer that won.
+        A kernel's own answer goes through `decide`, which closes once."""
         record = self.store.close_approval(
             self.conversation_id, self.seq, {"outcome": outcome, "by": here(), "reason": reason}, now=time.time()
         )
@@ -123,11 +176,8 @@ def open_ballot(
 
 def answer_request(store: Store, conversation_id: str, seq: int, approved: bool, *, ended: str | None = None) -> Answer:
     """A view's click on another kernel's request (or, with `ended`, its end); the answer that won."""
-    outcome = "ended" if ended is not None else ("approved" if approved else "denied")
-    record = store.close_approval(
-        conversation_id, seq, {"outcome": outcome, "by": here(), "reason": ended}, now=time.time()
-    )
-    return Answer.of(record)
+    outcome: Outcome = "ended" if ended is not None else ("approved" if approved else "denied")
+    return Ballot(store, conversation_id, seq, "").close(outcome, reason=ended)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +191,8 @@ class Asked:
     where: str
     asked_at: float
     answer: Answer | None
+    submission_id: str | None = None
+    """The submission whose run asked (call ids repeat across submissions)."""
 
 
 def approvals(records: list[Record]) -> dict[str, Asked]:
@@ -161,10 +213,11 @@ def approvals(records: list[Record]) -> dict[str, Asked]:
                 str(req.get("where") or ""),
                 float(req.get("asked_at") or r.created_at),
                 None,
+                r.submission_id,
             )
             latest[call_id] = r.seq
         elif isinstance(ans, dict) and ans.get("request") in asked:
             seq = int(ans["request"])
             a = asked[seq]
-            asked[seq] = Asked(a.seq, a.call_id, a.summary, a.owner, a.where, a.asked_at, Answer.of(r))
+            asked[seq] = replace(a, answer=Answer.of(r))
     return {call_id: asked[seq] for call_id, seq in latest.items()}

@@ -6,10 +6,14 @@ group, so a timeout kills all it started (5.3) and cancelling the call kills it 
 
 from __future__ import annotations
 
+import asyncio
 import errno
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flue_nb.runtime.effect_capture import local_root, record_files, scan, scan_changes
+from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import decode
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -20,6 +24,7 @@ __all__ = ["BashInput", "bash_tool"]
 # The sandbox keeps twice the byte budget: enough for a 50 KB tail of whole lines after the
 # (probably partial) first kept line is dropped, without holding a huge output in memory.
 _KEEP = 2 * MAX_BYTES
+_BOUNDS = Bounds()
 
 
 class BashInput(BaseModel):
@@ -47,6 +52,10 @@ def bash_tool(sandbox: Sandbox) -> Tool:
     """The `bash` tool on `sandbox`."""
 
     async def run(args: BashInput, ctx: ToolContext) -> ToolOutput:
+        # The effect record (issue 34.1): a bounded scan of the workspace before and after.
+        root = local_root(sandbox)
+        can_keep = ctx.store is not None
+        seen = await asyncio.to_thread(scan, root, _BOUNDS, read=can_keep) if root is not None else None
         try:
             res = await sandbox.exec(args.command, timeout=args.timeout, max_output=_KEEP, keep="tail")
         except OSError as exc:
@@ -85,9 +94,14 @@ def bash_tool(sandbox: Sandbox) -> Tool:
         elif res.exit_code != 0:
             notes.append(f"[Exit code: {res.exit_code}]")
         body = body.rstrip("\n") or ("" if cut.shown_lines == 0 and (res.truncated or cut.truncated) else "(no output)")
-        return ToolOutput(
-            "\n\n".join(p for p in [body, *notes] if p),
-            details={"exit_code": res.exit_code, "timed_out": res.timed_out},
-        )
+        details: dict[str, Any] | None = {"exit_code": res.exit_code, "timed_out": res.timed_out}
+        if seen is not None and root is not None:
+            now = await asyncio.to_thread(scan, root, _BOUNDS, read=False)
+            changes = await asyncio.to_thread(scan_changes, seen, now, _BOUNDS, can_keep=can_keep)
+            scan_cut = seen.cut or now.cut
+            details = record_files(
+                details, changes, ctx, _BOUNDS, scan_cut=f"the workspace scan was {scan_cut}" if scan_cut else None
+            )
+        return ToolOutput("\n\n".join(p for p in [body, *notes] if p), details=details)
 
     return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command")

@@ -8,10 +8,13 @@ UTF-8 text is a character match), then the file is rewritten through a temporary
 from __future__ import annotations
 
 import codecs
+import os
 from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flue_nb.runtime.effect_capture import FileState, file_effect, file_state, local_root, record_files
+from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
@@ -47,6 +50,7 @@ at about one chunk whatever the file's size."""
 MAX_IN_MEMORY_BYTES = 64 * 1024 * 1024
 """The largest file `edit` changes on a sandbox that cannot stream a write (no `write_chunks`)."""
 _CHUNK = 1 << 20
+_BOUNDS = Bounds()
 
 
 def _error(text: str) -> ToolOutput:
@@ -220,19 +224,35 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 return _error(f"File not found: `{args.path}`. Use `write` to create a file.")
             if st.kind != "file":  # a directory, FIFO or device: reading it fails or blocks
                 return _error(f"`{args.path}` is not a regular file.")
-            if st.size <= IN_MEMORY_BYTES:
-                return await _in_memory(sandbox, args)
-            if isinstance(sandbox, StreamingWrites):
-                return await _streamed(sandbox, args, st.size, sandbox)
-            if st.size <= MAX_IN_MEMORY_BYTES:
-                return await _in_memory(sandbox, args)
-            return _error(
-                f"`{args.path}` is {st.size / 2**20:,.0f} MiB; `edit` changes files up to "
-                f"{MAX_IN_MEMORY_BYTES // 2**20} MiB in this sandbox. Use `bash` (e.g. `sed -i`) "
-                "for bigger files."
-            )
+            # The effect record (issue 34.1): the old content, read under the path's lock.
+            root = local_root(sandbox)
+            where = os.path.join(root, args.path) if root is not None else None
+            before = file_state(where, _BOUNDS, keep=ctx.store is not None) if where else FileState(False)
+            out = await _edit(sandbox, args, st.size)
+            if where is not None and not out.is_error:
+                effect, kept = file_effect(
+                    where, before, file_state(where, _BOUNDS, keep=False), can_keep=ctx.store is not None
+                )
+                if effect is not None:
+                    out.details = record_files(out.details, [(effect, kept)], ctx, _BOUNDS)
+            return out
 
     return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path")
+
+
+async def _edit(sandbox: Sandbox, args: EditInput, size: int) -> ToolOutput:
+    """Edit in memory or streamed, by the file's size and what the sandbox can do."""
+    if size <= IN_MEMORY_BYTES:
+        return await _in_memory(sandbox, args)
+    if isinstance(sandbox, StreamingWrites):
+        return await _streamed(sandbox, args, size, sandbox)
+    if size <= MAX_IN_MEMORY_BYTES:
+        return await _in_memory(sandbox, args)
+    return _error(
+        f"`{args.path}` is {size / 2**20:,.0f} MiB; `edit` changes files up to "
+        f"{MAX_IN_MEMORY_BYTES // 2**20} MiB in this sandbox. Use `bash` (e.g. `sed -i`) "
+        "for bigger files."
+    )
 
 
 def _done(path: str, count: int) -> ToolOutput:

@@ -93,4 +93,4 @@ def glob_tool(sandbox: Sandbox) -> Tool:
             )
         return ToolOutput(out, details={"count": min(len(names), MAX_PATHS)})
 
-    return Tool("glob", DESCRIPTION, GlobInput, run, summary_arg="pattern")
+    return Tool("glob", DESCRIPTION, GlobInput, run, summary_arg="pattern", read_only=True)

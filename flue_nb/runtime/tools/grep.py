@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime._redact import redact, secret_values
+from flue_nb.runtime.redact import redact, secret_values
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import decode
 from flue_nb.runtime.tools.read import PathArg, locate, no_nul
@@ -185,4 +185,4 @@ def grep_tool(sandbox: Sandbox) -> Tool:
             )
         return ToolOutput(out, details={"engine": "rg" if rg else "grep", "matches": len(shown)})
 
-    return Tool("grep", DESCRIPTION, GrepInput, run, summary_arg="pattern")
+    return Tool("grep", DESCRIPTION, GrepInput, run, summary_arg="pattern", read_only=True)

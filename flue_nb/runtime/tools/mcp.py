@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -116,6 +115,9 @@ class McpTool(Tool):
     tools the server does not mark read-only (`readOnlyHint`), whose calls run alone, after the
     calls made before them and before those made after them (a stdio server is one process,
     often with one state file it rewrites at every call)."""
+    destructive: bool = True
+    """The server's `destructiveHint` (MCP's default, true, when it gives none): the approval
+    question says so. A tool it marks `readOnlyHint` is `read_only` and never asked about."""
 
     def spec(self) -> ToolSpec:
         """The server's name, description and schema, as the model sees them."""
@@ -162,16 +164,7 @@ def _server_tools(conn: Connection) -> list[McpTool]:
 
 def _build_tools(conn: Connection) -> list[McpTool] | McpConnectionError:
     built: dict[str, McpTool] = {}
-    if tasks := [t.name for t in conn.listing if needs_task(t)]:
-        logging.getLogger("flue_nb").info(
-            "flue_nb: MCP server `%s`: not mounting %s: they require task-augmented execution, which "
-            "the mcp SDK's client cannot run",
-            conn.server.name,
-            ", ".join(f"`{n}`" for n in tasks),
-        )
     for listed in conn.listing:
-        if needs_task(listed):
-            continue
         tool = _build_tool(conn, listed)
         other = built.get(tool.name)
         if other is not None:
@@ -227,7 +220,7 @@ async def _mount(servers: Sequence[McpServer], first: bool) -> tuple[list[Tool],
     for server, conn, failure in zip(servers, conns, outcomes):
         if failure is None:
             try:
-                tools.extend(select(server, _server_tools(conn), conn.listing))
+                tools.extend(select(server, _server_tools(conn)))
                 continue
             except McpConnectionError as exc:
                 if server.tools is not None:
@@ -257,7 +250,7 @@ def mcp_servers() -> list[McpServerStatus]:
     out = []
     for conn in list(_connections.values()):
         alive = conn.alive
-        names = tuple(tool_name(conn.server.name, t.name) for t in conn.listing if not needs_task(t)) if alive else ()
+        names = tuple(tool_name(conn.server.name, t.name) for t in conn.listing) if alive else ()
         state = conn.state if alive or conn.state != "connected" else "closed"
         out.append(McpServerStatus(conn.server.name, conn.server.target, state, names, conn.error))
     return out
@@ -301,15 +294,19 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
     schema.pop("title", None)
     description = listed.description or getattr(listed, "title", None) or listed.name
     remote = listed.name
-    read_only = bool(getattr(getattr(listed, "annotations", None), "read_only_hint", False))
+    annotations = getattr(listed, "annotations", None)
+    read_only = bool(getattr(annotations, "read_only_hint", False))
+    hint = getattr(annotations, "destructive_hint", None)
+    destructive = not read_only and (hint is None or bool(hint))
     concurrent = server.command is None or read_only
+    as_task = needs_task(listed)  # run through the task flow (create, poll, fetch): _mcp_tasks
 
     async def run(args: BaseModel, ctx: ToolContext) -> ToolOutput:
         arguments = dict(args.model_extra or {})
         invalid = validate(schema, arguments, tool_name(server.name, remote))
         if invalid is not None:
             return ToolOutput(invalid, is_error=True)
-        out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments, ctx, concurrent))
+        out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments, ctx, concurrent, as_task))
         return out
 
     return McpTool(
@@ -321,23 +318,27 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
         remote_name=remote,
         schema=schema,
         concurrent=concurrent,
+        read_only=read_only,
+        destructive=destructive,
     )
 
 
 async def _call(
-    server: McpServer, remote: str, arguments: dict[str, Any], ctx: ToolContext, concurrent: bool
+    server: McpServer, remote: str, arguments: dict[str, Any], ctx: ToolContext, concurrent: bool, task: bool
 ) -> ToolOutput:
     conn = _connection(server)
     if server.command is None:
-        return await _call_once(conn, remote, arguments, ctx)
+        return await _call_once(conn, remote, arguments, ctx, task)
     # In the order the model made them: reads beside reads, a write alone (a read made after a
     # write in one batch would otherwise see the state before it: the memory server's read_graph).
     async with conn.gate.read() if concurrent else conn.gate.write():
-        return await _call_once(conn, remote, arguments, ctx)
+        return await _call_once(conn, remote, arguments, ctx, task)
 
 
-async def _call_once(conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    out = await _call_on_live(conn, remote, arguments, ctx)
+async def _call_once(
+    conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext, task: bool
+) -> ToolOutput:
+    out = await _call_on_live(conn, remote, arguments, ctx, task)
     if (why := conn.restarted) is not None:
         conn.restarted = None
         # Told where the model looks: the restart lost whatever the server held in memory.
@@ -348,7 +349,9 @@ async def _call_once(conn: Connection, remote: str, arguments: dict[str, Any], c
     return out
 
 
-async def _call_on_live(conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+async def _call_on_live(
+    conn: Connection, remote: str, arguments: dict[str, Any], ctx: ToolContext, task: bool
+) -> ToolOutput:
     server = conn.server
     where = {"mcp": {"server": server.name, "tool": remote}}
     retried = False
@@ -362,7 +365,7 @@ async def _call_on_live(conn: Connection, remote: str, arguments: dict[str, Any]
                 details=where,
             )
         try:
-            result = await conn.call(remote, arguments, timeout=server.call_timeout, progress=ctx.report)
+            result = await conn.call(remote, arguments, timeout=server.call_timeout, progress=ctx.report, task=task)
         except ConnectionGone as exc:
             if isinstance(exc, SessionLost) and not retried:
                 retried = True

@@ -12,8 +12,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flue_nb.runtime._redact import redact
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.redact import redact
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import unescape_name
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
@@ -225,7 +225,7 @@ def read_tool(sandbox: Sandbox) -> Tool:
             )
         return _shown(args.path, start, win)
 
-    return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path")
+    return Tool("read", DESCRIPTION, ReadInput, run, summary_arg="path", read_only=True)
 
 
 def _shown(path: str, start: int, win: _Window) -> ToolOutput:
@@ -291,7 +291,7 @@ def _damaged(path: str, data: bytes, head: tuple[str, int, int], problem: str) -
 
 async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutput | None:
     """The file as an image result when it is a PNG, JPEG, GIF or WebP; None when it is not one."""
-    from flue_nb.runtime.images import image_from_bytes, sniff, undecodable
+    from flue_nb.runtime.images import image_from_bytes, repaired, sniff, undecodable
 
     if size is not None and size > _MAX_IMAGE_FILE:
         return ToolOutput(
@@ -303,7 +303,7 @@ async def _read_image(sandbox: Sandbox, path: str, size: int | None) -> ToolOutp
     head = sniff(data)
     if head is None:
         return None  # not an image: `read` treats it as any other file
-    problem = undecodable(data)
+    problem = undecodable(repaired(data))  # the decoder every other path uses
     if problem:
         return ToolOutput(_damaged(path, data, head, problem), is_error=True)
     try:

@@ -12,19 +12,20 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from typing_extensions import TypeVar
 
-from flue_nb.runtime._redact import redact, redact_value, secret_values
 from flue_nb.runtime.errors import ConfigError, StoreError, SubmissionAbortedError, ToolRetry
+from flue_nb.runtime.facts import ApprovalFacts, NamespaceDiff
 from flue_nb.runtime.messages import ImagePart
 from flue_nb.runtime.providers.model import ToolSpec
+from flue_nb.runtime.redact import redact, redact_value, secret_values
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean, clean_value, first_non_finite
-from flue_nb.runtime.tools._bound import bound_result
+from flue_nb.runtime.tools.bound import bound_result
 
 if TYPE_CHECKING:
     from flue_nb.runtime.sandbox import Sandbox
@@ -38,7 +39,6 @@ __all__ = [
     "define_tool",
     "execute_tool",
     "format_validation_error",
-    "summary_arg_of",
     "tool",
 ]
 
@@ -53,6 +53,10 @@ class ToolOutput:
     """Extra facts for observers (the widget, provenance); never sent to the model."""
     images: list[ImagePart] = field(default_factory=list)
     """Images sent to the model with `content` (at most `MAX_IMAGES_PER_RESULT` are kept)."""
+    approval: ApprovalFacts | None = None
+    """How the call's approval was decided (set by `with_approval`, its one writer)."""
+    namespace: NamespaceDiff | None = None
+    """The names the call's code added, changed and removed (the `python` tool)."""
 
 
 class Step:
@@ -114,16 +118,6 @@ class ToolContext:
         return self.sandbox
 
 
-_SUMMARY_ARGS: dict[str, str] = {}
-"""Tool name → its `summary_arg`, as last defined in this process: views drawing a call (live, or
-rebuilt from the store, where only the name is kept) ask `summary_arg_of`."""
-
-
-def summary_arg_of(name: str) -> str | None:
-    """The argument that sums up a call of tool `name`, if a tool of that name declared one."""
-    return _SUMMARY_ARGS.get(name)
-
-
 InputT = TypeVar("InputT", bound=BaseModel, default=Any)
 """A tool's input model; a bare `Tool` is a tool of any input (a list of tools, a wrapper)."""
 
@@ -146,13 +140,21 @@ class Tool(Generic[InputT]):
     summary_arg: str | None = None
     """The input field that sums a call up in one line (`command`, `path`): what a tool card or a
     transcript line shows of it; None means the first text argument."""
+    read_only: bool = False
+    """The tool changes nothing (`read`, `grep`, an MCP tool the server marks `readOnlyHint`, a
+    `@tool(read_only=True)`): the approval rules always let it run."""
+    question: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, repr=False, compare=False)
+    """How the approval question names a call (its text before the question's one-line cut), for
+    a tool that words its own (`run_cell`: the cell and its source); None or a None answer: the
+    call's summary text."""
+    question_detail: Callable[[Mapping[str, Any]], Awaitable[str | None]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """What a person deciding on a call is shown instead of the question's line, when the tool
+    can say more (`edit_cell`: the change as a diff); None or a None answer: the line."""
 
     _spec: ToolSpec | None = field(default=None, repr=False, compare=False)
     _fingerprint: str | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.summary_arg is not None:
-            _SUMMARY_ARGS[self.name] = self.summary_arg
 
     def fingerprint(self) -> str:
         """A short digest of what the model sees of this tool (description and schema)."""
@@ -206,7 +208,7 @@ async def execute_tool(tool: Tool, raw_input: Any, ctx: ToolContext) -> ToolOutp
     """Validate the input, run the tool, and turn what its code raises into an error result.
 
     Every result leaves here escaped (text that is not valid UTF-8, see `runtime._text`), with
-    known secret values redacted (`runtime._redact`) and then cut to the one limit of every
+    known secret values redacted (`runtime.redact`) and then cut to the one limit of every
     result (`tools._bound`; redacting first, so a cut never leaves a prefix of a secret): this
     is the one place all tool results pass before the model, the store or the display sees them.
     A sandbox with a `keep_result(text)` method (the kernel's) keeps the whole text of a cut one.
@@ -238,7 +240,7 @@ def _invalid_json(tool_name: str, raw: Any) -> ToolOutput:
             )
     except ValueError:
         why = "it is not valid JSON (it may have been cut off by the output limit)"
-    shown = raw if len(raw) <= 300 else raw[:300] + "…"
+    shown = raw if len(raw) <= 300 else redact(raw)[:300] + "…"  # redacted before the cut
     return ToolOutput(
         f"Invalid input for tool `{tool_name}`: {why}. Received: {shown}\nCall the tool again with valid JSON input.",
         is_error=True,
@@ -332,11 +334,13 @@ def tool(
     description: str | None = None,
     durable: bool = False,
     summary_arg: str | None = None,
+    read_only: bool = False,
 ) -> Any:
     """Make a tool from a function: schema from its type hints, description from its docstring.
 
     A parameter annotated `ToolContext` receives the call's context instead of model input;
-    `summary_arg` names the parameter a tool card or transcript line shows of a call.
+    `summary_arg` names the parameter a tool card or transcript line shows of a call;
+    `read_only=True` declares that it changes nothing, so no approval setting stops it.
     Sync functions run in a worker thread; async functions run on the runtime's loop.
     """
 
@@ -381,6 +385,7 @@ def tool(
             durable=durable,
             blocking=not is_async,
             summary_arg=summary_arg,
+            read_only=read_only,
         )
         return t
 
@@ -395,6 +400,7 @@ def define_tool(
     run: Callable[..., Any],
     durable: bool = False,
     summary_arg: str | None = None,
+    read_only: bool = False,
 ) -> Tool:
     """Make a tool from a pydantic input model and `run(input)` or `run(input, ctx)`."""
     if not (isinstance(input, type) and issubclass(input, BaseModel)):
@@ -412,4 +418,13 @@ def define_tool(
         def call(args: BaseModel, ctx: ToolContext) -> Any:  # type: ignore[misc]
             return run(args, ctx) if n_params >= 2 else run(args)
 
-    return Tool(name, description, input, call, durable=durable, blocking=not is_async, summary_arg=summary_arg)
+    return Tool(
+        name,
+        description,
+        input,
+        call,
+        durable=durable,
+        blocking=not is_async,
+        summary_arg=summary_arg,
+        read_only=read_only,
+    )

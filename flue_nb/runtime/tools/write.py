@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flue_nb.runtime.effect_capture import FileState, file_effect, file_state, local_root, record_files
+from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
@@ -30,6 +33,7 @@ creating missing parent directories. To change part of an existing file, prefer 
 STREAM_CHARS = 8 * 1024 * 1024
 """Content longer than this is written as a stream of 1 Mi-character pieces."""
 _PIECE = 1 << 20
+_BOUNDS = Bounds()
 
 
 async def _encoded(content: str) -> AsyncIterator[bytes]:
@@ -54,11 +58,21 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 kind = "file"
             if kind != "file":  # writing a FIFO would block until someone reads it
                 return ToolOutput(f"`{args.path}` is not a regular file; give a file path.", is_error=True)
+            # The effect record (issue 34.1): the old content, read under the path's lock.
+            root = local_root(sandbox)
+            where = os.path.join(root, args.path) if root is not None else None
+            before = file_state(where, _BOUNDS, keep=ctx.store is not None) if where else FileState(False)
             if stream is not None:
                 size = await stream.write_chunks(args.path, _encoded(args.content))
             else:
                 await sandbox.write_file(args.path, data)
                 size = len(data)
-        return ToolOutput(f"Wrote {size} bytes to `{args.path}`.")
+            details = None
+            if where is not None:
+                effect, kept = file_effect(
+                    where, before, file_state(where, _BOUNDS, keep=False), can_keep=ctx.store is not None
+                )
+                details = record_files(None, [(effect, kept)] if effect is not None else [], ctx, _BOUNDS)
+        return ToolOutput(f"Wrote {size} bytes to `{args.path}`.", details=details)
 
     return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path")

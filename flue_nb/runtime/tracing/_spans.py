@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime import events as ev
-from flue_nb.runtime._redact import redact
+from flue_nb.runtime.redact import redact
 
 __all__ = ["SpanObserver"]
 
@@ -239,8 +239,10 @@ class SpanObserver:
     def _opened(self, span: Any) -> _Open:
         return _Open(span, self._trace.set_span_in_context(span))
 
-    def _fail(self, span: Any, message: str) -> None:
-        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
+    def _fail(self, span: Any, message: str, code: str) -> None:
+        """Mark `span` failed: described by `message` with content on, by its `code` alone with
+        content off (an error's message can quote the prompt, an answer or a tool's output)."""
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, redact(message) if self._content else code))
 
     # --- the events ---------------------------------------------------------------------------
 
@@ -293,7 +295,7 @@ class SpanObserver:
             attrs["error.type"] = e.error.type
         opened.span.set_attributes(attrs)
         if e.error is not None:
-            self._fail(opened.span, e.error.message)
+            self._fail(opened.span, e.error.message, e.error.type)
         opened.span.end(end_time=self._now)
 
     def _on_task_start(self, e: ev.TaskStart) -> None:
@@ -326,7 +328,7 @@ class SpanObserver:
         if span is not None:
             if e.is_error:
                 span.set_attribute("error.type", "task_failed")
-                self._fail(span, e.error or "")
+                self._fail(span, e.error or "", "task_failed")
             span.end(end_time=self._now)
 
     def _on_turn_start(self, e: ev.TurnStart) -> None:
@@ -390,7 +392,7 @@ class SpanObserver:
             start_time=chat.started,
         )
         if error is not None:
-            self._fail(span, error)
+            self._fail(span, error, str(chat.attributes.get("error.type", "error")))
         span.end(end_time=self._now)
 
     def _metric_attributes(self, provider: str, model: str, response_model: str | None) -> tuple[dict[str, Any], ...]:
@@ -433,7 +435,7 @@ class SpanObserver:
         if attrs:
             span.set_attributes(attrs)
         if e.is_error:
-            self._fail(span, "the tool call failed")
+            self._fail(span, "the tool call failed", str(attrs["error.type"]))
         span.end(end_time=self._now)
 
     def _on_compaction_start(self, e: ev.CompactionStart) -> None:
@@ -464,5 +466,5 @@ class SpanObserver:
             attrs["error.type"] = "compaction_failed"
         span.set_attributes(attrs)
         if e.is_error:
-            self._fail(span, e.error or "")
+            self._fail(span, e.error or "", "compaction_failed")
         span.end(end_time=self._now)

@@ -14,8 +14,9 @@ import flue_nb as flue
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.errors import ProviderError
 from flue_nb.runtime.messages import UserMessage
-from flue_nb.runtime.providers.anthropic import IDLE_TIMEOUT, INVALID_INPUT_KEY, AnthropicModel
+from flue_nb.runtime.providers.anthropic import INVALID_INPUT_KEY, AnthropicModel
 from flue_nb.runtime.providers.model import ModelRequest, ResponseDone, TextChunk, ToolSpec
+from flue_nb.runtime.providers.streaming import IDLE_TIMEOUT
 from tests.anthropic_server import AnthropicServer, error, stream, text, tool_use
 
 READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -198,3 +199,29 @@ def test_the_key_in_use_is_redacted_from_tool_results(server, tmp_path) -> None:
     sent = json.dumps(server.requests[1].body)
     assert key not in sent and "found it: [redacted:ANTHROPIC_API_KEY]!" in sent
     assert key.encode() not in db.read_bytes()
+
+
+def test_a_loopback_server_that_refuses_connections_fails_at_once_naming_its_url() -> None:
+    # Issue 32.12, as the OpenAI-compatible provider does: a local proxy or gateway that is not
+    # running was retried with backoff for minutes before the cell failed.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    url = f"http://127.0.0.1:{port}"
+    model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=url)
+    _, exc = run(model)
+    assert isinstance(exc, ProviderError) and not exc.transient
+    assert url in exc.message and "ANTHROPIC_BASE_URL" in exc.message
+
+    @flue.agent()
+    def local() -> str:
+        flue.use_model(model)
+        return "test"
+
+    sleeps = Sleeps()
+    s = flue.init(local, db=":memory:", settings=RunSettings(sleep=sleeps))
+    with pytest.raises(ProviderError):
+        s.prompt("hi", timeout=60)
+    assert sleeps.delays == [] and s.submissions()[0].attempts == 1

@@ -8,8 +8,9 @@ import pytest
 
 from flue_nb.runtime.errors import ProviderHTTPError
 from flue_nb.runtime.messages import UserMessage
-from flue_nb.runtime.providers.anthropic import MAX_ERROR_TEXT, AnthropicModel
+from flue_nb.runtime.providers.anthropic import AnthropicModel
 from flue_nb.runtime.providers.model import ModelRequest
+from flue_nb.runtime.providers.streaming import MAX_ERROR_TEXT
 from tests.anthropic_server import AnthropicServer, error
 
 pytestmark = pytest.mark.usefixtures("transport")

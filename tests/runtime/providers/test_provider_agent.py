@@ -167,7 +167,7 @@ def test_the_response_names_its_provider(wire: Wire, tmp_path) -> None:
 
 
 def test_a_cells_provenance_names_who_answered(wire: Wire, tmp_path) -> None:
-    from flue_nb.notebook.view.transcript import CellView
+    from flue_nb.notebook.views.transcript import CellView
 
     wire.enqueue(wire.say("ok"))
     s = session_on(agent_on(wire.model(), tmp_path))

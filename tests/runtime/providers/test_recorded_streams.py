@@ -21,6 +21,7 @@ import pytest
 from flue_nb.runtime.messages import AssistantMessage, ProviderPart, TextPart, ThinkingPart, ToolCall, UserMessage
 from flue_nb.runtime.providers.anthropic import AnthropicModel, to_wire_messages
 from flue_nb.runtime.providers.model import ModelRequest, ResponseDone
+from tests import anthropic_server as A
 from tests.anthropic_server import AnthropicServer, RecordedReply
 
 pytestmark = pytest.mark.usefixtures("transport")
@@ -77,7 +78,10 @@ def _reference(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _replay(name: str) -> tuple[AssistantMessage | None, BaseException | None, AnthropicServer]:
-    body = (RECORDED / name).read_bytes()
+    return _replay_body((RECORDED / name).read_bytes())
+
+
+def _replay_body(body: bytes) -> tuple[AssistantMessage | None, BaseException | None, AnthropicServer]:
     with AnthropicServer() as server:
         server.enqueue(RecordedReply(body))
         model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
@@ -204,12 +208,12 @@ def test_a_tool_use_caller_is_kept_and_echoed_back() -> None:
     assert to_wire_messages([message_from_dict(message_to_dict(msg))]) == [sent]  # stored and loaded
 
 
-def _session(server: Any) -> Any:
+def _session(server: Any, model_id: str = "claude-sonnet-4-6") -> Any:
     """A session whose agent talks to `server` through the real provider, never sleeping on a retry."""
     import flue_nb as flue
     from flue_nb.runtime.core.loop import RunSettings
 
-    model = AnthropicModel("claude-sonnet-4-6", api_key="test", base_url=server.url)
+    model = AnthropicModel(model_id, api_key="test", base_url=server.url)
 
     @flue.agent
     def claude() -> str:
@@ -220,3 +224,53 @@ def _session(server: Any) -> Any:
         pass
 
     return flue.init(claude, db=":memory:", settings=RunSettings(sleep=no_sleep))
+
+
+def test_a_paused_search_turn_is_continued_at_once_without_compacting_the_prompt() -> None:
+    # Issue 32.11: the paused turn's usage says 404,500 input tokens, summed over its 10 server-side
+    # searches; the continuation request really held 80,251. On a 200k window the sum was taken for
+    # the context size and a compaction replaced the user's prompt before the continuation.
+    import flue_nb as flue
+
+    first = (RECORDED / "pydantic-ai-pause_turn_web_search_streaming_vcr-1.sse").read_bytes()
+    second = (RECORDED / "pydantic-ai-pause_turn_web_search_streaming_vcr-2.sse").read_bytes()
+    paused = _reference(_events(first.decode()))
+    assert paused["usage"]["input_tokens"] == 404_500 and paused["stop_reason"] == "pause_turn"
+    with AnthropicServer() as server:
+        server.enqueue(RecordedReply(first), RecordedReply(second), A.stream(A.text("You are welcome.")))
+        s = _session(server, "claude-sonnet-4-5")  # a 200k window
+        compactions: list[Any] = []
+        s.observe(lambda e: compactions.append(e) if isinstance(e, flue.CompactionStart) else None)
+        s.prompt("weather in San Francisco?")
+        s.prompt("thanks")
+    # Compared without the cache breakpoints, which move to the newest message each request.
+    bodies = [_uncached(r.body) for r in server.requests]
+    assert len(bodies) == 3 and compactions == []  # no summary request before or after
+    # The continuation is the first request plus the paused turn, sent back as the last message.
+    assert bodies[1]["messages"][:-1] == bodies[0]["messages"]
+    last = bodies[1]["messages"][-1]
+    assert last["role"] == "assistant"
+    assert [_normal(b) for b in last["content"]] == [_normal(b) for b in paused["content"] if _sendable(b)]
+    # The next prompt still holds the user's first one.
+    assert bodies[2]["messages"][0] == bodies[0]["messages"][0]
+
+
+def _uncached(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _uncached(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_uncached(v) for v in value]
+    return value
+
+
+def test_a_server_tool_turns_summed_usage_is_not_the_context_size() -> None:
+    from flue_nb.runtime.core.tokens import TokenCounter
+
+    first = (RECORDED / "pydantic-ai-pause_turn_web_search_streaming_vcr-1.sse").read_bytes()
+    paused, exc, _ = _replay_body(first)
+    assert exc is None and paused is not None and paused.usage is not None
+    assert paused.usage.input_tokens == 404_500
+    used = TokenCounter().used_tokens([UserMessage("weather in San Francisco?"), paused], system="s")
+    # Measured from what the next request holds, not the sum: the API counted 80,251 tokens
+    # for it (2,479 of them its first request's tools and prompt, not replayed here).
+    assert 70_000 < used < 90_000

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from flue_nb.runtime._redact import ALLOW_ENV, DENY_ENV, redact, register_secret
+from flue_nb.runtime.redact import ALLOW_ENV, DENY_ENV, redact, register_secret
 from flue_nb.runtime.sandbox.local import LocalSandbox
 from flue_nb.runtime.tools import bash_tool
 from flue_nb.runtime.tools.tool import ToolOutput, define_tool

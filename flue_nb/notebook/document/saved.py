@@ -1,0 +1,157 @@
+"""The notebook this kernel runs, as a document: the live one when a server offers it, else the
+saved `.ipynb` read with nbformat (read-only), else none.
+
+Which notebook: jupyter_server gives the kernel its path in `JPY_SESSION_NAME` (a rename after
+start is not seen); VS Code puts `__vsc_ipynb_file__` in the namespace. The live document comes
+from `flue_nb.notebook.document.live.connect()` (imported only here, when a tool first needs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from flue_nb.notebook.document.protocol import Document, DocumentError, NotebookCell, ReadOnlyDocument
+from flue_nb.notebook.document.runner import Runner
+
+__all__ = ["SavedDocument", "find_document", "notebook_path", "reset_document"]
+
+LIVE_TIMEOUT = 5.0
+"""Seconds `connect()` may take to find a live document."""
+_RETRY_LIVE_AFTER = 60.0
+
+
+_READ_ONLY = (
+    "the notebook is known only from its saved file, which is read-only here: writing it would "
+    "fight the editor that has it open"
+)
+
+
+class SavedDocument(ReadOnlyDocument):
+    """The saved `.ipynb`, read again whenever it changes on disk; it cannot be edited."""
+
+    read_only_reason = _READ_ONLY
+
+    live = False
+
+    def __init__(self, path: str) -> None:
+        self.path: str | None = path
+        self._cached: tuple[float, list[NotebookCell]] | None = None
+
+    async def cells(self) -> list[NotebookCell]:
+        """The saved cells in document order."""
+        assert self.path is not None
+        try:
+            mtime = os.stat(self.path).st_mtime
+        except OSError as exc:
+            raise DocumentError(f"the saved notebook {self.path!r} cannot be read: {exc}") from None
+        if self._cached is not None and self._cached[0] == mtime:
+            return self._cached[1]
+        cells = _read(self.path)
+        self._cached = (mtime, cells)
+        return cells
+
+
+def _read(path: str) -> list[NotebookCell]:
+    import nbformat
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same note to the model
+        raise DocumentError(f"the saved notebook {path!r} is not a readable .ipynb: {exc}") from None
+    out = []
+    for index, cell in enumerate(nb.cells):
+        kind = cell.get("cell_type", "code")
+        out.append(
+            NotebookCell(
+                id=str(cell.get("id") or f"index-{index}"),
+                kind=kind if kind in ("code", "markdown", "raw") else "raw",
+                source=cell.get("source", ""),
+                execution_count=cell.get("execution_count"),
+                outputs=tuple(cell.get("outputs", ())),
+                metadata=dict(cell.get("metadata", {})),
+            )
+        )
+    return out
+
+
+def notebook_path(namespace: Mapping[str, Any] | None = None) -> str | None:
+    """The saved notebook this kernel runs, when the front end said which (else None)."""
+    vsc = (namespace or {}).get("__vsc_ipynb_file__")
+    if isinstance(vsc, str) and vsc:
+        return vsc
+    name = os.environ.get("JPY_SESSION_NAME")
+    if not name or not name.endswith(".ipynb"):
+        return None
+    if os.path.isabs(name):
+        return name
+    # jupyter_server names it relative to its root, which is the kernel's start directory only
+    # when the notebook sits there; try both.
+    root = os.environ.get("JPY_SERVER_ROOT") or os.getcwd()
+    for base in (root, os.getcwd()):
+        candidate = os.path.join(base, name)
+        if os.path.exists(candidate):
+            return candidate
+    return os.path.join(os.getcwd(), os.path.basename(name))
+
+
+_live: Document | None = None
+_live_checked = 0.0
+
+
+async def find_document(namespace: Mapping[str, Any] | None = None, runner: Runner | None = None) -> Document | None:
+    """The live document when a server offers one, else the saved notebook, else (in Colab, with a
+    `runner` to ask the front end from) Colab's notebook, else None.
+
+    Live means real-time collaboration when the server has it (every view sees the edit, no tab
+    needs to be open), else the tab that has the notebook open, through flue_nb's server
+    extension (`frontend.py`): with both available, collaboration is the one chosen."""
+    global _live, _live_checked
+    path = notebook_path(namespace)
+    if _live is None and time.monotonic() - _live_checked > _RETRY_LIVE_AFTER:
+        _live_checked = time.monotonic()
+        _live = await _connect_live() or await _connect_frontend(path)
+    if _live is not None:
+        return _live
+    if path and os.path.exists(path):
+        return SavedDocument(path)
+    from flue_nb.notebook.document.colab import colab_document
+
+    return colab_document(runner)
+
+
+def reset_document() -> None:
+    """Forget the live document (it failed): the next look connects again."""
+    global _live, _live_checked
+    _live, _live_checked = None, 0.0
+
+
+async def _connect_frontend(saved_path: str | None) -> Document | None:
+    try:
+        from flue_nb.notebook.document.frontend import connect
+
+        found = await asyncio.to_thread(connect, timeout=LIVE_TIMEOUT, saved_path=saved_path)
+    except Exception:  # noqa: BLE001 - "not available" is never an error, whatever went wrong
+        return None
+    return found if isinstance(found, Document) else None
+
+
+async def _connect_live() -> Document | None:
+    try:
+        from flue_nb.notebook.document.live import connect
+    except ImportError:
+        return None
+    try:
+        if inspect.iscoroutinefunction(connect):
+            found = await connect(timeout=LIVE_TIMEOUT)
+        else:  # a blocking look-up must not stall the runtime's loop
+            found = await asyncio.to_thread(connect, timeout=LIVE_TIMEOUT)
+        if inspect.isawaitable(found):
+            found = await found
+    except Exception:  # noqa: BLE001 - "not available" is never an error, whatever went wrong
+        return None
+    return found if isinstance(found, Document) else None

@@ -1,0 +1,118 @@
+"""Places that run code later: a write there is an effect that outlives the call, so the approval
+rules ask about it even under `allow` (issue 36.1).
+
+`write_runs_later(path)` judges a path `write` or `edit` is about to change (resolved, symlinks
+followed); `command_runs_later(command)` is the best effort for `bash`: it looks for those places
+named in the command's text. What it cannot see: a path built at run time (`$HOME/.bash""rc`, a
+variable, `$(...)`, base64), a relative path after a `cd`, a program or script that writes the
+file itself (`python -c ...`, `sed -i` through a symlink, `git config core.hooksPath`), and
+`pip install`, which puts code in `site-packages` by design. Under the shell sandbox (`sandbox=
+"auto"`) those writes fail anyway: everything outside the workspace is read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+
+__all__ = ["command_runs_later", "write_runs_later"]
+
+_HOME_FILES = {
+    ".bashrc": "bash runs it at every interactive shell",
+    ".bash_profile": "bash runs it at every login shell",
+    ".bash_login": "bash runs it at every login shell",
+    ".bash_logout": "bash runs it when a login shell exits",
+    ".profile": "login shells run it",
+    ".zshrc": "zsh runs it at every interactive shell",
+    ".zshenv": "zsh runs it at every shell start",
+    ".zprofile": "zsh runs it at every login shell",
+    ".zlogin": "zsh runs it at every login shell",
+    ".pythonrc": "Python runs it at every interactive start ($PYTHONSTARTUP)",
+    ".pythonrc.py": "Python runs it at every interactive start ($PYTHONSTARTUP)",
+    ".envrc": "direnv runs it on entering the directory",
+}
+_HOME_DIRS = {
+    ".ipython": "IPython runs its startup files and config at every kernel start",
+    ".jupyter": "Jupyter runs its config files at every server and kernel start",
+    ".config/fish": "fish runs it at every shell start",
+    ".config/autostart": "the desktop runs it at every login",
+    ".config/systemd/user": "systemd runs it for the user",
+}
+_ANYWHERE = (
+    (re.compile(r"(^|/)(site|dist)-packages(/|$)"), "Python imports code from site-packages"),
+    (re.compile(r"\.pth$"), "Python runs the code in .pth files at every start"),
+    (re.compile(r"(^|/)(site|user)customize\.py$"), "Python runs it at every start"),
+    (re.compile(r"(^|/)\.git/hooks(/|$)"), "git runs its hooks at commits, checkouts and pushes"),
+    (re.compile(r"(^|/)\.git/config$"), "git runs programs it names (core.hooksPath, core.fsmonitor, aliases)"),
+    (re.compile(r"^/etc/(cron|crontab|anacrontab|profile|bash\.bashrc|environment)"), "the system runs it"),
+    (re.compile(r"^/var/spool/cron(/|$)"), "cron runs it on a schedule"),
+)
+
+
+@lru_cache(maxsize=1)
+def _jupyter_dirs() -> tuple[str, ...]:
+    """Jupyter's config and IPython's profile dirs here (`jupyter_config_path`, `$IPYTHONDIR`)."""
+    dirs: list[str] = []
+    try:
+        from jupyter_core.paths import jupyter_config_path
+
+        dirs.extend(jupyter_config_path())
+    except Exception:  # noqa: BLE001 - no jupyter_core: the home-dir names still apply
+        pass
+    if os.environ.get("IPYTHONDIR"):
+        dirs.append(os.environ["IPYTHONDIR"])
+    if os.environ.get("PYTHONSTARTUP"):
+        dirs.append(os.environ["PYTHONSTARTUP"])
+    # Only user-owned config dirs: system ones (/usr/etc/jupyter) are read-only to a user anyway,
+    # and the environment's own (sys.prefix/etc/jupyter) is caught below by name.
+    return tuple(os.path.realpath(d) for d in dirs)
+
+
+def write_runs_later(path: str, cwd: str | None = None) -> str | None:
+    """Why a write to `path` (relative to `cwd`) would run code later, or None."""
+    full = os.path.realpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(path)))
+    home = os.path.realpath(os.path.expanduser("~"))
+    rel = os.path.relpath(full, home) if full.startswith(home + os.sep) else None
+    if rel is not None:
+        if rel in _HOME_FILES:
+            return f"~/{rel}: {_HOME_FILES[rel]}"
+        for d, why in _HOME_DIRS.items():
+            if rel == d or rel.startswith(d + os.sep):
+                return f"~/{rel}: {why}"
+    for d in _jupyter_dirs():
+        if full == d or full.startswith(d + os.sep):
+            return f"{full}: IPython or Jupyter runs code from {d} at every start"
+    if re.search(r"(^|/)etc/(jupyter|ipython)(/|$)", full):
+        return f"{full}: Jupyter runs its config files at every start"
+    for pattern, why in _ANYWHERE:
+        if pattern.search(full):
+            return f"{full}: {why}"
+    return None
+
+
+_MENTIONS = (
+    (re.compile(r"\.ipython\b|\bipython_config\b|\bipython_kernel_config\b"), "IPython's config or startup dir"),
+    (re.compile(r"\.jupyter\b|\bjupyter_\w*config\b|\betc/jupyter\b"), "Jupyter's config dir"),
+    (
+        re.compile(r"\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|envrc)\b"),
+        "a shell's startup file",
+    ),
+    (re.compile(r"\bPYTHONSTARTUP\b|\.pythonrc\b"), "Python's startup file"),
+    (re.compile(r"(site|dist)-packages|\.pth\b|\b(site|user)customize\b"), "Python's site-packages"),
+    (re.compile(r"\.git/hooks|\bcore\.hooksPath\b|\bcore\.fsmonitor\b|\.git/config\b"), "git hooks"),
+    (
+        re.compile(r"\bcrontab\b|/etc/cron|/var/spool/cron|\bsystemctl\s+--user\b|\.config/(autostart|systemd)"),
+        "a scheduler",
+    ),
+)
+
+
+def command_runs_later(command: str) -> str | None:
+    """Why a shell command seems to touch a place that runs code later, or None (by its text
+    only: see the module's note for what this misses)."""
+    for pattern, what in _MENTIONS:
+        m = pattern.search(command)
+        if m:
+            return f"the command names {what} (`{m.group(0)}`), where a change runs code later"
+    return None

@@ -1,0 +1,112 @@
+"""Live edits in the open tab without real-time collaboration (issue 35), in a real browser.
+
+JupyterLab from `.venv-browser` (no jupyter-collaboration) with flue_nb's server extension and
+labextension installed from the project's own files (`_lab.install_frontend`); the kernel runs
+this venv's Python. In Chromium (`drive_frontend_edits.py`), from the chat, the scripted agent
+inserts, edits, moves, deletes and runs cells of the open notebook; while its approved edit
+waits, the user types into that cell and the edit is refused with their text intact. With no
+tab open the kernel's next write says so at once (`before_stop`, through a kernel client).
+Screenshots: `frontend-*.png` in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _lab import run_driver, write_notebook
+from test_chat_browser import browser_and_python  # noqa: F401 - the shared fixture
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1200)]
+
+SETUP = """\
+import flue_nb as flue
+from flue_nb.models import FunctionModel, reply, tool_call
+
+PLANS = {
+    "insert": [tool_call("insert_cell", source="z = 3", after="c1")],
+    "edit": [tool_call("cells", order="document"), tool_call("edit_cell", id="c1", source="x = 10")],
+    "move": [tool_call("move_cell", id="c2")],
+    "delete": [tool_call("cells", order="document"), tool_call("delete_cell", id="c4")],
+    "run": [tool_call("run_cell", id="c1")],
+    "race": [tool_call("cells", order="document"), tool_call("edit_cell", id="c2", source="y = 20")],
+}
+
+def brain(req):
+    asked = [m for m in req.messages if m.kind == "user"][-1].text.split()[0]
+    done = 0
+    for m in reversed(req.messages):
+        if m.kind == "user":
+            break
+        done += m.kind == "tool_result"
+    plan = PLANS[asked]
+    if done < len(plan):
+        return reply(f"step {done + 1} of {asked}", plan[done])
+    return reply(f"{asked}: done")
+
+editor_model = FunctionModel(brain, delay=0.02)
+
+@flue.agent
+def editor():
+    flue.use_model(editor_model)
+    flue.use_sandbox(flue.kernel(approval={"edit_cell": "ask"}))
+    return "Edit the notebook."
+"""
+
+CLOSED = """\
+import asyncio, json, time
+from flue_nb.notebook.document.frontend import NotReached, connect
+doc = connect(timeout=5)
+t = time.monotonic()
+try:
+    await doc.insert_cell("never = 1")
+    out = {"written": True}
+except NotReached as exc:
+    out = {"written": False, "reach": exc.reach, "message": str(exc)}
+out["seconds"] = time.monotonic() - t
+print("RESULT" + json.dumps(out))
+"""
+
+
+def _run_in_kernel(tmp_path: Path, code: str) -> str:
+    """Run `code` in the server's kernel through its connection file; its stdout."""
+    from jupyter_client import BlockingKernelClient
+
+    (conn,) = sorted((tmp_path / "runtime").glob("kernel-*.json"))
+    client = BlockingKernelClient(connection_file=str(conn))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        out: list[str] = []
+        client.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        return "".join(out)
+    finally:
+        client.stop_channels()
+
+
+def test_the_agent_edits_the_open_tab_without_collaboration(
+    browser_and_python: tuple[str, Path],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    browser, python = browser_and_python
+    (tmp_path / "nb").mkdir()
+    write_notebook(tmp_path / "nb" / "fix.ipynb", [SETUP, "x = 1", "y = 2", "%flue chat --agent editor -c e", "w = 4"])
+    closed: dict[str, object] = {}
+
+    def with_no_tab() -> None:
+        out = _run_in_kernel(tmp_path, CLOSED)
+        closed.update(json.loads(out.split("RESULT", 1)[1]))
+
+    print(run_driver(python, "drive_frontend_edits.py", tmp_path, [browser], before_stop=with_no_tab, frontend=True))
+    # The browser is gone: the write says so, and says it at once (no tab to wait for).
+    assert closed["written"] is False, closed
+    assert closed["reach"] == "no_front_end", closed
+    assert "no front end is connected" in str(closed["message"])
+    # The page saved the notebook at the end: the agent's cells carry their provenance.
+    saved = json.loads((tmp_path / "nb" / "fix.ipynb").read_text())
+    sources = ["".join(c["source"]) for c in saved["cells"]]
+    assert "x = 10" in sources and "z = 3" in sources and "w = 4" not in sources, sources
+    assert any(s.startswith("y = 2") and "mine" in s for s in sources), sources
+    edited = next(c for c in saved["cells"] if "".join(c["source"]) == "x = 10")
+    assert edited["metadata"]["flue"]["conversation"]

@@ -1,0 +1,86 @@
+"""Rewind and undo in a real kernel (issue 34.3, 34.8): a DataFrame the agent's `python` call
+changed goes back to its old value with `%flue rewind`, a file `bash` wrote is undone with
+`%flue undo`, and an edited cell is undone in the saved notebook (the document fallback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kernel_helpers import Kernel
+
+pytest.importorskip("pandas")
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """
+import pandas as pd
+from flue_nb.models import ScriptedModel, reply, tool_call
+df = pd.DataFrame({"a": [1.0, None, 3.0], "b": [4, 5, 6]})
+cleaner = ScriptedModel([
+    reply("", tool_call("python", code="df = df.dropna()\\ndf['c'] = df['a'] * 2")),
+    reply("", tool_call("bash", command="echo made > made.txt")),
+    reply("cleaned"),
+])
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jupyter")
+    cwd = tmp_path_factory.mktemp("work")
+    k = Kernel(root, cwd)
+    k.ok(SETUP)
+    k.ok("%config FlueMagics.db = 'flue.sqlite'")
+    k.cwd = cwd  # type: ignore[attr-defined]
+    yield k
+    k.shutdown()
+
+
+def test_a_dataframe_changed_by_python_is_rewound_and_a_bash_file_undone(kernel):
+    run = kernel.ok("%flue -c clean --no-widget -m cleaner clean the data")
+    assert "cleaned" in run.all_text()
+    assert kernel.ok("print(df.shape)").stdout.strip() == "(2, 3)"
+    listed = kernel.ok("%flue -c clean -m cleaner changes").stdout
+    assert "1.1 python: `df` changed (DataFrame 3×2 → DataFrame 2×3)" in listed, listed
+    assert "2.1 bash: file" in listed and "made.txt created" in listed
+    undone = kernel.ok("%flue -c clean -m cleaner undo 2.1").stdout
+    assert "Undone 1 item" in undone, undone
+    assert not (kernel.cwd / "made.txt").exists()
+    rewound = kernel.ok("%flue -c clean -m cleaner rewind 1").stdout
+    assert "Undone 1 item" in rewound, rewound
+    out = kernel.ok("print(df.shape, df['a'].isna().sum(), list(df.columns))").stdout.strip()
+    assert out == "(3, 2) 1 ['a', 'b']"
+
+
+def test_an_edited_cell_is_undone_in_the_saved_notebook(kernel, tmp_path):
+    nb = tmp_path / "n.ipynb"
+    cell = {
+        "cell_type": "code",
+        "id": "c1",
+        "metadata": {},
+        "source": "x = 2  # edited",
+        "outputs": [],
+        "execution_count": None,
+    }
+    nb.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    code = f"""
+import time
+from flue_nb.runtime.effects import CellEffect, Effects
+from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+from flue_nb.runtime.store.sqlite import SQLiteStore
+st = SQLiteStore('cells.sqlite')
+st.admit('cells', 'go', submission_id='s1', now=time.time())
+e = Effects(cells=(CellEffect('edited', 'c1', {str(nb)!r}, source_before='x = 1', source_after='x = 2  # edited'),))
+m = ToolResultMessage('k1', 'edit_cell', 'Edited', details={{'effects': e.to_dict()}})
+st.append('cells', 's1', [('message', message_to_dict(m))], now=time.time())
+st.settle('s1', __import__('flue_nb.runtime.store', fromlist=['Outcome']).Outcome.COMPLETED, now=time.time())
+st.close()
+"""
+    kernel.ok(code)
+    out = kernel.ok("%flue -c cells --db cells.sqlite -m cleaner undo all").stdout
+    assert "Undone 1 item" in out, out
+    assert json.loads(nb.read_text())["cells"][0]["source"] == "x = 1"
+    # Undone once: asked again, there is nothing left to undo and the file stays as it is.
+    again = kernel.ok("%flue -c cells --db cells.sqlite -m cleaner undo all").stdout
+    assert "Undone 0 items" in again and json.loads(nb.read_text())["cells"][0]["source"] == "x = 1"

@@ -1,0 +1,216 @@
+"""Effects recorded with the step that made them (issue 34.1) and undone or rewound from the
+records (34.2, 34.3): files written by `write`, `edit` and `bash`, and namespace values changed
+by the `python` tool, without running the agent's code again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flue_nb as flue
+from flue_nb.models import ScriptedModel, reply, tool_call
+from flue_nb.notebook.kernel.python_tool import python_tool
+from flue_nb.runtime.core.loop import RunSettings
+from flue_nb.runtime.effects import Effects
+from flue_nb.runtime.messages import SignalMessage
+from flue_nb.runtime.store.sqlite import SQLiteStore
+from flue_nb.runtime.tools.tool import ToolContext, execute_tool
+from flue_nb.runtime.undo import changes, rewind, undo
+
+
+def _session(tmp_path: Path, steps: list[Any]) -> flue.Session:
+    model = ScriptedModel(steps)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+
+    @flue.agent
+    def worker() -> str:
+        flue.use_model(model)
+        flue.use_sandbox(flue.local(str(work)))
+        return "Work."
+
+    return flue.init(worker, db=str(tmp_path / "s.sqlite"), conversation="team:effects", settings=RunSettings())
+
+
+def test_a_file_written_by_write_and_edited_by_edit_is_undone(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("original\n")
+    s = _session(
+        tmp_path,
+        [
+            reply("", tool_call("write", "w1", path="notes.txt", content="first draft\n")),
+            reply("", tool_call("edit", "e1", path="notes.txt", old_text="first", new_text="second")),
+            reply("", tool_call("write", "w2", path="new.txt", content="brand new\n")),
+            reply("done"),
+        ],
+    )
+    assert s.prompt("go") == "done"
+    listed = s.changes()
+    assert [(c.key, c.tool, c.effect.action) for c in listed] == [
+        ("1.1", "write", "changed"), ("2.1", "edit", "changed"), ("3.1", "write", "created"),
+    ]  # fmt: skip
+    assert (work / "notes.txt").read_text() == "second draft\n"
+    result = s.undo("all")
+    assert result.done and len(result.undone) == 3
+    assert (work / "notes.txt").read_text() == "original\n"
+    assert not (work / "new.txt").exists()
+    assert all(c.undone for c in s.changes())
+    # The model is told on its next turn what was undone.
+    notes = [m for m in s.history() if isinstance(m, SignalMessage)]
+    assert notes and "notes.txt" in notes[-1].text and "undid" in notes[-1].text
+
+
+def test_a_file_written_by_bash_is_undone_and_a_changed_one_restored(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.csv").write_text("a,b\n1,2\n")
+    s = _session(
+        tmp_path,
+        [
+            reply("", tool_call("bash", "b1", command="echo out > made.txt && echo 3,4 >> data.csv && rm -f gone.txt")),
+            reply("done"),
+        ],
+    )
+    (work / "gone.txt").write_text("keep me\n")
+    assert s.prompt("go") == "done"
+    by_path = {Path(c.target).name: c for c in s.changes()}
+    assert by_path["made.txt"].effect.action == "created"
+    assert by_path["data.csv"].effect.action == "changed"
+    assert by_path["gone.txt"].effect.action == "deleted"
+    result = s.rewind(1)
+    assert result.done, result.text()
+    assert not (work / "made.txt").exists()
+    assert (work / "data.csv").read_text() == "a,b\n1,2\n"
+    assert (work / "gone.txt").read_text() == "keep me\n"
+
+
+def test_an_undo_that_cannot_be_exact_refuses_and_changes_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    s = _session(
+        tmp_path,
+        [
+            reply("", tool_call("write", "w1", path="a.txt", content="two\n")),
+            reply("", tool_call("write", "w2", path="b.txt", content="bee\n")),
+            reply("done"),
+        ],
+    )
+    assert s.prompt("go") == "done"
+    (work / "a.txt").write_text("edited by the user since\n")
+    result = s.rewind(1)
+    assert not result.done and not result.undone
+    assert [(c.key, why) for c, why in result.refused] == [("1.1", "changed again since")]
+    assert (work / "a.txt").read_text() == "edited by the user since\n"
+    assert (work / "b.txt").exists(), "an all-or-nothing rewind left the other file alone too"
+    assert not any(isinstance(m, SignalMessage) for m in s.history())
+    forced = s.rewind(1, force=True)
+    assert forced.done and (work / "a.txt").read_text() == "one\n" and not (work / "b.txt").exists()
+
+
+def _python(ns: dict[str, Any], store: SQLiteStore, code: str, call_id: str) -> Any:
+    tool = python_tool(ns)
+    ctx = ToolContext(call_id=call_id, conversation_id="c", submission_id="s1", store=store)
+    return asyncio.run(execute_tool(tool, {"code": code}, ctx))
+
+
+def _record(store: SQLiteStore, call_id: str, out: Any) -> None:
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+
+    msg = ToolResultMessage(call_id, "python", out.content, details=out.details)
+    store.append("c", "s1", [("message", message_to_dict(msg))], now=time.time())
+
+
+def test_python_records_old_values_and_a_rewind_restores_them(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    ns: dict[str, Any] = {"df": pd.DataFrame({"a": [1, 2, 3, None]}), "n": 1, "keep": [1]}
+    original = ns["df"].copy()
+    first = _python(ns, store, "df['b'] = df['a'] * 2\nn = n + 1", "p1")
+    _record(store, "p1", first)
+    second = _python(ns, store, "df.loc[0, 'a'] = 100.0\nextra = 5", "p2")
+    _record(store, "p2", second)
+    third = _python(ns, store, "df = df.dropna()", "p3")
+    _record(store, "p3", third)
+    assert ns["df"].shape == (3, 2)
+    effects = Effects.from_details(first.details)
+    assert effects is not None
+    by_name = {v.name: v for v in effects.variables}
+    assert by_name["df"].action == "changed" and by_name["df"].kept
+    assert by_name["df"].before is not None and by_name["df"].before.shape == (4, 1)
+    assert by_name["df"].after is not None and by_name["df"].after.shape == (4, 2)
+    # A change in place the shape does not show is still seen (the pickles differ).
+    later = Effects.from_details(second.details)
+    assert later is not None and {v.name for v in later.variables} == {"df", "extra"}
+    result = rewind(store, "c", "s1", 1, namespace=ns)
+    assert result.done, result.text()
+    pd.testing.assert_frame_equal(ns["df"], original)
+    assert ns["n"] == 1 and "extra" not in ns and ns["keep"] == [1]
+
+
+def test_a_value_that_was_not_kept_refuses_its_undo(tmp_path: Path) -> None:
+    import threading
+
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    ns: dict[str, Any] = {"lock": threading.Lock()}
+    out = _python(ns, store, "lock = 1", "p1")
+    _record(store, "p1", out)
+    [item] = changes(store, "c", "s1")
+    assert "cannot be pickled" in (item.effect.not_kept or "")  # type: ignore[union-attr]
+    result = undo(store, "c", [item], namespace=ns)
+    assert not result.done and ns["lock"] == 1
+    assert "not kept" in result.text()
+
+
+def test_a_sigkill_during_a_rewind_leaves_the_new_state_and_says_so(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+    from flue_nb.runtime.sandbox.local import LocalSandbox
+    from flue_nb.runtime.tools import PathLocks
+    from flue_nb.runtime.tools.write import write_tool
+    from flue_nb.runtime.undo import recover
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("old a\n")
+    (work / "b.txt").write_text("old b\n")
+    db = str(tmp_path / "s.sqlite")
+    store = SQLiteStore(db)
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    tool = write_tool(LocalSandbox(str(work)), PathLocks())
+    for n, name in enumerate(("a.txt", "b.txt")):
+        ctx = ToolContext(call_id=f"w{n}", conversation_id="c", submission_id="s1", store=store)
+        out = asyncio.run(execute_tool(tool, {"path": name, "content": f"new {name}\n"}, ctx))
+        msg = ToolResultMessage(f"w{n}", "write", out.content, details=out.details)
+        store.append("c", "s1", [("message", message_to_dict(msg))], now=time.time())
+    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("effects_crash_child.py")), db, str(work)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (work / "marker").exists():
+            assert child.poll() is None, "the child ended before its kill point"
+            assert time.monotonic() < deadline, "the child never reached its kill point"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    # Killed between the two restores: b.txt (undone first, newest first) is back, a.txt not.
+    assert (work / "b.txt").read_text() == "old b\n" and (work / "a.txt").read_text() == "new a.txt\n"
+    assert not [p for p in work.iterdir() if p.name.startswith(".flue-undo-")]
+    said = recover(store, "c")
+    assert said is not None and "cut off by a crash" in said and "new state" in said
+    assert (work / "a.txt").read_text() == "old a\n" and (work / "b.txt").read_text() == "old b\n"
+    assert all(c.undone for c in changes(store, "c", "s1"))
+    assert recover(store, "c") is None  # finished once

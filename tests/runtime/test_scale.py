@@ -1,0 +1,233 @@
+"""A long conversation costs what a short one does (issue 37): indexes, pages, no full scans.
+
+Conversations of thousands of submissions are built by direct store writes (`build`), as a
+long-lived conversation leaves them; no test here times anything (bench/scale.py does).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flue_nb as flue
+from flue_nb.models import FunctionModel, reply, tool_call
+from flue_nb.runtime.core.replay import rebuild_events, rebuild_page
+from flue_nb.runtime.messages import ToolResultMessage
+from flue_nb.runtime.store import Outcome, Store, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, migrate
+from flue_nb.runtime.store.sqlite import SQLiteStore
+
+
+def _reading_model() -> FunctionModel:
+    def fn(request: Any) -> Any:
+        if request.messages and isinstance(request.messages[-1], ToolResultMessage):
+            return reply("done", usage=(200, 5))
+        return reply("", tool_call("read", path="small.txt"), usage=(200, 5))
+
+    return FunctionModel(fn)
+
+
+def _agent(tmp_path: Path) -> Any:
+    (tmp_path / "small.txt").write_text("hello\n")
+    model = _reading_model()
+
+    @flue.agent
+    def reader() -> str:
+        flue.use_model(model)
+        flue.use_sandbox(flue.local(tmp_path))
+        return "Read."
+
+    return reader
+
+
+def build(store: Store, cid: str, n: int, *, t0: float = 1_000.0, unsettled: int = 0) -> None:
+    """`n` settled submissions (each a read and an answer) and `unsettled` queued ones after them."""
+    store.ensure_conversation(cid, now=t0)
+    store.append(cid, None, [("system", {"text": "Read.", "roster": None})], now=t0)
+    for i in range(n):
+        sid, t = f"{cid}-{i:05d}", t0 + 1 + i
+        store.admit(cid, f"read it {i}", submission_id=sid, now=t)
+        call = f"call-{cid}-{i}"
+        items: list[tuple[Any, dict[str, Any]]] = [
+            ("event", {"attempt": 1, "agent": "reader"}),
+            ("message", {"kind": "user", "text": f"read it {i}", "submission_id": sid}),
+            (
+                "message",
+                {
+                    "kind": "assistant",
+                    "parts": [{"kind": "tool_call", "id": call, "name": "read", "input": {"path": "small.txt"}}],
+                    "stop_reason": "tool_use",
+                },
+            ),
+            (
+                "message",
+                {"kind": "tool_result", "call_id": call, "name": "read", "content": "hello", "is_error": False},
+            ),
+            (
+                "message",
+                {"kind": "assistant", "parts": [{"kind": "text", "text": f"done {i}"}], "stop_reason": "end_turn"},
+            ),
+        ]
+        running = SubmissionUpdate(sid, fields={"state": SubmissionState.RUNNING, "attempts": 1, "started_at": t})
+        store.append(cid, sid, items, now=t + 0.1, updates=[running])
+        store.settle(sid, Outcome.COMPLETED, result=f"done {i}", now=t + 0.2)
+    for j in range(unsettled):
+        store.admit(cid, f"later {j}", submission_id=f"{cid}-q{j:05d}", now=t0 + n + 2 + j)
+
+
+def bulk_build(path: Path, cid: str, n: int, *, t0: float) -> None:
+    """`build`'s conversation written in one SQLite transaction (seconds, not a minute, at 10,000)."""
+    with SQLiteStore(path) as store:
+        build(store, cid, 1, t0=t0)  # the conversation, its system prompt, one submission's records
+        template = [(r.kind, json.dumps(r.data)) for r in store.records(cid) if r.submission_id == f"{cid}-00000"]
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for i in range(1, n):
+        sid, t = f"{cid}-{i:05d}", t0 + 1 + i
+        conn.execute(
+            "INSERT INTO submissions (id, conversation_id, text, state, accepted_at, attempts, started_at, outcome,"
+            " result, settled_at) VALUES (?, ?, ?, 'settled', ?, 1, ?, 'completed', ?, ?)",
+            (sid, cid, f"read it {i}", t, t, f"done {i}", t + 0.2),
+        )
+        rows = [(cid, sid, kind, data.replace(f"{cid}-00000", sid).replace("read it 0", f"read it {i}"), t + 0.1)
+                for kind, data in template]  # fmt: skip
+        conn.executemany(
+            "INSERT INTO records (conversation_id, submission_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?)", rows
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        # Compacted, as a conversation this long is: the window holds a summary, not 40,000 messages.
+        summary = {"summary": f"Read small.txt {n} times.", "first_kept_seq": store.records(cid)[-1].seq + 1}
+        store.append(cid, None, [("compaction", {**summary, "reason": "threshold"})], now=t0 + n + 1)
+
+
+def _plan(path: Path, sql: str, params: tuple[Any, ...]) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    finally:
+        conn.close()
+
+
+def test_the_unsettled_submissions_are_read_by_their_own_index(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with SQLiteStore(path) as store:
+        build(store, "c", 30, unsettled=2)
+        assert [s.id for s in store.submissions("c", unsettled=True)] == ["c-q00000", "c-q00001"]
+    plan = _plan(
+        path,
+        "SELECT id FROM submissions WHERE conversation_id = ? AND state <> 'settled' ORDER BY seq",
+        ("c",),
+    )
+    assert "USING INDEX submissions_unsettled" in plan, plan
+    renew = _plan(
+        path,
+        "UPDATE submissions SET lease_owner = 'x' WHERE conversation_id = ? AND state <> 'settled' AND state = ?",
+        ("c", "running"),
+    )
+    assert "USING INDEX submissions_unsettled" in renew, renew
+    page = _plan(
+        path, "SELECT id FROM submissions WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT 5", ("c", 9)
+    )
+    assert "USING INDEX submissions_by_conversation" in page and "TEMP B-TREE" not in page, page
+
+
+def test_a_store_file_of_the_previous_schema_opens_and_gains_the_index(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, str(path), MIGRATIONS[:-1]) == MIGRATIONS[-2].version
+    conn.close()
+    with SQLiteStore(path) as store:
+        build(store, "c", 3, unsettled=1)
+        assert [s.id for s in store.submissions("c", unsettled=True)] == ["c-q00000"]
+    indexes = {name for (name,) in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "submissions_unsettled" in indexes
+
+
+def test_pages_of_submissions_and_records_are_read_by_bounds(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.sqlite") as store:
+        build(store, "c", 12)
+        last = store.submissions("c", last=5)
+        assert [s.id for s in last] == [f"c-{i:05d}" for i in range(7, 12)]
+        before = store.submissions("c", last=5, before_seq=last[0].seq)
+        assert [s.id for s in before] == [f"c-{i:05d}" for i in range(2, 7)]
+        assert store.count_submissions("c") == 12
+        assert store.count_submissions("c", before_seq=last[0].seq) == 7
+        everything = store.records("c")
+        middle = store.records("c", after_seq=everything[3].seq, before_seq=everything[6].seq)
+        assert [r.seq for r in middle] == [r.seq for r in everything[4:6]]
+
+
+def _shape(events: list[Any]) -> list[tuple[Any, ...]]:
+    return [(e.type, e.submission_id, getattr(e, "text", None), getattr(e, "call_id", None)) for e in events]
+
+
+def test_pages_put_together_are_the_whole_conversation_s_events(tmp_path: Path) -> None:
+    # A real conversation (joins, idle, compaction-free) and direct writes after it: every page,
+    # newest first, is the slice of the full rebuild its submissions make.
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    s = flue.init(_agent(tmp_path), db=store, cwd=str(tmp_path), conversation="c")
+    for i in range(3):
+        assert s.prompt(f"read {i}") == "done"
+    build(store, "c", 20, t0=store.submissions("c")[-1].settled_at or 0.0)
+    assert s.prompt("read again") == "done"
+    full = _shape(rebuild_events(store, "c"))
+    pages: list[list[tuple[Any, ...]]] = []
+    before: int | None = None
+    older = None
+    while older != 0:
+        page = rebuild_page(store, "c", last=4, before_seq=before)
+        assert page.submissions, "a page with submissions before it is never empty"
+        pages.insert(0, _shape(page.events))
+        older, before = page.older, page.first_seq
+        assert older == store.count_submissions("c", before_seq=before)
+    stitched = [e for p in pages for e in p]
+    assert [e for e in stitched if e[0] != "idle"] == [e for e in full if e[0] != "idle"]
+    assert len(pages) == (24 + 3) // 4
+
+
+def test_the_newest_page_reaches_back_to_every_unsettled_submission(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.sqlite") as store:
+        build(store, "c", 10, unsettled=6)
+        page = rebuild_page(store, "c", last=3)
+        queued = [e.submission_id for e in page.events if e.type == "submission_queued"]
+        assert [f"c-q{j:05d}" for j in range(6)] == queued
+        assert page.older == 10
+
+
+def test_recovery_on_a_conversation_of_ten_thousand_submissions(tmp_path: Path) -> None:
+    # A kernel died mid-run at submission 10,001: the next session recovers it, the one after
+    # runs, and a chat's page and status see the conversation as it stands.
+    db = tmp_path / "s.sqlite"
+    now = time.time()
+    bulk_build(db, "c", 10_000, t0=now - 20_000)
+    with SQLiteStore(db) as store:
+        assert store.count_submissions("c") == 10_000
+        sid = "c-q00000"
+        store.admit("c", "later 0", submission_id=sid, now=now)
+        store.update_submission(sid, state=SubmissionState.RUNNING, attempts=1, started_at=now)
+        store.append("c", sid, [("event", {"attempt": 1, "agent": "reader"})], now=now)
+    s = flue.init(_agent(tmp_path), db=str(db), cwd=str(tmp_path), conversation="c")
+    assert s.read(sid, timeout=60) == "done"
+    assert s.prompt("one more") == "done"
+    st = s.status()
+    assert st.outcomes == {"completed": 10_002} and st.running == () and st.queued == ()
+    page = rebuild_page(s.store, "c", last=5)
+    assert [x.id for x in page.submissions][-2:] == [sid, s.submissions()[-1].id]
+    assert page.older == 10_002 - 5
+    assert any(e.type == "submission_recovery" and e.submission_id == sid for e in page.events)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_page_of_a_short_conversation_is_all_of_it(tmp_path: Path, n: int) -> None:
+    with SQLiteStore(tmp_path / "s.sqlite") as store:
+        build(store, "c", n)
+        page = rebuild_page(store, "c", last=50)
+        assert page.older == 0
+        assert _shape(page.events) == _shape(rebuild_events(store, "c"))
