@@ -416,6 +416,18 @@ def coordinator_waits() -> bool:
     return bool(coordinator().has_waiter)
 
 
+def _not_inserted(args: InsertInput) -> dict[str, object]:
+    """The details of an insert that reached no notebook: the source kept for the answer."""
+    return {
+        "live": False,
+        "proposed": False,
+        "written": False,
+        "where": "not_written",
+        "source": args.source,
+        "kind": args.kind,
+    }
+
+
 def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
     from flue_nb.runtime.coordinator import coordinator
 
@@ -427,41 +439,20 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
         return ToolOutput(
             f"{nothing}: this kernel runs headless (no notebook editor is attached), so there is no "
             "notebook to insert into. Give the user the source in your answer instead.",
-            details={
-                "live": False,
-                "proposed": False,
-                "written": False,
-                "where": "not_written",
-                "source": args.source,
-                "kind": args.kind,
-            },
+            details=_not_inserted(args),
         )
     if front == "vscode":
         return ToolOutput(
             f"{nothing}: VS Code does not accept cells proposed by the kernel and has no live document "
             "for flue_nb. Give the user the source in your answer to paste into a cell.",
-            details={
-                "live": False,
-                "proposed": False,
-                "written": False,
-                "where": "not_written",
-                "source": args.source,
-                "kind": args.kind,
-            },
+            details=_not_inserted(args),
         )
     if not coordinator().has_waiter:
         return ToolOutput(
             f"{nothing}: a cell can be proposed only while a %%flue cell is executing, and this run is "
             "not attached to one (it comes from the chat widget or runs in the background), so there is "
             "no cell to put it under. Give the user the source in your answer.",
-            details={
-                "live": False,
-                "proposed": False,
-                "written": False,
-                "where": "not_written",
-                "source": args.source,
-                "kind": args.kind,
-            },
+            details=_not_inserted(args),
         )
     text = args.source if args.kind == "code" else "%%markdown\n" + args.source
     earlier, extra = _pending_proposal(shell), ""
