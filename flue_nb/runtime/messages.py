@@ -43,6 +43,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of `output_tokens`, those the model spent reasoning unseen (OpenAI reports them; they
+    are billed as output). Not added to `total`: `output_tokens` holds them already."""
 
     @property
     def total(self) -> int:
@@ -61,6 +64,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -298,7 +302,8 @@ def message_to_dict(m: Message) -> dict[str, Any]:
             "parts": [_part_to_dict(p) for p in m.parts],
             "usage": None
             if u is None
-            else [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens],
+            else [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens]
+            + ([u.reasoning_tokens] if u.reasoning_tokens else []),
             "stop_reason": m.stop_reason,
             "model": m.model,
             "aborted": m.aborted,

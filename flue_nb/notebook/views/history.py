@@ -195,8 +195,9 @@ def tokens_line(u: Usage, unreported: int) -> str:
     """The status's token line; a server that reports no usage is said so, not shown as 0."""
     if unreported and not u.total:
         return "tokens: not reported by the model server"
+    reasoning = f" ({u.reasoning_tokens:,} of them reasoning)" if u.reasoning_tokens else ""
     line = (
-        f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out, {u.cache_read_tokens:,} cache read, "
+        f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out{reasoning}, {u.cache_read_tokens:,} cache read, "
         f"{u.cache_write_tokens:,} cache write"
     )
     return line + (f" ({unreported:,} responses did not report theirs)" if unreported else "")
