@@ -19,7 +19,7 @@ import httpx2
 from flue_nb.runtime.errors import ContextOverflowError, ProviderError, ProviderErrorKind, ProviderHTTPError
 from flue_nb.runtime.providers.streaming import MAX_ERROR_TEXT, cap, capitalized, nothing_listening, retry_after
 
-__all__ = ["OVERFLOW", "translate_errors"]
+__all__ = ["OVERFLOW", "stream_failure", "translate_errors"]
 
 # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted
 # in ..." (code `context_length_exceeded`); vLLM: the same sentence, or "The input (N tokens) is
@@ -30,6 +30,12 @@ OVERFLOW = re.compile(
     r"|context window|prompt is too long|too many (input )?tokens",
     re.IGNORECASE,
 )
+
+_RESPONSES_ONLY = re.compile(
+    r"only supported in v1/responses|only available (in|on|through) the responses api", re.IGNORECASE
+)
+"""OpenAI's words for a model that chat completions do not serve ("This model is only supported
+in v1/responses and not in v1/chat/completions.")."""
 
 _KIND_BY_STATUS: dict[int, ProviderErrorKind] = {
     401: "auth", 403: "auth", 408: "timeout", 429: "rate_limit", 503: "overloaded", 529: "overloaded",
@@ -60,7 +66,7 @@ def translate_errors(model_id: str, *, provider: str, key_hint: str, url: str = 
         raise _connection(exc, model_id, provider, url) from exc
     except openai.APIError as exc:
         # No status: an error object inside a 200 stream (`data: {"error": ...}`).
-        raise _stream_error(exc, model_id, provider) from exc
+        raise stream_failure(exc.body, model_id, provider, fallback=str(exc)) from exc
     except (json.JSONDecodeError, UnicodeDecodeError, httpx2.DecodingError) as exc:
         raise ProviderError(
             f"The stream from {provider} for `{model_id}` was malformed ({cap(str(exc), 200)}).",
@@ -113,6 +119,12 @@ def _status_error(exc: Any, model_id: str, provider: str, key_hint: str) -> Prov
     if kind == "auth":
         what = "rejected the credentials" if status == 401 else "denied access"
         message = f"{capitalized(provider)} {what} (HTTP {status}: {text}). Check {key_hint} and that the key may use `{model_id}`."
+    elif _RESPONSES_ONLY.search(text):
+        # OpenAI's pro and codex models answer only on the Responses API.
+        message = (
+            f"{capitalized(provider)} serves `{model_id}` only on the Responses API (HTTP {status}: {text}). "
+            f"Use `openai-responses/{model_id}` (or `OpenAIResponsesModel`)."
+        )
     elif status == 404:
         message = f"{capitalized(provider)} has no `{model_id}` (HTTP 404: {text}). Check the model name (for Azure, the deployment)."
     else:
@@ -122,13 +134,24 @@ def _status_error(exc: Any, model_id: str, provider: str, key_hint: str) -> Prov
     return ProviderHTTPError(message, status=status, kind=kind, **details)
 
 
-def _stream_error(exc: Any, model_id: str, provider: str) -> ProviderError:
-    message, error_type, code = _fields(exc.body)
-    text = cap(message or str(exc), MAX_ERROR_TEXT)
+def stream_failure(body: object, model_id: str, provider: str, *, fallback: str = "") -> ProviderError:
+    """The error for an error object a 200 stream carried (`data: {"error": ...}`, a Responses
+    `error` event, a `response.failed`), classified like an HTTP status would be."""
+    message, error_type, code = _fields(body)
+    text = cap(message or fallback, MAX_ERROR_TEXT)
     details: dict[str, Any] = {"model": model_id, "error_type": cap(error_type, 100) or None, "mid_stream": True}
-    if OVERFLOW.search(text):
+    if code:
+        details["error_code"] = cap(code, 100)
+    if OVERFLOW.search(text) or code == "context_length_exceeded":
         return ContextOverflowError(f"The prompt is too long for `{model_id}`: {text}", status=200, **details)
     label = f"{error_type} {code}".lower()
+    if "insufficient_quota" in label:
+        # Said in the stream, not by a 429: retrying does not refill an account either.
+        return ProviderError(
+            f"{capitalized(provider)} says the account behind the key has no quota left ({text}). Check its plan and billing.",
+            kind="auth",
+            **details,
+        )
     kind: ProviderErrorKind
     if "rate" in label or code == "429":
         kind = "rate_limit"

@@ -33,7 +33,7 @@ from flue_nb.runtime.providers.model import StreamEvent, TextChunk, ThinkingChun
 from flue_nb.runtime.providers.streaming import parse_tool_input
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
 
-__all__ = ["STOP_REASONS", "ChunkAssembler", "to_chat_messages", "to_chat_tools"]
+__all__ = ["STOP_REASONS", "ChunkAssembler", "to_chat_messages", "to_chat_tools", "tool_arguments"]
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -144,7 +144,7 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     # `reasoning_content` ask clients to drop it from the next request).
     text = "".join(p.text for p in m.parts if isinstance(p, TextPart))
     calls = [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.input)}}
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": tool_arguments(c.input)}}
         for c in m.tool_calls
     ]
     if not text and not calls:
@@ -159,8 +159,9 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     return out
 
 
-def _arguments(value: dict[str, Any]) -> str:
-    # Input the model sent as broken JSON goes back as it was sent: the model sees its mistake.
+def tool_arguments(value: dict[str, Any]) -> str:
+    """A tool call's input as the JSON string the API carries; input the model sent as broken
+    JSON goes back as it was sent, so the model sees its mistake."""
     raw = value.get(INVALID_INPUT_KEY)
     if isinstance(raw, str) and len(value) == 1:
         return raw

@@ -221,7 +221,7 @@ class OpenAIModel:
         env = "AZURE_OPENAI_API_KEY" if self.azure else "OPENAI_API_KEY"
         if key is None and self._official():
             raise ModelNotConfiguredError(
-                f"No API key for `{self.model_id}`: set `{env}` (or pass `api_key=` to `OpenAIModel`). "
+                f"No API key for `{self.model_id}`: set `{env}` (or pass `api_key=` to `{type(self).__name__}`). "
                 "A local server needs none: give its `base_url=` (or `OPENAI_BASE_URL`).",
                 model=self.model_id,
             )
@@ -257,12 +257,32 @@ class OpenAIModel:
             params["tool_choice"] = "auto"
         return params
 
+    # What differs between the APIs this class and `OpenAIResponsesModel` speak.
+    _API = "chat-completions"
+    """What a stream of this API is called in messages."""
+    _END = "a finish_reason"
+    """What a whole stream ends with."""
+
+    def _assembler(self) -> Any:
+        """A fresh reader of this API's stream (`feed`, `chunks`, `finished`, `message()`)."""
+        return ChunkAssembler(self.model_id)
+
+    def _start(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Awaitable[Any]:
+        """Send the request; what it returns is the SDK's stream of events."""
+        return client.chat.completions.create(**params, stream=True)
+
+    def label(self) -> str:
+        """Who answers, as messages name it: `OpenAI`, `Azure OpenAI` or `the server at URL`."""
+        return {"openai": "OpenAI", "azure": "Azure OpenAI"}.get(self.provider, f"the server at {self.base_url}")
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one response; raise `ProviderError` on failure. Cancellation aborts it."""
         params = self.request_params(request)
-        label = {"openai": "OpenAI", "azure": "Azure OpenAI"}.get(self.provider, f"the server at {self.base_url}")
+        label = self.label()
         key_hint = (
-            "`AZURE_OPENAI_API_KEY`" if self.azure else "`OPENAI_API_KEY` (or the `api_key` given to `OpenAIModel`)"
+            "`AZURE_OPENAI_API_KEY`"
+            if self.azure
+            else f"`OPENAI_API_KEY` (or the `api_key` given to `{type(self).__name__}`)"
         )
         client = self._client or self._new_client()  # a missing key is said before anything else
         try:
@@ -271,11 +291,11 @@ class OpenAIModel:
             if self._client is None:
                 await client.close()
             raise
-        assembler = ChunkAssembler(self.model_id)
+        assembler = self._assembler()
         body = _BodyStart()
         try:
             with translate_errors(self.model_id, provider=label, key_hint=key_hint, url=self.base_url):
-                started = body.watch(client.chat.completions.create(**params, stream=True))
+                started = body.watch(self._start(client, params))
                 timeout = self._request_timeout
                 async for out in relay(started, assembler.feed, timeout=timeout, label=label, model_id=self.model_id):
                     yield out
@@ -287,7 +307,7 @@ class OpenAIModel:
             # that ignores `stream: true`): asking again brings the same page back.
             raise ProviderError(
                 f"The server at {self.base_url} answered `{self.model_id}` with {body.content_type or 'no content type'}, "
-                f"not a chat-completions stream: {body.text() or '(an empty body)'}. Check that `base_url` is the "
+                f"not a {self._API} stream: {body.text() or '(an empty body)'}. Check that `base_url` is the "
                 "API root of an OpenAI-compatible server (usually ending in /v1) and that nothing between "
                 "(a proxy, a sign-in page) answers in its place.",
                 kind="bad_request",
@@ -297,7 +317,7 @@ class OpenAIModel:
         if not assembler.finished:
             # The connection closed early: half a tool call must never pass for a whole one.
             raise ProviderError(
-                f"The stream from {label} for `{self.model_id}` ended before a finish_reason.",
+                f"The stream from {label} for `{self.model_id}` ended before {self._END}.",
                 kind="connection",
                 model=self.model_id,
             )
