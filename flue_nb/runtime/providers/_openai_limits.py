@@ -82,7 +82,19 @@ def _price(inp: float, cached: float, out: float) -> Price:
     return Price(inp, out, inp, cached)
 
 
+def _no_cache_discount(inp: float, out: float) -> Price:
+    # The pro models list no cached-input price: a cached token costs a full one.
+    return Price(inp, out, inp, inp)
+
+
 _PRICES: tuple[tuple[str, Price], ...] = (
+    # Responses-only models: the pro variants (priced only where named here: a `-pro` model
+    # never takes its base model's price, ten times lower) and the newer codex models.
+    ("gpt-5-pro", _no_cache_discount(15.00, 120.00)),
+    ("o3-pro", _no_cache_discount(20.00, 80.00)),
+    ("o1-pro", _no_cache_discount(150.00, 600.00)),
+    ("gpt-5.3-codex", _price(1.75, 0.175, 14.00)),
+    ("gpt-5.2", _price(1.75, 0.175, 14.00)),
     ("gpt-5.5", _price(5.00, 0.50, 30.00)),
     ("gpt-5.4-mini", _price(0.75, 0.075, 4.50)),
     ("gpt-5.4-nano", _price(0.20, 0.02, 1.25)),
@@ -114,10 +126,16 @@ def known(model_id: str) -> Limits | None:
     return Limits(row[1], row[2], row[3]) if row is not None else None
 
 
+_PRO = re.compile(r"-pro(-|$)")
+
+
 def openai_price(model_id: str) -> Price | None:
     """OpenAI's list price for `model_id` (see `OPENAI_PRICES_AS_OF`), else None."""
     row = _longest(_PRICES, model_id)
-    return row[1] if row is not None else None
+    if row is None or (_PRO.search(model_id.strip().lower()) and not _PRO.search(row[0])):
+        return None  # `gpt-5.4-pro` is not priced as `gpt-5.4`
+    price: Price = row[1]
+    return price
 
 
 # --- asking a compatible server ---------------------------------------------------------------
