@@ -164,6 +164,7 @@ MODELS = [
     "ModelInfo",
     "ModelRequest",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "RecordingModel",
     "Reply",
     "ReplayModel",

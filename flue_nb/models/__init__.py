@@ -1,5 +1,5 @@
-"""Models: the Anthropic and OpenAI-compatible providers, and offline ones (scripted,
-function-backed, cassettes) for tests, demos and CI."""
+"""Models: the Anthropic, OpenAI-compatible and OpenAI Responses providers, and offline ones
+(scripted, function-backed, cassettes) for tests, demos and CI."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from flue_nb.runtime.providers.offline import Fail, FunctionModel, Reply, Script
 if TYPE_CHECKING:  # pragma: no cover - loaded lazily below
     from flue_nb.runtime.providers.anthropic import AnthropicModel
     from flue_nb.runtime.providers.openai import OpenAIModel
+    from flue_nb.runtime.providers.openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "AnthropicModel",
@@ -22,6 +23,7 @@ __all__ = [
     "ModelInfo",
     "ModelRequest",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "RecordingModel",
     "Reply",
     "ReplayModel",
@@ -36,6 +38,7 @@ __all__ = [
 _LAZY = {
     "AnthropicModel": "flue_nb.runtime.providers.anthropic",
     "OpenAIModel": "flue_nb.runtime.providers.openai",
+    "OpenAIResponsesModel": "flue_nb.runtime.providers.openai_responses",
 }
 
 

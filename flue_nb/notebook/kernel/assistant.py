@@ -45,7 +45,7 @@ flue: no model is configured, so nobody can answer. Set one in any of these ways
   • %env ANTHROPIC_API_KEY=sk-ant-...    in a cell, no restart: picks anthropic/claude-sonnet-4-6 (then delete the cell, it shows the key)
   • %config FlueMagics.model = "anthropic/claude-sonnet-4-6"    this kernel (or c.FlueMagics.model in ipython_kernel_config.py)
   • export FLUE_MODEL=anthropic/claude-sonnet-4-6    before starting Jupyter (ANTHROPIC_API_KEY alone picks that model)
-  • %%flue -m SPEC    one cell: anthropic/<id>, openai/<id> (OPENAI_API_KEY, or OPENAI_BASE_URL for Ollama, vLLM), or a Model object's name
+  • %%flue -m SPEC    one cell: anthropic/<id>, openai/<id> (OPENAI_API_KEY, or OPENAI_BASE_URL for Ollama, vLLM), openai-responses/<id>, or a Model object's name
   • offline: an @flue_nb.agent that calls use_model(ScriptedModel([...])), then %flue use NAME (or --agent NAME)"""
 
 
@@ -53,8 +53,13 @@ NoModelError = ModelNotConfiguredError
 """No model setting and no `ANTHROPIC_API_KEY`: `%flue` has nothing to talk to (the same class)."""
 
 
-_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
-_KEY_SHAPE = {"anthropic": "sk-ant-...", "openai": "sk-...", "azure": "..."}
+_KEY_ENV = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "azure": "AZURE_OPENAI_API_KEY",
+}
+_KEY_SHAPE = {"anthropic": "sk-ant-...", "openai": "sk-...", "openai-responses": "sk-...", "azure": "..."}
 
 
 def missing_key_help(model: str, message: str) -> str:

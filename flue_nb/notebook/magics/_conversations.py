@@ -110,7 +110,7 @@ class ConversationMagics(FlueSettings):
             if not split_spec(spec)[0]:
                 problem = (
                     f"unknown model {spec!r}: use `anthropic/<model-id>`, `openai/<model>`, "
-                    "`azure/<deployment>`, `bedrock/<model-id>` or `vertex/<model-id>` (`:` works "
+                    "`openai-responses/<model>`, `azure/<deployment>`, `bedrock/<model-id>` or `vertex/<model-id>` (`:` works "
                     "for `/`), e.g. `anthropic/claude-sonnet-4-6`, or the name of a Model object "
                     "in the namespace"
                 )

@@ -32,16 +32,18 @@ reach a paid API; unset or any other value allows requests."""
 
 _ACCEPTED = (
     "`'anthropic/<model-id>'` (e.g. `'anthropic/claude-sonnet-4-6'`), `'openai/<model>'`, "
-    "`'azure/<deployment>'`, `'bedrock/<model-id>'`, `'vertex/<model-id>'` or a `Model` instance"
+    "`'openai-responses/<model>'`, `'azure/<deployment>'`, `'bedrock/<model-id>'`, `'vertex/<model-id>'` "
+    "or a `Model` instance"
 )
-_PROVIDERS = ("anthropic", "openai", "azure", "bedrock", "vertex")
+_PROVIDERS = ("anthropic", "openai", "openai-responses", "azure", "bedrock", "vertex")
 
 
 def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
     """Turn a model spec into its provider's `Model`; pass a `Model` through unchanged.
 
     `anthropic/<id>` is an `AnthropicModel`; `openai/<model>` an `OpenAIModel` (OpenAI, or the
-    server `OPENAI_BASE_URL` names); `azure/<deployment>` an `OpenAIModel` on
+    server `OPENAI_BASE_URL` names); `openai-responses/<model>` an `OpenAIResponsesModel` (the
+    Responses API, same places; no model is sent there unless its spec says so); `azure/<deployment>` an `OpenAIModel` on
     `AZURE_OPENAI_ENDPOINT`; `bedrock/<id>` and `vertex/<id>` Claude through the `anthropic`
     SDK's Bedrock and Vertex clients. `provider:<model>` is the same as `provider/<model>`.
     Keyword arguments go to the provider's constructor. Raises `ConfigError` for any other spec.
@@ -56,6 +58,10 @@ def resolve_model(spec: str | Model, **kwargs: Any) -> Model:
             from flue_nb.runtime.providers.openai import OpenAIModel
 
             return OpenAIModel(model_id, **kwargs)
+        if provider == "openai-responses":
+            from flue_nb.runtime.providers.openai_responses import OpenAIResponsesModel
+
+            return OpenAIResponsesModel(model_id, **kwargs)
         if provider == "azure":
             from flue_nb.runtime.providers.openai import OpenAIModel
 
@@ -120,12 +126,13 @@ def price_of(model_id: str) -> Price | None:
 
 
 def context_window_of(model_id: str) -> int | None:
-    """The context window flue_nb knows for `model_id` (Claude ids, `openai/<id>`), else None.
+    """The context window flue_nb knows for `model_id` (Claude ids, `openai/<id>`,
+    `openai-responses/<id>`), else None.
 
     What a view shows before the model has answered (after, the run's own model info says it).
     """
     provider, sep, rest = model_id.partition("/")
-    if sep and provider == "openai":
+    if sep and provider in ("openai", "openai-responses"):
         from flue_nb.runtime.providers._openai_limits import known
 
         limits = known(rest)
