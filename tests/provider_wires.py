@@ -1,8 +1,8 @@
 """One provider's loopback server behind the same few verbs, so a contract test runs on each.
 
-The `wire` fixture (conftest) runs a test once on Anthropic's Messages API
-and once on OpenAI's chat completions, each on its real SDK against its loopback server
-(`tests/anthropic_server.py`, `tests/openai_server.py`).
+The `wire` fixture (conftest) runs a test once on Anthropic's Messages API, once on OpenAI's
+chat completions and once on OpenAI's Responses API, each on its real SDK against its loopback
+server (`tests/anthropic_server.py`, `tests/openai_server.py`, `tests/openai_responses_server.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from flue_nb.runtime.messages import UserMessage
 from flue_nb.runtime.providers.anthropic import AnthropicModel
 from flue_nb.runtime.providers.model import ModelRequest, ToolSpec
 from flue_nb.runtime.providers.openai import OpenAIModel
+from flue_nb.runtime.providers.openai_responses import OpenAIResponsesModel
 from tests import anthropic_server as A
+from tests import openai_responses_server as R
 from tests import openai_server as O
 
 READ = ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -205,12 +207,77 @@ class OpenAIWire(Wire):
         self.server.enqueue(*replies)
 
 
+class ResponsesWire(Wire):
+    name = "openai-responses"
+
+    def __init__(self, server: R.ResponsesServer) -> None:
+        self.server = server
+
+    def model(self, key: str = "test-key", **kwargs: Any) -> Any:
+        return OpenAIResponsesModel(
+            "gpt-5", api_key=key, base_url=self.server.base_url, context_window=128_000, vision=True, **kwargs
+        )
+
+    def say(self, text: str, **usage: int) -> Any:
+        return R.response(R.text(text), usage={"input": usage.get("prompt", 10), "output": usage.get("completion", 5)})
+
+    def call(self, call_id: str, name: str, args: dict[str, Any], text: str = "") -> Any:
+        parts = [R.text(text)] if text else []
+        return R.response(R.reasoning("Deciding."), *parts, R.function_call(call_id, name, args))
+
+    def cut(self, text: str) -> Any:
+        return R.response(R.text(text, chunks=4), cut_after=5)
+
+    def overloaded(self) -> Any:
+        return O.error(503, "The server is overloaded", type="server_error")
+
+    def overflow(self) -> Any:
+        return R.overflow()
+
+    def malformed(self, text: str) -> Any:
+        return R.response(R.text(text), raw_before={4: b"event: response.output_text.delta\ndata: {not json\n\n"})
+
+    def raw_call(self, call_id: str, name: str, raw: str) -> Any:
+        return R.response(R.function_call(call_id, name, raw=raw))
+
+    def stall(self, text: str) -> Any:
+        return R.response(R.text(text, chunks=4), stall_after=5, stall_seconds=3.0)
+
+    def bad_request(self, message: str) -> Any:
+        return O.error(400, message, type="invalid_request_error")
+
+    def surrogate(self, text: str) -> Any:
+        # The server's JSON spells the lone surrogate as `\\ud800`, in the deltas and the finished item.
+        return R.response(R.text(text), R.text(" odd \ud800 text"))
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.server.response_requests]
+
+    def tool_results(self, body: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(i["call_id"], i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
+
+    def image_count(self, body: dict[str, Any]) -> int:
+        return json.dumps(body).count('"type": "input_image"')
+
+    def system(self, body: dict[str, Any]) -> str:
+        return str(body["instructions"])
+
+    def tool_names(self, body: dict[str, Any]) -> list[str]:
+        return [t["name"] for t in body.get("tools") or []]
+
+    def enqueue(self, *replies: Any) -> None:
+        self.server.enqueue(*replies)
+
+
 @contextlib.contextmanager
 def running_wire(name: str) -> Iterator[Wire]:
-    """The provider `name` (`anthropic` or `openai`) with its loopback server running."""
+    """The provider `name` (`anthropic`, `openai` or `openai-responses`) with its loopback server running."""
     if name == "anthropic":
         with A.AnthropicServer() as server:
             yield AnthropicWire(server)
+    elif name == "openai-responses":
+        with R.ResponsesServer() as server:
+            yield ResponsesWire(server)
     else:
         with O.OpenAIServer() as server:
             yield OpenAIWire(server)

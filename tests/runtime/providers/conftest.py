@@ -1,4 +1,4 @@
-"""Fixtures shared by the provider tests (Anthropic, OpenAI-compatible, Bedrock and Vertex)."""
+"""Fixtures shared by the provider tests (Anthropic, OpenAI-compatible, OpenAI Responses, Bedrock and Vertex)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from flue_nb.runtime.providers import ALLOW_MODEL_REQUESTS_ENV
 from flue_nb.runtime.providers.anthropic import TRANSPORT_ENV
 from tests.anthropic_server import AnthropicServer
+from tests.openai_responses_server import ResponsesServer
 from tests.openai_server import OpenAIServer
 from tests.provider_wires import Wire, running_wire
 
@@ -33,6 +34,13 @@ _PROVIDER_ENV = (
 def openai_server() -> Iterator[OpenAIServer]:
     """A running loopback chat-completions API, stopped after the test."""
     with OpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def responses_server() -> Iterator[ResponsesServer]:
+    """A running loopback Responses API, stopped after the test."""
+    with ResponsesServer() as srv:
         yield srv
 
 
@@ -61,7 +69,7 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return str(request.param)
 
 
-@pytest.fixture(params=["anthropic", "openai"])
+@pytest.fixture(params=["anthropic", "openai", "openai-responses"])
 def wire(request: pytest.FixtureRequest) -> Iterator[Wire]:
     """Each test once per provider, on that provider's real SDK and loopback server."""
     with running_wire(str(request.param)) as w:

@@ -1,5 +1,5 @@
 """The same agent contract on every provider (issue 23, point 4; contract 11.3, 13.5): a real agent on the real SDK of
-each provider (Anthropic's Messages API, OpenAI's chat completions), against its loopback server:
+each provider (Anthropic's Messages API, OpenAI's chat completions and Responses API), against its loopback server:
 tools, retries after a cut-off, overload and a malformed stream, overflow compaction with one
 retry, the turn limit, a subagent, images, record/replay, the key kept out of tool results."""
 
@@ -183,7 +183,12 @@ def test_a_cells_provenance_names_who_answered(wire: Wire, tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "variable"), [("anthropic/claude-sonnet-4-6", "ANTHROPIC_API_KEY"), ("openai/gpt-4o", "OPENAI_API_KEY")]
+    ("spec", "variable"),
+    [
+        ("anthropic/claude-sonnet-4-6", "ANTHROPIC_API_KEY"),
+        ("openai/gpt-4o", "OPENAI_API_KEY"),
+        ("openai-responses/gpt-5", "OPENAI_API_KEY"),
+    ],
 )
 def test_no_api_key_fails_the_prompt_with_model_not_configured(spec: str, variable: str) -> None:
     @flue.agent
