@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CaseRun", "KernelSpec", "run_case"]
+__all__ = ["NAMESPACE_FILE", "CaseRun", "KernelSpec", "read_store", "run_case"]
 
 NAMESPACE_FILE = "namespace.pkl"
 WORKDIR = "work"
@@ -195,7 +195,7 @@ async def run_case(
             raise
         run.error = f"timeout: the case took longer than {spec.timeout:g} s"
     run.duration = time.monotonic() - started
-    _read_store(spec.db, run)
+    read_store(spec.db, run)
     return run
 
 
@@ -237,7 +237,7 @@ async def _execute(
         shutil.rmtree(sockets, ignore_errors=True)
 
 
-def _read_store(db: str, run: CaseRun) -> None:
+def read_store(db: str, run: CaseRun) -> None:
     """The answer, outcome, tokens, dollars and tool calls of the case's conversation."""
     from flue_nb.runtime.errors import FlueError
     from flue_nb.runtime.messages import AssistantMessage, ToolCall

@@ -3,9 +3,10 @@ within a total dollar budget, resumable.
 
 pydantic-evals' `Dataset.evaluate` runs the cases (its concurrency limit, progress bar and
 evaluators); the task it runs is `run_case` (a fresh kernel per case). Each finished case's
-`CaseRun` is written to `result.json` in the case's folder (`<db folder>/evals/<run>/<case>/`)
-before its checks run, so a run started again with the same `run` id (`--run ID`) takes the
-cases that finished from there, and runs only the others. The checks of a resumed case run
+`CaseRun` is read from the store (its conversation's last submission) and written to
+`result.json` in the case's folder (`<db folder>/evals/<run>/<case>/`) before its checks run, so a
+run started again with the same `run` id (`--run ID`) takes the cases that finished (from there,
+or from the store where a crash came before the file) and runs only the others. The checks of a resumed case run
 again over its stored answer, namespace and files.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flue_nb.evals.errors import EvalError
-from flue_nb.evals.kernel_case import CaseRun, KernelSpec, is_object_spec, run_case
+from flue_nb.evals.kernel_case import NAMESPACE_FILE, CaseRun, KernelSpec, is_object_spec, read_store, run_case
 from flue_nb.evals.report import CaseResult, EvalReport
 from flue_nb.evals.tasks import NotebookTask, case_id, load_dataset
 
@@ -149,11 +150,11 @@ async def arun_eval(
     resumed: set[str] = set()
     # The cases that finished in an earlier attempt of this run count against its budget first.
     for case in ds.cases:
-        stored = run_dir / case_id(case.name or "") / RESULT_FILE
-        if stored.exists():
-            runs[case.name or ""] = CaseRun.from_dict(json.loads(stored.read_text(encoding="utf-8")))
+        earlier = _finished(run_dir / case_id(case.name or ""), db, run_id, case.name or "")
+        if earlier is not None:
+            runs[case.name or ""] = earlier
             resumed.add(case.name or "")
-            budget.spent += runs[case.name or ""].cost_usd
+            budget.spent += earlier.cost_usd
     by_input = {id(c.inputs): c.name or "" for c in ds.cases}
 
     async def task(inputs: NotebookTask) -> str:
@@ -222,6 +223,25 @@ def _verdict(rc: Any, run: CaseRun | None) -> tuple[str, bool, float | None, str
         return "error", False, score, reason
     passed = all(bools)
     return ("passed" if passed else "failed"), passed, score, reason
+
+
+def _finished(case_dir: Path, db: str, run_id: str, name: str) -> CaseRun | None:
+    """The case as an earlier attempt of this run finished it, or None to run it.
+
+    Finished: its `result.json` was written (whatever the outcome: a case that timed out is
+    finished too), or the store has its conversation's last submission completed and its
+    namespace was saved (a crash between the two loses no finished case).
+    """
+    stored = case_dir / RESULT_FILE
+    if stored.exists():
+        return CaseRun.from_dict(json.loads(stored.read_text(encoding="utf-8")))
+    attempts = case_dir / "attempts"
+    if not attempts.exists() or not (case_dir / NAMESPACE_FILE).exists():
+        return None
+    attempt = int(attempts.read_text() or "1")
+    run = CaseRun(case=name, conversation=f"eval-{run_id}-{case_id(name)}" + (f"-{attempt}" if attempt > 1 else ""))
+    read_store(db, run)
+    return run if run.outcome == "completed" else None
 
 
 def _results(ds: Any, report: Any, runs: dict[str, CaseRun], resumed: set[str]) -> list[CaseResult]:

@@ -190,6 +190,9 @@ def test_a_killed_run_resumes_without_running_its_finished_cases_again(tmp_path)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert not (run_dir / "slow" / "result.json").exists()
+    # The store decides what finished: without its result.json (as after a crash between the
+    # case's end and the file) the first case is still taken from the store, not run again.
+    (run_dir / "first" / "result.json").unlink()
     out = tmp_path / "report.json"
     done = _cli(*args, "--out", str(out), cwd=HERE, env={"FLUE_EVAL_TEST_FAST": "1"})
     assert done.returncode == 0, done.stderr
