@@ -116,6 +116,29 @@ def test_a_path_the_user_adds_is_hidden_too(bwrap, home: Path) -> None:
     assert b"VAULT-SECRET" not in res.output and b"PEM-SECRET" not in res.output
 
 
+def test_no_capability_inside_lets_a_command_undo_the_masks(bwrap, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root bwrap keeps the command's capabilities unless they are dropped: with CAP_SYS_ADMIN
+    # `umount` showed ~/.aws again, and a read-write remount of / wrote to the host's files.
+    # (A $HOME outside /tmp: under /tmp the private tmpfs hides it whole, masks or not.)
+    home = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="flue-home-"))
+    try:
+        (home / ".aws").mkdir()
+        (home / ".aws" / "credentials").write_text("aws_secret_access_key = AKIA-FAKE-SECRET\n")
+        (home / "work").mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        cmd = (
+            "grep CapEff /proc/self/status; umount ~/.aws; cat ~/.aws/credentials; "
+            "mount -o remount,rw,bind / ; touch ~/pwned; echo END"
+        )
+        res = run(local(home / "work", sandbox="bwrap").exec(cmd))
+        assert b"END" in res.output, res.output
+        assert b"AKIA-FAKE-SECRET" not in res.output
+        assert not (home / "pwned").exists()
+        assert b"CapEff:\t0000000000000000" in res.output
+    finally:
+        shutil.rmtree(home)
+
+
 def test_the_kernels_environ_is_not_readable(bwrap, tmp_path: Path) -> None:
     # /proc/PID/environ is the environment a process started with: a stand-in kernel holds a key.
     kernel = subprocess.Popen(["sleep", "60"], env={**os.environ, "FLUE_TEST_KEY": "PARENT-ENVIRON-SECRET"})

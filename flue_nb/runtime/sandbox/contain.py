@@ -107,8 +107,12 @@ _BASE = (
     "--unshare-uts",
     "--unshare-cgroup-try",
     # A user namespace is what lets an unprivileged user make the others. As root it adds nothing
-    # (bwrap leaves the command no capabilities either way) and costs several ms per command.
+    # (`--cap-drop ALL` below leaves the command no capabilities) and costs several ms per command.
     *(() if os.geteuid() == 0 else ("--unshare-user-try",)),
+    # As root, bwrap keeps the command's capabilities unless told: with CAP_SYS_ADMIN it could
+    # `umount` a mask (and read ~/.aws) or remount / read-write and write the host's /etc.
+    "--cap-drop",
+    "ALL",
     "--die-with-parent",
     "--ro-bind",
     "/",
