@@ -7,6 +7,7 @@ a `%flue` cell fails when its submission does, so CI fails loudly. `flue-nb demo
 `flue-nb verify NOTEBOOK` reruns a saved notebook in a fresh kernel, `%%flue` cells replaying
 their stored answers, and exits 0 only when it reproduces. `flue-nb eval DATASET --model MODEL`
 runs a dataset of notebook tasks (flue_nb.evals) and exits 1 below `--min-score`.
+`flue-nb kernel install --sandboxed` installs a kernelspec whose kernel runs under bubblewrap.
 
 Every error is one line on stderr and a non-zero exit, never a traceback (`FLUE_DEBUG=1` shows
 the traceback of an unexpected one).
@@ -425,6 +426,81 @@ def _acp_model(setting: str | None) -> Any:
         ) from None
 
 
+def _cmd_kernel(args: argparse.Namespace) -> int:
+    if not args.sandboxed:
+        raise CliError(
+            "only the sandboxed kernel is installed by flue-nb: add --sandboxed (a plain kernel of this "
+            "Python is `python -m ipykernel install --user`)"
+        )
+    from flue_nb.notebook.kernel.contained import install
+
+    where = install(
+        name=args.name,
+        display_name=args.display_name,
+        user=not args.sys_prefix,
+        prefix=sys.prefix if args.sys_prefix else args.prefix,
+        workspace=args.workspace,
+        allow_hosts=args.allow_host,
+        hide_paths=args.hide,
+        keep_env=args.keep_env,
+    )
+    print(f"Installed kernelspec {args.name} in {where}")
+    print(
+        "Its kernel runs under bubblewrap: writes only in its working directory"
+        + (f" ({args.workspace})" if args.workspace else " (the notebook's folder)")
+        + ", secrets hidden, network only to the model provider's host"
+        + (f" and {', '.join(args.allow_host)}" if args.allow_host else "")
+        + " through a filtering proxy."
+    )
+    return 0
+
+
+def _kernel_parser(sub: Any) -> None:
+    from flue_nb.notebook.kernel.contained import KERNEL_NAME
+
+    kernel = sub.add_parser("kernel", help="install a Jupyter kernel that runs under the sandbox (--sandboxed)")
+    ksub = kernel.add_subparsers(dest="kernel_command", required=True)
+    ins = ksub.add_parser(
+        "install",
+        help="install the kernelspec of a kernel that runs under bubblewrap, as `bash` does",
+        description="Install a kernelspec whose kernel runs under bubblewrap: the workspace writable, the "
+        "rest read-only, ~/.ssh, ~/.aws and the other secret places hidden, its own /tmp and /proc, and "
+        "network only through a filtering proxy to the model provider's host and the --allow-host hosts. Refused "
+        "where bubblewrap is missing.",
+    )
+    ins.add_argument("--sandboxed", action="store_true", help="the kernel runs under bubblewrap (required)")
+    ins.add_argument("--name", default=KERNEL_NAME, help=f"the kernelspec's name (default {KERNEL_NAME})")
+    ins.add_argument("--display-name", default="Python 3 (flue sandbox)", help="the name the launcher shows")
+    where = ins.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="in your Jupyter data dir (the default)")
+    where.add_argument("--sys-prefix", action="store_true", help="in this Python environment's prefix")
+    where.add_argument("--prefix", metavar="PREFIX", help="under PREFIX/share/jupyter/kernels")
+    ins.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the writable directory (default: the kernel's working directory, the notebook's folder)",
+    )
+    ins.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host the kernel may reach besides the model provider's ('pypi.org', '*.example.com', "
+        "'api.example.com:443'); repeat for more",
+    )
+    ins.add_argument(
+        "--hide", action="append", default=[], metavar="PATH", help="a place hidden besides the standard ones"
+    )
+    ins.add_argument(
+        "--keep-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a secret-looking environment variable the kernel keeps (model keys are kept; others are dropped)",
+    )
+    ins.set_defaults(fn=_cmd_kernel)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `flue-nb` command."""
     parser = argparse.ArgumentParser(prog="flue-nb", description=__doc__.split("\n")[0])
@@ -488,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     acp.add_argument("--db", metavar="DB", help="the store (default: $FLUE_DB, else the session directory's "
                      ".flue/flue.sqlite)")  # fmt: skip
     acp.set_defaults(fn=_cmd_acp)
+    _kernel_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))

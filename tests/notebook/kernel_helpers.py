@@ -87,10 +87,23 @@ class Run:
 class Kernel:
     """One real kernel started from the venv with isolated dirs, in `cwd`."""
 
-    def __init__(self, root: Path, cwd: Path, *, python: str = sys.executable, **env: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cwd: Path,
+        *,
+        python: str = sys.executable,
+        kernel_name: str | None = None,
+        **env: str,
+    ) -> None:
+        """`kernel_name`: a kernelspec installed in `root`'s data dir, instead of the plain one."""
         self.root = root
         self.env = jupyter_env(root, **env)
-        self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root, python))
+        if kernel_name is None:
+            self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root, python))
+        else:
+            specs = KernelSpecManager(kernel_dirs=[str(root / "data" / "kernels")])
+            self.km = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
         self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
         self.km.start_kernel(env=self.env, cwd=str(cwd))
         self.kc = self._client()

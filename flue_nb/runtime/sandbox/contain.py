@@ -26,7 +26,16 @@ from typing import Literal, get_args
 
 from flue_nb.runtime.errors import ConfigError
 
-__all__ = ["SECRET_PLACES", "Containment", "SandboxLevel", "check_level", "containment"]
+__all__ = [
+    "KERNEL_SANDBOX_ENV",
+    "SECRET_PLACES",
+    "Containment",
+    "SandboxLevel",
+    "check_level",
+    "containment",
+    "inside_sandboxed_kernel",
+    "unavailable",
+]
 
 SandboxLevel = Literal["auto", "bwrap", "none"]
 
@@ -54,11 +63,49 @@ _PROXY_DIR = "/run/flue" if os.path.isdir("/run") else "/tmp/.flue"
 _PROXY_SOCKET = f"{_PROXY_DIR}/proxy.sock"
 _FORWARDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forward.py")
 
-INSTALL_HINT = (
+KERNEL_SANDBOX_ENV = "FLUE_SANDBOXED_KERNEL"
+"""Set by the sandboxed kernel's launcher to what its sandbox allows, in words."""
+
+_INSTALL = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
-    "bubblewrap`; Arch: `sudo pacman -S bubblewrap`), or opt out and run commands as yourself with "
-    'sandbox=\'none\' (`c.FlueMagics.sandbox = "none"`, or `flue.kernel(sandbox="none")`)'
+    "bubblewrap`; Arch: `sudo pacman -S bubblewrap`)"
 )
+_USERNS = (
+    "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or user.max_user_namespaces > 0)"
+)
+_OPT_OUT = (
+    "opt out and run commands as yourself with sandbox='none' (`c.FlueMagics.sandbox = \"none\"`, or "
+    '`flue.kernel(sandbox="none")`)'
+)
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap") if sys.platform.startswith("linux") else None
+
+
+def unavailable() -> tuple[str, str] | None:
+    """Why bubblewrap cannot contain anything on this machine and how to fix it, or None when it can."""
+    bwrap = _bwrap()
+    if bwrap is None:
+        where = "on this system" if sys.platform.startswith("linux") else f"on {sys.platform} (it is Linux-only)"
+        return f"bubblewrap (`bwrap`) is not installed {where}", _INSTALL
+    why = _probe(bwrap)
+    if why is not None:
+        return f"bubblewrap cannot create a sandbox here ({why})", _USERNS
+    return None
+
+
+def inside_sandboxed_kernel() -> str:
+    """What the sandbox of the kernel this process runs in allows (`KERNEL_SANDBOX_ENV`), or ""
+    outside one. The variable alone is not taken for it: PID 1 must be bubblewrap's."""
+    said = os.environ.get(KERNEL_SANDBOX_ENV, "")
+    if not said:
+        return ""
+    try:
+        with open("/proc/1/comm", encoding="utf-8") as f:
+            return said if f.read().strip() == "bwrap" else ""
+    except OSError:
+        return ""
 
 
 def check_level(level: object) -> SandboxLevel:
@@ -156,34 +203,26 @@ class Containment:
 
     def bwrap(self) -> str | None:
         """The bubblewrap binary on this machine, or None."""
-        if not sys.platform.startswith("linux"):
-            return None
-        return shutil.which("bwrap")
+        return _bwrap()
 
     def refusal(self) -> str | None:
         """Why commands cannot run contained here and what to do, or None when they can."""
-        if not self.active:
+        if not self.active or inside_sandboxed_kernel():
             return None
-        bwrap = self.bwrap()
-        if bwrap is None:
-            where = "on this system" if sys.platform.startswith("linux") else f"on {sys.platform} (it is Linux-only)"
-            return (
-                f"flue sandbox ({self.level}): the command was not run, because bubblewrap (`bwrap`) is "
-                f"not installed {where} and commands never run uncontained unless you opt out. To fix: "
-                f"{INSTALL_HINT}."
-            )
-        why = _probe(bwrap)
-        if why is not None:
-            return (
-                f"flue sandbox ({self.level}): the command was not run, because bubblewrap cannot create "
-                f"a sandbox here ({why}). Enable unprivileged user namespaces (sysctl "
-                "kernel.unprivileged_userns_clone=1, or user.max_user_namespaces > 0), or opt out with "
-                "sandbox='none'."
-            )
-        return None
+        missing = unavailable()
+        if missing is None:
+            return None
+        why, fix = missing
+        return (
+            f"flue sandbox ({self.level}): the command was not run, because {why}, and commands never "
+            f"run uncontained unless you opt out. To fix: {fix}, or {_OPT_OUT}."
+        )
 
     def describe(self, workspace: str) -> str:
         """One line for `%flue status`: what a command can reach."""
+        kernel = inside_sandboxed_kernel()
+        if kernel:
+            return f"{self.level}, inside the sandboxed kernel, whose sandbox holds every command: {kernel}"
         if not self.active:
             return "none: commands run as you, with your files and network"
         refused = self.refusal()
@@ -230,19 +269,38 @@ class Containment:
         return out
 
     def wrap(
-        self, argv: Sequence[str], *, workspace: str, workdir: str, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: str,
+        workdir: str,
+        env: Mapping[str, str],
+        binds: Sequence[str] = (),
+        new_session: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
-        """`argv` and `env` made into the bubblewrap command that runs it contained."""
+        """`argv` and `env` made into the bubblewrap command that runs it contained.
+
+        `binds` are directories writable inside besides the workspace, at the same path (the
+        sandboxed kernel's socket directory); `new_session` starts the command in its own session
+        (`setsid`), so signals sent to the caller's process group do not reach it.
+        """
+        if inside_sandboxed_kernel():
+            # Already inside: nested bubblewrap cannot mount a /proc here, and the kernel's own
+            # sandbox (files, /proc, network) holds whatever this command starts.
+            return list(argv), {**env, "TMPDIR": "/tmp"}
         bwrap = self.bwrap()
         assert bwrap is not None, "wrap() after refusal() said None"
         workspace = os.path.realpath(workspace)
         masks = self.masks(workspace)
-        args = [bwrap, *_BASE]
+        args = [bwrap, *_BASE, *(("--new-session",) if new_session else ())]
         # A mask over a parent of the workspace goes first (left writable: the workspace's mount
         # point is made in it), so the workspace shows through it; the others go over the workspace.
         for real in [m for m in masks if _under(workspace, m)]:
             args += ["--tmpfs", real]
         args += ["--bind", workspace, workspace]
+        for extra in binds:
+            real = os.path.realpath(extra)
+            args += ["--bind", real, real]
         for real in _needed_under_private(argv, workspace):
             args += ["--ro-bind", real, real]
         for real in [m for m in masks if not _under(workspace, m)]:
