@@ -7,7 +7,9 @@ same store.
 
 - JupyterLab, approval (issue 19.3): A's chat asks for a `bash` call; B's chat offers it (saying
   it was asked in a.ipynb); the click in B lets A's run finish, and both cards say where it was
-  approved.
+  approved. Then A asks for another command, and its card's "Always allow" button (issue 36.2;
+  not on B's copy of A's request) approves it and keeps a grant: asked for the same command
+  again, A runs it without asking.
 - JupyterLab, then Notebook 7 (the same kernels), a view converges (issue 33.2): B sends a slow
   message, A one meanwhile; B's kernel runs A's after its own, so A's chat learns how it went
   from the store alone, and A's kernel (cell 2 of a.ipynb) loses that news on purpose once A's
@@ -80,6 +82,31 @@ def approve(a: Page, b: Page) -> None:
     expect(chat_b.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
     chat_b.screenshot(path=str(OUT / "approved-in-b.png"))
     step("B: its card and the answer follow (approved-in-b.png)")
+
+    send(chat_a, "always run the other one")
+    card_a = chat_a.locator(".flue-tool-awaiting_approval")
+    expect(card_a).to_contain_text("echo always-run", timeout=TIMEOUT)
+    always = card_a.locator(".flue-always")
+    expect(always).to_have_text("Always allow this command in this conversation")
+    card_a.screenshot(path=str(OUT / "always-allow.png"))
+    # In B it is kernel A's request: the grant is A's rules' to offer, so B's card has no such button.
+    expect(chat_b.locator(".flue-tool-awaiting_approval")).to_contain_text("echo always-run", timeout=TIMEOUT)
+    expect(chat_b.locator(".flue-always")).to_have_count(0)
+    step("A: the new call offers Always allow, B's copy of it does not (always-allow.png)")
+    always.click()
+    expect(chat_a.locator(".flue-outcome")).to_have_count(2, timeout=TIMEOUT)
+    expect(chat_a.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
+    send(chat_a, "always run the other one")
+    expect(chat_a.locator(".flue-outcome")).to_have_count(3, timeout=TIMEOUT)
+    expect(chat_a.locator(".flue-outcome").last).to_have_text("✓ completed", timeout=TIMEOUT)
+    expect(chat_a.locator(".flue-tool-awaiting_approval")).to_have_count(0)
+    again = chat_a.locator(".flue-tool-ok", has_text="echo always-run").last
+    again.locator("summary").first.click()  # open the card: it names the grant that let it run
+    expect(again).to_contain_text("allowed for this conversation: bash 'echo always-run'")
+    chat_a.screenshot(path=str(OUT / "always-allowed.png"))
+    step("A: the same command again ran without asking, by the grant (always-allowed.png)")
+    expect(chat_b.locator(".flue-outcome")).to_have_count(3, timeout=TIMEOUT)
+    expect(chat_b.locator(".flue-state")).to_have_text("idle", timeout=TIMEOUT)
 
 
 def settled(text: str) -> tuple[str, str, float]:

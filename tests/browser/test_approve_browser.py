@@ -4,7 +4,9 @@ the other's chat (issue 19.3), and no chat stays "running…" after the store se
 
 The driver (`drive_approve.py`, in `.venv-browser`) opens a.ipynb and b.ipynb in two pages: two
 kernels, one store (the server's working directory), one conversation. In JupyterLab, A's run
-waits for approval of a `bash` call; Approve clicked in B's chat lets it go on. Then, in
+waits for approval of a `bash` call; Approve clicked in B's chat lets it go on; then A's own card
+offers "Always allow this command in this conversation", and once clicked the same command runs
+unasked the next time. Then, in
 JupyterLab and again in Notebook 7 (the same kernels), B sends a slow message and A one meanwhile,
 which B's kernel runs after its own: A's chat learns how its message ended from the store alone,
 and A's kernel loses that news on purpose (cell 2 of a.ipynb); the chat must still show it
@@ -38,6 +40,10 @@ async def brain(req):
     if last.startswith("meanwhile"):  # long enough for A's chat to show it running
         await asyncio.sleep(4)
         return reply(f"Meanwhile done (run in {HERE}).")
+    if last.startswith("always"):  # the command the test always allows, asked for anew each time
+        if req.messages[-1].kind == "tool_result":
+            return reply("The command ran.")
+        return reply("I need to run a command.", tool_call("bash", command="echo always-run"))
     if not any(m.kind == "tool_result" for m in req.messages):
         return reply("I need to run a command.", tool_call("bash", command="echo approved-run"))
     return reply("The command ran and printed `approved-run`.")

@@ -63,6 +63,26 @@ assert.match(denied, /flue-tool-denied/);
 assert.doesNotMatch(denied, /flue-tool-error/);
 assert.match(denied, /denied by the approval policy/);
 
+// A card waiting for approval offers "Always allow" when the rules offer a grant (`always`), worded
+// by what the grant covers; a card with none (a place that runs code later) offers Approve and Deny.
+const asking = (name, always) => chat.part(ctx, {
+  kind: "tool", call_id: "c3", name, summary: "s", status: "awaiting_approval", duration_ms: null,
+  input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: null, result_kind: "text", result_lang: "",
+  namespace: null, approval: null, ask: `${name}: s`, asked_at: null, always, images: [], task: null,
+}, "k5");
+assert.match(asking("bash", "make test"), /Deny<\/button> <button class="flue-btn flue-always" data-call="c3" title="Approve, and run bash calls matching make test without asking for the rest of this conversation \(%flue status lists it; %flue revoke bash takes it back\)">Always allow this command in this conversation<\/button>/);
+assert.match(asking("python", "*"), />Always allow python in this conversation</);
+assert.match(asking("write", "data/a.csv"), />Always allow writes to this file in this conversation</);
+assert.doesNotMatch(asking("write", null), /flue-always/);
+assert.match(asking("write", null), /flue-approve/);
+const byGrant = chat.part(ctx, {
+  kind: "tool", call_id: "c4", name: "bash", summary: "ls", status: "ok", duration_ms: 1,
+  input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: null, result_kind: "text", result_lang: "",
+  namespace: null, ask: null, asked_at: null, always: null, images: [], task: null,
+  approval: { reason: "allowed", approved: true, policy: "allow", rule: "allowed for this conversation: bash 'ls'" },
+}, "k6");
+assert.match(byGrant, /<div class="flue-muted flue-answered">allowed for this conversation: bash &#39;ls&#39;<\/div>/);
+
 // Call ids repeat across submissions (issue 33.3): a card's key is its place, so opening the old
 // turn's card does not open the new turn's.
 const again = (id) => chat.blockPieces(ctx, { id, kind: "submission", text: "", state: "settled", outcome: "completed",

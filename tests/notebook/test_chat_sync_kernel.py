@@ -154,6 +154,31 @@ def test_an_approval_is_offered_in_every_chat_and_the_first_answer_wins_19_3(tmp
     assert (tmp_path / "ran.txt").read_text() == "ran\n"
 
 
+def test_always_allow_in_a_chat_keeps_a_grant_status_shows_and_the_same_call_runs_unasked(tmp_path: Path) -> None:
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok(SETUP + ASKER + CARD)
+        kernel.ok("%flue chat -c aw --approval ask")
+        kernel.ok("w = open_widgets()[-1]; w.send_message('write the file')")
+        asked = json.loads(kernel.ok("print(json.dumps(wait_card(w, 'k1', 'awaiting_approval')))").stdout)
+        # The card's "Always allow" button: what the browser sends when it is clicked.
+        kernel.ok("w._on_browser_msg(w, {'type': 'approve', 'call_id': 'k1', 'approved': True, 'always': True}, [])")
+        first = json.loads(kernel.ok("print(json.dumps(settled(w, 1)))").stdout)
+        status = kernel.ok("%flue -c aw status").text()
+        kernel.ok("w.send_message('write it again')")
+        second = json.loads(kernel.ok("print(json.dumps(settled(w, 2)))").stdout)
+    finally:
+        kernel.shutdown()
+    assert asked["always"] == "echo ran > ran.txt", asked  # the grant the button offers
+    [tool1] = [p for p in first["parts"] if p["kind"] == "tool"]
+    assert tool1["approval"]["reason"] == "approved" and tool1["always"] is None
+    assert "always allowed here: bash 'echo ran > ran.txt'" in status
+    # The same call again: allowed by the grant, never put to anyone.
+    [tool2] = [p for p in second["parts"] if p["kind"] == "tool"]
+    assert tool2["status"] == "ok" and tool2["approval"]["reason"] == "allowed", tool2
+    assert tool2["approval"]["rule"] == "allowed for this conversation: bash 'echo ran > ran.txt'"
+
+
 def test_approval_timeout_falls_back_to_the_headless_policy_19_7(tmp_path: Path) -> None:
     kernel = Kernel(tmp_path / "jupyter", tmp_path)
     try:

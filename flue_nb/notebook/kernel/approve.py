@@ -30,6 +30,7 @@ __all__ = [
     "asked_in_views",
     "default_approver",
     "notebook_approver",
+    "offered",
     "prompts",
     "use_host_approver",
 ]
@@ -96,6 +97,12 @@ async def notebook_approver(request: ApprovalRequest, *, timeout: float | None =
         return await _notebook_approver(request, timeout=timeout)
     finally:
         _offered.pop(request.call_id, None)
+
+
+def offered(call_id: str) -> Any:
+    """The grant "always allow this for this conversation" would give for the call being asked
+    about here (a `Grant`), or None when none is offered."""
+    return _offered.get(call_id)
 
 
 def always_allow(call_id: str, session: Any) -> Any:

@@ -301,7 +301,7 @@ class Fold:
         else:
             tool.status = "denied" if denied else ("error" if e.is_error else "ok")
         tool.duration_ms, tool.result, tool.is_error = e.duration_ms, unfenced(e.content), e.is_error
-        tool.ask = tool.asked_at = None
+        tool.ask = tool.asked_at = tool.always = None
         tool.namespace = e.namespace
         tool.images = images_of(e)
         tool.details = dict(details) if details else None
@@ -439,7 +439,7 @@ def _close_running(parts: list[Part], outcome: str) -> None:
             closed = stopped and p.status == "error" and p.duration_ms is None
             if p.status in ("running", "awaiting_approval") or closed:
                 p.status = "aborted" if outcome == "aborted" else "failed"
-                p.ask = p.asked_at = None
+                p.ask = p.asked_at = p.always = None
             if p.task is not None:
                 _close_running(p.task.parts, outcome)
         elif isinstance(p, CompactionPart):

@@ -118,6 +118,10 @@ class ToolPart:
     """While running: what the tool last reported (`3/10 · indexing`), from `ToolUpdate`."""
     asked_at: float | None = None
     """While awaiting approval: when the question was put (epoch seconds)."""
+    always: str | None = None
+    """While awaiting approval here: the pattern "Always allow" would grant for this tool in the
+    conversation (`*`: every call; the command or path itself for `bash`, `write`, `edit`);
+    None when it is not offered (a place that runs code later, a request from another kernel)."""
     images: list[ImageRef] = field(default_factory=list)
     details: dict[str, Any] | None = None
     """What the tool told observers about the call (never sent to the model)."""

@@ -259,6 +259,8 @@ function approvalNote(a) {
   const why = a.reason ? ANSWERED[a.reason] : undefined;
   // Where it was answered, when another view of the conversation could have: "in nb.ipynb (kernel …)".
   if (why) return `<div class="flue-muted flue-answered">${why}${a.by && a.reason !== "policy" ? " in " + esc(a.by) : ""}</div>`;
+  // Run without asking by a rule or a grant other than the plain default: which one.
+  if (a.reason === "allowed" && a.rule) return `<div class="flue-muted flue-answered">${esc(a.rule)}</div>`;
   if (a.reason === "ended") {
     return `<div class="flue-muted flue-answered">the approval request ended${a.detail ? ": " + esc(a.detail) : ""}</div>`;
   }
@@ -299,6 +301,22 @@ function toolMeta(t, st, gone) {
 }
 
 /**
+ * "Always allow": approves the call and keeps a grant with the conversation, when the rules offer
+ * one (`t.always`: the tool's pattern; never for a place that runs code later).
+ * @param {ToolJSON} t
+ */
+function alwaysButton(t) {
+  if (t.always == null) return "";
+  const what = t.always === "*" ? t.name
+    : t.name === "bash" ? "this command"
+    : t.name === "write" ? "writes to this file"
+    : t.name === "edit" ? "edits of this file" : `${t.name} calls like this`;
+  const scope = t.always === "*" ? `every ${t.name} call` : `${t.name} calls matching ${t.always}`;
+  const title = `Approve, and run ${scope} without asking for the rest of this conversation (%flue status lists it; %flue revoke ${t.name} takes it back)`;
+  return ` <button class="flue-btn flue-always" data-call="${esc(t.call_id)}" title="${esc(title)}">Always allow ${esc(what)} in this conversation</button>`;
+}
+
+/**
  * @param {Ctx} ctx
  * @param {ToolJSON} t
  * @param {string} at  the part's place (block and index): call ids repeat across submissions
@@ -317,7 +335,7 @@ function toolCard(ctx, t, at) {
   if (st === "awaiting_approval" && !ctx.gone) {
     body += `<div class="flue-ask" role="alert"><div>${esc(t.ask || "")}</div>` +
       (ctx.interactive
-        ? `<button class="flue-btn flue-approve" data-call="${esc(t.call_id)}">Approve</button> <button class="flue-btn flue-deny" data-call="${esc(t.call_id)}">Deny</button>`
+        ? `<button class="flue-btn flue-approve" data-call="${esc(t.call_id)}">Approve</button> <button class="flue-btn flue-deny" data-call="${esc(t.call_id)}">Deny</button>${alwaysButton(t)}`
         : `<span class="flue-muted">answer in the prompt under the cell</span>`) + "</div>";
   }
   if (t.result && (t.result.text || t.status !== "ok")) {
@@ -933,8 +951,9 @@ async function render({ model, el }) {
     }
     if (e.target.closest(".flue-overlay")) { $(".flue-overlay").hidden = true; return; }
     const b = e.target.closest("button");
-    if (b && (b.classList.contains("flue-approve") || b.classList.contains("flue-deny"))) {
-      if (b.dataset.call) model.send({ type: "approve", call_id: b.dataset.call, approved: b.classList.contains("flue-approve") });
+    if (b && (b.classList.contains("flue-approve") || b.classList.contains("flue-deny") || b.classList.contains("flue-always"))) {
+      const always = b.classList.contains("flue-always");
+      if (b.dataset.call) model.send({ type: "approve", call_id: b.dataset.call, approved: always || b.classList.contains("flue-approve"), always });
       b.parentElement?.querySelectorAll("button").forEach((x) => { x.disabled = true; });
       return;
     }

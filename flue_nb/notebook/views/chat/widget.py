@@ -587,24 +587,33 @@ class ChatWidget(anywidget.AnyWidget):
         """Show Approve / Deny on the call's card and wait for the click."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
+        grant = approve.offered(call_id)  # what "Always allow" would grant, when the rules offer it
         with self._lock:
             self._approvals[call_id] = (loop, fut)
             # When it started: a card waiting with nobody answering says for how long.
-            self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary, asked_at=time.time())
+            self.fold.mark_tool(
+                call_id,
+                status="awaiting_approval",
+                ask=summary,
+                asked_at=time.time(),
+                always=grant.pattern if grant is not None else None,
+            )
         self._push()
         try:
             approved = await fut
         except asyncio.CancelledError:
             # Answered elsewhere or timed out: the buttons go, the tool's result says the rest.
             with self._lock:
-                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None)
+                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None, always=None)
             self._push()
             raise
         finally:
             with self._lock:
                 self._approvals.pop(call_id, None)
         with self._lock:
-            self.fold.mark_tool(call_id, status="running" if approved else "denied", ask=None, asked_at=None)
+            self.fold.mark_tool(
+                call_id, status="running" if approved else "denied", ask=None, asked_at=None, always=None
+            )
         self._push()
         return approved
 
@@ -614,7 +623,7 @@ class ChatWidget(anywidget.AnyWidget):
             if summary is not None:
                 self.fold.mark_tool(call_id, status="awaiting_approval", ask=summary, asked_at=time.time())
             else:
-                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None)
+                self.fold.mark_tool(call_id, status="running", ask=None, asked_at=None, always=None)
         self._push()
 
     def answer(self, call_id: str, approved: bool) -> bool:

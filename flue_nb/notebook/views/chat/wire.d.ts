@@ -69,6 +69,7 @@ export interface ToolJSON {
   approval: ApprovalJSON | null;
   ask: string | null;
   asked_at: number | null;
+  always: string | null;
   progress: string;
   images: ImageJSON[];
   task: TaskJSON | null;

@@ -146,6 +146,8 @@ class ToolJSON(TypedDict):
     approval: ApprovalJSON | None
     ask: str | None
     asked_at: float | None
+    always: str | None
+    """What "Always allow" would grant (the tool's pattern), when the card offers it."""
     progress: str
     images: list[ImageJSON]
     task: TaskJSON | None
@@ -446,7 +448,7 @@ def _tool(t: ToolPart) -> ToolJSON:
         "result_kind": card.result if not t.is_error else "text",
         "result_lang": _lang(card.result_lang, t.input) if card.result == "code" else "",
         "namespace": _namespace(t.namespace) if t.namespace is not None else None,
-        "approval": _approval(t.approval) if t.approval is not None else None, "ask": t.ask, "asked_at": t.asked_at, "progress": t.progress,
+        "approval": _approval(t.approval) if t.approval is not None else None, "ask": t.ask, "asked_at": t.asked_at, "always": t.always, "progress": t.progress,
         "images": [_image(i) for i in t.images],
         "task": _task(t.task) if t.task is not None else None,
         "effects": _effects_count(t.details),
