@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -17,4 +18,13 @@ def alive(needle: str) -> list[int]:
             continue
         if needle in cmdline and state != "Z":
             found.append(int(pid))
+    return found
+
+
+def gone(needle: str, within: float = 10.0) -> list[int]:
+    """`alive(needle)` once it is empty, or after `within` seconds: the kernel tears a killed PID
+    namespace down asynchronously, so a process can outlive its killer's return by moments."""
+    deadline = time.monotonic() + within
+    while (found := alive(needle)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return found

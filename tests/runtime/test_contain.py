@@ -21,7 +21,7 @@ from flue_nb.runtime.sandbox.contain import containment
 from flue_nb.runtime.sandbox.local import LocalSandbox, local
 from flue_nb.runtime.sandbox.proxy import host_allowed
 from tests.bwrap import require_bwrap
-from tests.procs import alive
+from tests.procs import gone
 
 
 def run(coro):
@@ -265,9 +265,9 @@ def test_without_bwrap_the_read_tools_fixed_programs_still_run(tmp_path: Path, m
 
 def test_the_kill_semantics_hold_under_bwrap(bwrap, tmp_path: Path) -> None:
     sb = local(tmp_path, sandbox="bwrap")
-    res = run(sb.exec("sleep 31338.1 & echo up; sleep 300", timeout=0.5))
+    res = run(sb.exec("sleep 31338.1 & echo up; sleep 300", timeout=3))
     assert res.exit_code == 124 and res.timed_out and res.output == b"up\n"
-    assert alive("sleep 31338.1") == []
+    assert gone("sleep 31338.1") == []
 
     async def abort() -> None:
         task = asyncio.ensure_future(sb.exec("sleep 31338.2 & sleep 300"))
@@ -277,14 +277,14 @@ def test_the_kill_semantics_hold_under_bwrap(bwrap, tmp_path: Path) -> None:
             await task
 
     run(abort())
-    assert alive("sleep 31338.2") == []
+    assert gone("sleep 31338.2") == []
     assert run(sb.exec("kill -9 $$")).exit_code == 137
     assert run(sb.exec("exit 5")).exit_code == 5
     missing = run(sb.exec(["no-such-program-flue"]))
     assert missing.exit_code == 127 and b"not found" in missing.output
     # A background child ends with the command: the sandbox's PID namespace goes with it.
     run(sb.exec("sleep 31338.3 &"))
-    assert alive("sleep 31338.3") == []
+    assert gone("sleep 31338.3") == []
 
 
 def test_a_program_and_a_python_under_tmp_are_there_inside(bwrap, tmp_path: Path, monkeypatch) -> None:
