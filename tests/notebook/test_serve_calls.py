@@ -240,7 +240,49 @@ def test_a_client_that_disconnects_mid_call_cancels_it(served):
     [sub] = session.store.submissions(session.conversation_id)
     settled = session.wait(sub.id, timeout=30)
     assert settled.outcome == Outcome.ABORTED
+    # Read once the code has let go of its thread: an abort that missed the code left it
+    # running past the record's settling, and it appended later.
+    assert _code_thread_free()
     assert "finished" not in ns["ran"]
+
+
+def test_a_call_cancelled_just_as_its_code_starts_is_interrupted():
+    # The cancellation lands after the code took its thread but before the waiting coroutine
+    # saw it start. Python 3.11's `wait_for` then returned instead of raising: the abort was
+    # lost and the code ran to its end (a client disconnecting mid-call, about half the time).
+    import time
+
+    from flue_nb.notebook.serve._main_thread import MainThread
+
+    code_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=code_loop.run_forever, name="test-code", daemon=True)
+    thread.start()
+    began, ran = threading.Event(), []
+
+    def code() -> None:
+        began.set()
+        for _ in range(250):
+            time.sleep(0.02)
+        ran.append("finished")
+
+    async def main() -> None:
+        call = asyncio.ensure_future(MainThread(code_loop, busy_timeout=30)(code))
+        await asyncio.sleep(0)  # the call posts its code to the code thread
+        # This loop is held until the code runs, so the notice that it started is queued when
+        # the cancellation comes: both reach the waiting call together.
+        assert began.wait(10)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    try:
+        asyncio.run(main())
+        assert _code_thread_free()
+        assert ran == []
+    finally:
+        code_loop.call_soon_threadsafe(code_loop.stop)
+        thread.join(10)
+        code_loop.close()
 
 
 def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, capfd):
