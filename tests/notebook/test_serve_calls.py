@@ -285,6 +285,41 @@ def test_a_call_cancelled_just_as_its_code_starts_is_interrupted():
         code_loop.close()
 
 
+def test_a_call_cancelled_just_as_its_turn_comes_passes_the_turn_on():
+    # As above, for a call waiting behind another in its conversation: cancelled after its turn
+    # had been handed over but before it resumed, it took the turn and ran although its client
+    # had gone. The cancellation is tried at each point of the hand-over, a loop step apart.
+    from flue_nb.notebook.serve._calls import _Turns
+
+    async def cancelled_after(hops: int) -> tuple[bool, bool, bool]:
+        turns = _Turns()
+        assert await turns.take("c", 1)
+        waiting = asyncio.ensure_future(turns.take("c", 30))
+        await asyncio.sleep(0)  # it queues behind the holder
+        loop, cancelled = asyncio.get_running_loop(), asyncio.Event()
+
+        def hop(left: int) -> None:
+            if left:
+                loop.call_soon(hop, left - 1)
+            elif waiting.cancel():
+                cancelled.set()
+
+        turns.give("c")  # the turn is handed over: the waiting call resumes a few steps later
+        loop.call_soon(hop, hops)
+        try:
+            took = await waiting
+        except asyncio.CancelledError:
+            took = False
+        if took:
+            turns.give("c")
+        return cancelled.is_set(), took, await turns.take("c", 0.1)
+
+    for hops in range(8):
+        cancelled, took, free = asyncio.run(cancelled_after(hops))
+        assert not (cancelled and took), f"cancelled {hops} loop steps after the hand-over, it took the turn"
+        assert free, "the cancelled call kept the turn"
+
+
 def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, capfd):
     from mcp.shared.exceptions import MCPError
 
