@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 from typing import Any
@@ -327,10 +328,16 @@ def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, cap
     started = threading.Event()
     ns["started"] = started
     slow = "started.set()\nimport time\nfor _ in range(500):\n    time.sleep(0.02)\nran.append('finished')"
+    # uvicorn prints through its own loggers, set up when serving starts (capfd does not see
+    # their stream): what they log is read here.
+    logged = _Logged()
+    logging.getLogger("uvicorn").addHandler(logged)
 
     async def steps(s):
         call = asyncio.ensure_future(s.call_tool("python", {"code": slow}))
         assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10), "the call's code never ran"
+        # The client still holds its event stream (the GET every session opens): stop used to
+        # wait for it, then cut it off with uvicorn's tracebacks on stderr.
         await asyncio.get_running_loop().run_in_executor(None, served.stop)
         try:
             answered = await call
@@ -338,7 +345,20 @@ def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, cap
             return exc
         return answered  # the assertion below shows what came back instead of the error
 
-    error = asyncio.run(_open(served.url, served.token, "stopper", steps))
+    try:
+        error = asyncio.run(_open(served.url, served.token, "stopper", steps))
+    finally:
+        logging.getLogger("uvicorn").removeHandler(logged)
     assert isinstance(error, MCPError) and "stopped serving" in str(error), error
     assert "finished" not in ns["ran"]
     assert "Traceback" not in capfd.readouterr().err
+    assert [r.getMessage() for r in logged.records if r.levelno >= logging.ERROR] == []
+
+
+class _Logged(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
