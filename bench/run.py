@@ -147,7 +147,11 @@ BENCHES: list[tuple[str, str, Callable[[bool], list[Result]]]] = [
     ("tracing", "tracing cost per turn (no-op exporter)", _module("tracing_cost")),
     ("follow", "commit to redraw in another process (notify vs poll)", _module("follow_delay")),
     ("mcpbig", "a huge MCP tool result, stdio and HTTP", _module("mcp_big_result")),
-    ("adversarial", "lost, duplicated, hangs, tracebacks, leaks, unfenced (issues 20, 32)", _module("adversarial")),
+    (
+        "adversarial",
+        "lost, duplicated, hangs, tracebacks, leaks, unfenced, overspent, late, untrue, ran on, retried (issues 20, 32)",
+        _module("adversarial"),
+    ),
     ("heartbeat", "the chat views' heartbeat", _module("heartbeat")),
     ("sandbox", "the sandbox's cost per bash call", _module("sandbox_cost")),
     ("effects", "recording a python call's effects", _module("effects_cost")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 from typing import Any
@@ -240,7 +241,84 @@ def test_a_client_that_disconnects_mid_call_cancels_it(served):
     [sub] = session.store.submissions(session.conversation_id)
     settled = session.wait(sub.id, timeout=30)
     assert settled.outcome == Outcome.ABORTED
+    # Read once the code has let go of its thread: an abort that missed the code left it
+    # running past the record's settling, and it appended later.
+    assert _code_thread_free()
     assert "finished" not in ns["ran"]
+
+
+def test_a_call_cancelled_just_as_its_code_starts_is_interrupted():
+    # The cancellation lands after the code took its thread but before the waiting coroutine
+    # saw it start. Python 3.11's `wait_for` then returned instead of raising: the abort was
+    # lost and the code ran to its end (a client disconnecting mid-call, about half the time).
+    import time
+
+    from flue_nb.notebook.serve._main_thread import MainThread
+
+    code_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=code_loop.run_forever, name="test-code", daemon=True)
+    thread.start()
+    began, ran = threading.Event(), []
+
+    def code() -> None:
+        began.set()
+        for _ in range(250):
+            time.sleep(0.02)
+        ran.append("finished")
+
+    async def main() -> None:
+        call = asyncio.ensure_future(MainThread(code_loop, busy_timeout=30)(code))
+        await asyncio.sleep(0)  # the call posts its code to the code thread
+        # This loop is held until the code runs, so the notice that it started is queued when
+        # the cancellation comes: both reach the waiting call together.
+        assert began.wait(10)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    try:
+        asyncio.run(main())
+        assert _code_thread_free()
+        assert ran == []
+    finally:
+        code_loop.call_soon_threadsafe(code_loop.stop)
+        thread.join(10)
+        code_loop.close()
+
+
+def test_a_call_cancelled_just_as_its_turn_comes_passes_the_turn_on():
+    # As above, for a call waiting behind another in its conversation: cancelled after its turn
+    # had been handed over but before it resumed, it took the turn and ran although its client
+    # had gone. The cancellation is tried at each point of the hand-over, a loop step apart.
+    from flue_nb.notebook.serve._calls import _Turns
+
+    async def cancelled_after(hops: int) -> tuple[bool, bool, bool]:
+        turns = _Turns()
+        assert await turns.take("c", 1)
+        waiting = asyncio.ensure_future(turns.take("c", 30))
+        await asyncio.sleep(0)  # it queues behind the holder
+        loop, cancelled = asyncio.get_running_loop(), asyncio.Event()
+
+        def hop(left: int) -> None:
+            if left:
+                loop.call_soon(hop, left - 1)
+            elif waiting.cancel():
+                cancelled.set()
+
+        turns.give("c")  # the turn is handed over: the waiting call resumes a few steps later
+        loop.call_soon(hop, hops)
+        try:
+            took = await waiting
+        except asyncio.CancelledError:
+            took = False
+        if took:
+            turns.give("c")
+        return cancelled.is_set(), took, await turns.take("c", 0.1)
+
+    for hops in range(8):
+        cancelled, took, free = asyncio.run(cancelled_after(hops))
+        assert not (cancelled and took), f"cancelled {hops} loop steps after the hand-over, it took the turn"
+        assert free, "the cancelled call kept the turn"
 
 
 def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, capfd):
@@ -250,10 +328,16 @@ def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, cap
     started = threading.Event()
     ns["started"] = started
     slow = "started.set()\nimport time\nfor _ in range(500):\n    time.sleep(0.02)\nran.append('finished')"
+    # uvicorn prints through its own loggers, set up when serving starts (capfd does not see
+    # their stream): what they log is read here.
+    logged = _Logged()
+    logging.getLogger("uvicorn").addHandler(logged)
 
     async def steps(s):
         call = asyncio.ensure_future(s.call_tool("python", {"code": slow}))
         assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10), "the call's code never ran"
+        # The client still holds its event stream (the GET every session opens): stop used to
+        # wait for it, then cut it off with uvicorn's tracebacks on stderr.
         await asyncio.get_running_loop().run_in_executor(None, served.stop)
         try:
             answered = await call
@@ -261,7 +345,20 @@ def test_stop_during_a_call_answers_the_client_with_a_json_rpc_error(served, cap
             return exc
         return answered  # the assertion below shows what came back instead of the error
 
-    error = asyncio.run(_open(served.url, served.token, "stopper", steps))
+    try:
+        error = asyncio.run(_open(served.url, served.token, "stopper", steps))
+    finally:
+        logging.getLogger("uvicorn").removeHandler(logged)
     assert isinstance(error, MCPError) and "stopped serving" in str(error), error
     assert "finished" not in ns["ran"]
     assert "Traceback" not in capfd.readouterr().err
+    assert [r.getMessage() for r in logged.records if r.levelno >= logging.ERROR] == []
+
+
+class _Logged(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

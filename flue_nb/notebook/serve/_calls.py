@@ -114,15 +114,15 @@ class _Turns:
                 return True
             mine: concurrent.futures.Future[None] = concurrent.futures.Future()
             self._waiting.setdefault(key, collections.deque()).append(mine)
+        # `asyncio.wait`, not `wait_for`, which on Python 3.11 returns instead of raising when
+        # the turn comes as the call is cancelled: a client gone by then had its call run anyway.
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(mine)), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return not self._leave(key, mine)
+            await asyncio.wait({asyncio.wrap_future(mine)}, timeout=timeout)
         except asyncio.CancelledError:
             if not self._leave(key, mine):
                 self.give(key)  # handed to us as we were cancelled: pass it on
             raise
+        return not self._leave(key, mine)
 
     def _leave(self, key: str, mine: concurrent.futures.Future[None]) -> bool:
         """Stop waiting; False if the turn was handed to us meanwhile (it is ours then)."""

@@ -37,10 +37,18 @@ class Guard:
     before anything else runs. Names compare case-insensitively, the scheme `Bearer` too (RFC
     6750), and a Host without a port is taken as naming this server (its default port)."""
 
-    def __init__(self, app: Any, token: str, *, check_host: bool = False) -> None:
+    def __init__(
+        self,
+        app: Any,
+        token: str,
+        *,
+        check_host: bool = False,
+        stopping: Callable[[], asyncio.Event | None] = lambda: None,
+    ) -> None:
         self.app = app
         self._token = token.encode()
         self._check_host = check_host
+        self._stopping = stopping
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -59,6 +67,9 @@ class Guard:
         if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
             await _bare(send, 401, b"")
             return
+        if scope.get("method") == "GET":
+            await _until_stopped(self.app, scope, receive, send, self._stopping())
+            return
         if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -71,6 +82,42 @@ class Guard:
             await self.app(scope, watching, send)
         finally:
             watching.close()
+
+
+async def _until_stopped(app: Any, scope: Any, receive: Any, send: Any, stopping: asyncio.Event | None) -> None:
+    """Serve a client's event stream (its GET) until the client leaves or the server stops.
+
+    A client keeps that stream open for as long as its session lasts: stopping the server used
+    to wait for it, then cut it off, with uvicorn's tracebacks on stderr. On `stop()` the stream
+    is told its client left, and ends as a complete response.
+    """
+    if stopping is None:
+        await app(scope, receive, send)
+        return
+    ended = {"started": False, "complete": False}
+    stopped = asyncio.ensure_future(stopping.wait())
+
+    async def receiving() -> Any:
+        message = asyncio.ensure_future(receive())
+        await asyncio.wait({message, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if message.done():
+            return message.result()
+        message.cancel()
+        return {"type": "http.disconnect"}
+
+    async def sending(message: Any) -> None:
+        if message.get("type") == "http.response.start":
+            ended["started"] = True
+        elif message.get("type") == "http.response.body" and not message.get("more_body", False):
+            ended["complete"] = True
+        await send(message)
+
+    try:
+        await app(scope, receiving, sending)
+    finally:
+        stopped.cancel()
+    if stopping.is_set() and ended["started"] and not ended["complete"]:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _Watch:
@@ -226,7 +273,7 @@ class Endpoint:
         app = server.streamable_http_app(transport_security=security, host=host, json_response=True)
         self.sock = _bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
-        self._uvicorn = _uvicorn(Guard(app, token, check_host=loopback))
+        self._uvicorn = _uvicorn(Guard(app, token, check_host=loopback, stopping=lambda: self._stopping))
         self._thread = threading.Thread(target=self._serve, name="flue-serve", daemon=True)
         self._started = threading.Event()
         self._thread.start()

@@ -121,18 +121,24 @@ class MainThread:
             _hold(held, fn, done)
 
         self.loop.call_soon_threadsafe(run)
+        # `asyncio.wait`, not `wait_for`: on Python 3.11 `wait_for` returns the result when the
+        # awaited future is done by the time a cancellation lands, so an abort arriving just as
+        # the code started was lost and the code ran to its end under an `aborted` record.
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(started)), self.busy_timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            await asyncio.wait({asyncio.wrap_future(started)}, timeout=self.busy_timeout)
+        except asyncio.CancelledError:
             with lock:
                 gave_up = not started.done()
-            if gave_up:
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                raise ToolRetry(
-                    f"The kernel is busy: a cell (or another call) has been running for over "
-                    f"{self.busy_timeout:g} s, so this call did not run. Try again when the notebook is idle."
-                ) from None
+            if not gave_up:
+                _interrupt(held, "aborted while this call ran", only_running=False)
+            raise
+        with lock:
+            gave_up = not started.done()
+        if gave_up:
+            raise ToolRetry(
+                f"The kernel is busy: a cell (or another call) has been running for over "
+                f"{self.busy_timeout:g} s, so this call did not run. Try again when the notebook is idle."
+            )
         try:
             return await asyncio.shield(asyncio.wrap_future(done))
         except asyncio.CancelledError:
