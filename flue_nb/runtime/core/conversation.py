@@ -46,6 +46,7 @@ from flue_nb.runtime.messages import (
 )
 from flue_nb.runtime.store import Outcome, Store, Submission, SubmissionState, SubmissionUpdate
 from flue_nb.runtime.tools.summary import Summaries
+from flue_nb.runtime.waits import within
 
 __all__ = ["SETTLE_GRACE", "Conversation"]
 
@@ -418,7 +419,9 @@ class Conversation:
             emit(ev.AgentStart(agent=agent.name))
             try:
                 self._run_task = asyncio.ensure_future(
-                    _within(self._attempt(sub, attempt, agent, now + remaining), remaining, self.settings.settle_grace)
+                    within(
+                        self._attempt(sub, attempt, agent, now + remaining), remaining, grace=self.settings.settle_grace
+                    )
                 )
                 text = await asyncio.shield(self._run_task)
             except BaseException as exc:  # noqa: BLE001 - every failure maps to one decision below
@@ -644,26 +647,3 @@ class Conversation:
             self._busy_manual = False
             if self._worker is None or self._worker.done():
                 self.store.release_lease(self.id, self.owner)
-
-
-async def _within(work: Any, seconds: float, grace: float) -> Any:
-    """`work`'s result, or `TimeoutError` after `seconds` plus at most `grace` for it to stop.
-
-    `asyncio.wait_for` waits for a cancelled task however long it takes, so a tool that catches
-    the cancellation held the submission past its timeout: here it is left behind instead.
-    """
-    task = asyncio.ensure_future(work)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        await asyncio.wait({task}, timeout=grace)
-        raise
-    if task in done:
-        return task.result()
-    task.cancel()
-    await asyncio.wait({task}, timeout=grace)
-    if not task.done():
-        log.warning("flue_nb: an attempt still ran %g s after its submission timed out; settling it anyway", grace)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-    raise asyncio.TimeoutError

@@ -30,6 +30,7 @@ from flue_nb.runtime.providers.model import (
     provider_of,
 )
 from flue_nb.runtime.text import clean_response
+from flue_nb.runtime.waits import within
 
 __all__ = ["MAX_TRANSIENT_RETRIES", "PARTIAL_EVERY", "ModelCalls", "collect", "refusal_error"]
 
@@ -75,7 +76,7 @@ class ModelCalls:
             sent = request if held.max_tokens is None else dataclasses.replace(request, max_tokens=held.max_tokens)
             try:
                 call = collect(model, sent) if not visible else self._stream(sent, model)
-                response = await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()))
+                response = await within(call, max(0.0, deadline - time.monotonic()))
             except BaseException as exc:
                 self._count_lost(held, model, exc, visible=visible)
                 if isinstance(exc, asyncio.TimeoutError) and time.monotonic() >= deadline:

@@ -16,6 +16,7 @@ from flue_nb.runtime.errors import ProviderError
 from flue_nb.runtime.providers.model import StreamEvent
 from flue_nb.runtime.redact import redact
 from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
+from flue_nb.runtime.waits import within
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -72,7 +73,7 @@ async def relay(
     """Start a stream within `timeout` seconds, yield what `feed` makes of each of its events, and
     close it however the reading ends."""
     try:
-        events = await asyncio.wait_for(start, timeout)
+        events = await within(start, timeout)
     except asyncio.TimeoutError as exc:
         raise ProviderError(
             f"{capitalized(label)} did not start answering for `{model_id}` within {timeout:g} s.",

@@ -28,6 +28,7 @@ from typing import Literal
 from flue_nb.runtime.redact import register_env
 from flue_nb.runtime.sandbox import DirEntry, ExecResult, FileStat
 from flue_nb.runtime.sandbox.contain import Containment, SandboxLevel, containment
+from flue_nb.runtime.waits import within
 
 __all__ = ["LocalSandbox", "local"]
 
@@ -261,7 +262,7 @@ class LocalSandbox:
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(out.finished(), timeout)
+                await within(out.finished(), timeout)
             except asyncio.TimeoutError:
                 # Past the timeout while only draining the pipe: the command itself finished.
                 timed_out = not out.exited.done()
