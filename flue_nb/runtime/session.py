@@ -197,19 +197,23 @@ class StoredConversation:
         """The seq of the newest record (0: none), read by index: what a follower compares with."""
         return newest_seq(self.store, self.conversation_id)
 
-    def turns(self, last: int | None = None) -> list[StoredTurn]:
+    def turns(self, last: int | None = None, *, page: Page | None = None) -> list[StoredTurn]:
         """The history grouped by submission, in order, with stored images loaded back; with
-        `last`, only the newest `last` submissions' (read by index, not the whole history)."""
+        `last`, only the newest `last` submissions' (read by index, not the whole history); with
+        `page` (read by `page()`), that page's, from the records it read."""
         from flue_nb.runtime.core.replay import page_records
         from flue_nb.runtime.core.window import load_images
 
         kinds: list[RecordKind] = ["message", "event"]
-        if last is None:
+        if page is not None:
+            subs = {s.id: s for s in page.submissions}
+            records = [r for r in page.records if r.kind in kinds]
+        elif last is None:
             subs = {s.id: s for s in self.submissions()}
             records = self.store.records(self.conversation_id, kinds=kinds)
         else:
-            page, records, _, _ = page_records(self.store, self.conversation_id, last=last, kinds=kinds)
-            subs = {s.id: s for s in page}
+            newest, records, _, _ = page_records(self.store, self.conversation_id, last=last, kinds=kinds)
+            subs = {s.id: s for s in newest}
         recovered = {r.submission_id for r in records if r.kind == "event" and r.data.get("recovered")}
         groups: list[tuple[str | None, list[Message]]] = []
         for r in (r for r in records if r.kind == "message"):
@@ -552,10 +556,10 @@ class Session:
         """The seq of the conversation's newest record (0: none), read by index."""
         return self._stored.newest_seq()
 
-    def turns(self, last: int | None = None) -> list[StoredTurn]:
+    def turns(self, last: int | None = None, *, page: Page | None = None) -> list[StoredTurn]:
         """The history grouped by submission, with how each ended (`%flue history`); with
-        `last`, the newest `last` submissions' only."""
-        return self._stored.turns(last)
+        `last`, the newest `last` submissions' only; with `page` (from `page()`), its own."""
+        return self._stored.turns(last, page=page)
 
     def usage(self, submission_id: Receipt | str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""

@@ -94,8 +94,7 @@ def bulk_build(path: Path, cid: str, n: int, *, t0: float) -> None:
             " result, settled_at) VALUES (?, ?, ?, 'settled', ?, 1, ?, 'completed', ?, ?)",
             (sid, cid, f"read it {i}", t, t, f"done {i}", t + 0.2),
         )
-        rows = [(cid, sid, kind, data.replace(f"{cid}-00000", sid).replace("read it 0", f"read it {i}"), t + 0.1)
-                for kind, data in template]  # fmt: skip
+        rows = [(cid, sid, kind, _renumbered(data, cid, i), t + 0.1) for kind, data in template]
         conn.executemany(
             "INSERT INTO records (conversation_id, submission_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?)", rows
         )
@@ -105,6 +104,18 @@ def bulk_build(path: Path, cid: str, n: int, *, t0: float) -> None:
         # Compacted, as a conversation this long is: the window holds a summary, not 40,000 messages.
         summary = {"summary": f"Read small.txt {n} times.", "first_kept_seq": store.records(cid)[-1].seq + 1}
         store.append(cid, None, [("compaction", {**summary, "reason": "threshold"})], now=t0 + n + 1)
+
+
+def _renumbered(data: str, cid: str, i: int) -> str:
+    """A record of the first submission's as the `i`th's (its ids, its question and its answer)."""
+    for old, new in (
+        (f"{cid}-00000", f"{cid}-{i:05d}"),
+        (f'"call-{cid}-0"', f'"call-{cid}-{i}"'),
+        ("read it 0", f"read it {i}"),
+        ('"done 0"', f'"done {i}"'),
+    ):
+        data = data.replace(old, new)
+    return data
 
 
 def _plan(path: Path, sql: str, params: tuple[Any, ...]) -> str:
