@@ -20,6 +20,7 @@ from flue_nb.runtime.core import tally
 from flue_nb.runtime.core.replay import rebuild_events, rebuild_page
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.messages import ToolResultMessage
+from flue_nb.runtime.providers import price_of
 from flue_nb.runtime.session import StoredConversation
 from flue_nb.runtime.store import Outcome, Store, SubmissionState, SubmissionUpdate
 from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, migrate
@@ -311,13 +312,14 @@ def test_a_new_process_folds_the_status_from_the_kept_tally_and_the_records_afte
         assert _status(st) == _status(s.status())
         assert st.outcomes == {"completed": 12} and st.usage.input_tokens == 12 * 2 * 200
         assert st.cost_usd is not None and st.cost_usd > 0
+        assert fresh.tally("c")[1]["priced"] == {"claude-sonnet-4-6": repr(price_of("claude-sonnet-4-6"))}
         assert {**tally.folded(cast(Store, fresh), "c").to_dict(), "seq": every[-1].seq} == _full(store, "c")
     finally:
         fresh.inner.close()
         store.close()
 
 
-def test_a_tally_kept_under_other_prices_or_by_another_version_is_not_used(db: str, tmp_path: Path) -> None:
+def test_a_tally_that_priced_a_model_otherwise_or_of_another_version_is_not_used(db: str, tmp_path: Path) -> None:
     store = open_any(db, cwd=str(tmp_path))
     s = flue.init(_agent(tmp_path, "claude-sonnet-4-6"), db=store, cwd=str(tmp_path), conversation="c")
     for i in range(3):
@@ -325,7 +327,11 @@ def test_a_tally_kept_under_other_prices_or_by_another_version_is_not_used(db: s
     newest = store.records("c")[-1].seq
     assert store.tally("c") is None  # fewer records than KEEP_EVERY: none kept yet
     good = tally.Tally(seq=newest).to_dict()  # an empty tally "up to the newest record"
-    wrongs = ({**good, "prices": "1999-01-01/1999-01-01"}, {**good, "version": 0}, {"version": 1})
+    # Counted at a price the model no longer has (a price changed, or one added for a model
+    # counted as unpriced), by another version of the fold, or not a tally at all.
+    repriced = {**good, "priced": {"claude-sonnet-4-6": "Price(input=1.0, output=2.0)"}}
+    unpriced = {**good, "priced": {"claude-sonnet-4-6": "None"}}
+    wrongs = (repriced, unpriced, {**good, "version": 0}, {"version": 1})
     for k, wrong in enumerate(wrongs, 1):
         store.keep_tally("c", newest + k, wrong)  # a later seq replaces what is kept
         assert store.tally("c") == (newest + k, wrong)
@@ -337,7 +343,7 @@ def test_a_tally_kept_under_other_prices_or_by_another_version_is_not_used(db: s
         finally:
             fresh.inner.close()
     store.keep_tally("c", 1, good)  # an earlier seq does not replace a later one
-    assert store.tally("c") == (newest + 3, {"version": 1})
+    assert store.tally("c") == (newest + len(wrongs), {"version": 1})
     store.close()
 
 

@@ -6,8 +6,9 @@ A fold reads only the records appended since it last looked, so a status costs t
 once `KEEP_EVERY` records were folded since it was last kept, and the process running the
 conversation folds every `FOLD_EVERY` settlements (`settled`) even when nobody asks for a status.
 So a fresh kernel opening a chat on 10,000 submissions folds a few hundred records, not 60,000
-(issue 37). A kept tally is a cache of the records: one folded under other list prices or by
-another version of this fold is not used, and the records are folded from the start again.
+(issue 37). A kept tally is a cache of the records: one folded by another version of this fold,
+or that priced a model of the conversation otherwise than `price_of` does now (a price added or
+changed since), is not used, and the records are folded from the start again.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from flue_nb.runtime.core.task_record import step_response
 from flue_nb.runtime.core.tokens import reported_context
 from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.messages import AssistantMessage, Usage, message_from_dict
-from flue_nb.runtime.providers import Spend, prices_as_of
+from flue_nb.runtime.providers import Spend, price_of
 from flue_nb.runtime.store import Record, RecordKind, Store
 
 __all__ = ["FOLD_EVERY", "KEEP_EVERY", "KINDS", "Tally", "folded", "settled"]
@@ -54,6 +55,14 @@ class Tally:
     """Settled submissions by outcome, from their settlement records (one each, contract 10.4)."""
     lost_calls: int = 0
     unreported: int = 0
+    priced: dict[str, str] = field(default_factory=dict)
+    """Each model whose responses `spend` counts -> the price they were counted at."""
+
+    def _spend(self, model: str | None, usage: Usage) -> None:
+        key = model or ""
+        if key not in self.priced:
+            self.priced[key] = _price_text(model)
+        self.spend.add(model, usage)
 
     def fold(self, records: Iterable[Record]) -> int:
         """Fold `records` (those after `seq`, in order) in; how many there were."""
@@ -77,7 +86,7 @@ class Tally:
                 if (
                     child := step_response(str(r.data.get("name") or ""), r.data.get("value"))
                 ) is not None and child.usage is not None:
-                    self.spend.add(child.model, child.usage)
+                    self._spend(child.model, child.usage)
             elif r.kind == "message" and r.data.get("kind") == "assistant":
                 m = message_from_dict(r.data)
                 if isinstance(m, AssistantMessage):
@@ -85,21 +94,23 @@ class Tally:
                     self.used_tokens = reported_context(m)
                     if m.usage is not None:
                         self.usage = self.usage + m.usage
-                        self.spend.add(m.model, m.usage)
+                        self._spend(m.model, m.usage)
                     else:
                         self.unreported += 1
         return n
 
     def copy(self) -> Tally:
         """A copy that later folds do not change."""
-        return dataclasses.replace(self, spend=dataclasses.replace(self.spend), settled=dict(self.settled))
+        return dataclasses.replace(
+            self, spend=dataclasses.replace(self.spend), settled=dict(self.settled), priced=dict(self.priced)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The tally as the store keeps it (its seq is kept beside it)."""
         u = self.usage
         return {
             "version": _VERSION,
-            "prices": prices_as_of(),
+            "priced": dict(self.priced),
             "usage": [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens],
             "model": self.model,
             "used_tokens": self.used_tokens,
@@ -113,11 +124,14 @@ class Tally:
 
     @classmethod
     def from_dict(cls, seq: int, data: dict[str, Any]) -> Tally | None:
-        """The kept tally, or None when another version folded it, under other prices, or it is
-        not one."""
-        if data.get("version") != _VERSION or data.get("prices") != prices_as_of():
+        """The kept tally, or None when another version folded it, it priced a model otherwise
+        than `price_of` does now, or it is not one."""
+        if data.get("version") != _VERSION:
             return None
         try:
+            priced = {str(k): str(v) for k, v in data["priced"].items()}
+            if any(_price_text(model or None) != text for model, text in priced.items()):
+                return None
             usd = data["usd"]
             return cls(
                 seq=int(seq),
@@ -129,9 +143,15 @@ class Tally:
                 settled={str(k): int(v) for k, v in data["settled"].items()},
                 lost_calls=int(data["lost_calls"]),
                 unreported=int(data["unreported"]),
+                priced=priced,
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
+
+
+def _price_text(model: str | None) -> str:
+    """The price `price_of` gives `model` now, as a tally remembers it."""
+    return repr(price_of(model)) if model else "None"
 
 
 @dataclass

@@ -22,7 +22,6 @@ __all__ = [
     "check_model_request",
     "context_window_of",
     "price_of",
-    "prices_as_of",
     "resolve_model",
     "split_spec",
 ]
@@ -124,15 +123,6 @@ def price_of(model_id: str) -> Price | None:
     from flue_nb.runtime.providers._catalog import model_info
 
     return model_info(model_id).price
-
-
-def prices_as_of() -> str:
-    """The dates of the list prices `price_of` applies (Anthropic's, OpenAI's): a cost added up
-    under other dates (a tally kept by another version) is not one `price_of` gives now."""
-    from flue_nb.runtime.providers._openai_limits import OPENAI_PRICES_AS_OF
-    from flue_nb.runtime.providers.model import PRICES_AS_OF
-
-    return f"{PRICES_AS_OF}/{OPENAI_PRICES_AS_OF}"
 
 
 def context_window_of(model_id: str) -> int | None:
