@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import os
 import queue
 import socket
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from flue_nb.runtime.agent import AgentLike, as_agent, check_max_turns
@@ -22,12 +20,10 @@ from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.core.loop import RunSettings
 from flue_nb.runtime.core.owner import provably_dead
 from flue_nb.runtime.core.replay import Page, newest_seq, rebuild_page
-from flue_nb.runtime.core.task_record import step_response
-from flue_nb.runtime.core.tokens import reported_context
+from flue_nb.runtime.core.tally import Tally, folded
 from flue_nb.runtime.errors import ConfigError, FlueError, SubmissionAbortedError, error_from_dict
 from flue_nb.runtime.events import CompactionEnd, Event, SubmissionSettled
 from flue_nb.runtime.messages import AssistantMessage, Message, Usage, message_from_dict
-from flue_nb.runtime.providers import Spend
 from flue_nb.runtime.store import Outcome, RecordKind, Store, Submission, SubmissionState
 from flue_nb.runtime.text import clean
 from flue_nb.runtime.tools.grants import Grant, grant, grants, revoke
@@ -51,8 +47,6 @@ _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 _registry_lock = threading.Lock()
 _stores: dict[str, Store] = {}
 _conversations: dict[tuple[int, str], Conversation] = {}
-_tallies: weakref.WeakKeyDictionary[Any, dict[str, tuple[_Tally, threading.Lock]]] = weakref.WeakKeyDictionary()
-"""Each store's conversations' status tallies (`StoredConversation._folded`), shared in-process."""
 
 
 @atexit.register
@@ -142,23 +136,6 @@ class StoredTurn:
     """True when a later owner finished it after the process that started it died."""
 
 
-@dataclass
-class _Tally:
-    """What `status()` needs from the record stream, folded as the stream grows."""
-
-    seq: int = 0
-    """The last record folded in (records only ever append, in seq order per conversation)."""
-    usage: Usage = field(default_factory=Usage)
-    model: str | None = None
-    used_tokens: int | None = None
-    agent: str | None = None
-    spend: Spend = field(default_factory=Spend)
-    settled: dict[str, int] = field(default_factory=dict)
-    """Settled submissions by outcome, from their settlement records (one each, contract 10.4)."""
-    lost_calls: int = 0
-    unreported: int = 0
-
-
 class StoredConversation:
     """A conversation read from its store, with no agent: looking never starts any work.
 
@@ -168,11 +145,6 @@ class StoredConversation:
     def __init__(self, store: Store, conversation_id: str) -> None:
         self.store = store
         self.conversation_id = conversation_id
-        # One tally per conversation per store in this process: each `%flue chat` or `%flue
-        # status` opens a new session, and a fresh tally folds the whole record stream again.
-        with _registry_lock:
-            per_store = _tallies.setdefault(store, {})
-            self._tally, self._tally_lock = per_store.setdefault(conversation_id, (_Tally(), threading.Lock()))
 
     def submissions(self) -> list[Submission]:
         """The conversation's submissions in admission order."""
@@ -197,19 +169,23 @@ class StoredConversation:
         """The seq of the newest record (0: none), read by index: what a follower compares with."""
         return newest_seq(self.store, self.conversation_id)
 
-    def turns(self, last: int | None = None) -> list[StoredTurn]:
+    def turns(self, last: int | None = None, *, page: Page | None = None) -> list[StoredTurn]:
         """The history grouped by submission, in order, with stored images loaded back; with
-        `last`, only the newest `last` submissions' (read by index, not the whole history)."""
+        `last`, only the newest `last` submissions' (read by index, not the whole history); with
+        `page` (read by `page()`), that page's, from the records it read."""
         from flue_nb.runtime.core.replay import page_records
         from flue_nb.runtime.core.window import load_images
 
         kinds: list[RecordKind] = ["message", "event"]
-        if last is None:
+        if page is not None:
+            subs = {s.id: s for s in page.submissions}
+            records = [r for r in page.records if r.kind in kinds]
+        elif last is None:
             subs = {s.id: s for s in self.submissions()}
             records = self.store.records(self.conversation_id, kinds=kinds)
         else:
-            page, records, _, _ = page_records(self.store, self.conversation_id, last=last, kinds=kinds)
-            subs = {s.id: s for s in page}
+            newest, records, _, _ = page_records(self.store, self.conversation_id, last=last, kinds=kinds)
+            subs = {s.id: s for s in newest}
         recovered = {r.submission_id for r in records if r.kind == "event" and r.data.get("recovered")}
         groups: list[tuple[str | None, list[Message]]] = []
         for r in (r for r in records if r.kind == "message"):
@@ -225,42 +201,8 @@ class StoredConversation:
             return self._folded().usage
         return sum((m.usage for m in self._responses(submission_id) if m.usage is not None), Usage())
 
-    def _folded(self) -> _Tally:
-        # Reads only the records appended since the last call, so a status costs the same at
-        # turn 10 and at turn 3,000 (it re-read and parsed the whole history before).
-        with self._tally_lock:
-            t = self._tally
-            kinds: list[RecordKind] = ["message", "event", "step", "settlement"]
-            for r in self.store.records(self.conversation_id, after_seq=t.seq, kinds=kinds):
-                t.seq = max(t.seq, r.seq)
-                if r.kind == "event":
-                    if "attempt" in r.data:
-                        t.agent = str(r.data.get("agent"))
-                    elif isinstance(lost := r.data.get("lost_call"), dict):
-                        # A call cut off or retried: its prompt was paid for (an estimate).
-                        t.lost_calls += 1
-                        if isinstance(usd := lost.get("usd"), (int, float)):
-                            t.spend.usd = (t.spend.usd or 0.0) + float(usd)
-                elif r.kind == "settlement":
-                    outcome = str(r.data.get("outcome"))
-                    t.settled[outcome] = t.settled.get(outcome, 0) + 1
-                elif r.kind == "step":
-                    # A subagent's response, kept as a step of its `task` call: it is in the bill.
-                    if (
-                        child := step_response(str(r.data.get("name") or ""), r.data.get("value"))
-                    ) is not None and child.usage is not None:
-                        t.spend.add(child.model, child.usage)
-                elif r.data.get("kind") == "assistant":
-                    m = message_from_dict(r.data)
-                    if isinstance(m, AssistantMessage):
-                        t.model = m.model
-                        t.used_tokens = reported_context(m)
-                        if m.usage is not None:
-                            t.usage = t.usage + m.usage
-                            t.spend.add(m.model, m.usage)
-                        else:
-                            t.unreported += 1
-            return dataclasses.replace(t, spend=dataclasses.replace(t.spend), settled=dict(t.settled))
+    def _folded(self) -> Tally:
+        return folded(self.store, self.conversation_id)
 
     def _responses(self, submission_id: str | None = None) -> list[AssistantMessage]:
         records = self.store.records(self.conversation_id, kinds=["message"], submission_id=submission_id)
@@ -552,10 +494,10 @@ class Session:
         """The seq of the conversation's newest record (0: none), read by index."""
         return self._stored.newest_seq()
 
-    def turns(self, last: int | None = None) -> list[StoredTurn]:
+    def turns(self, last: int | None = None, *, page: Page | None = None) -> list[StoredTurn]:
         """The history grouped by submission, with how each ended (`%flue history`); with
-        `last`, the newest `last` submissions' only."""
-        return self._stored.turns(last)
+        `last`, the newest `last` submissions' only; with `page` (from `page()`), its own."""
+        return self._stored.turns(last, page=page)
 
     def usage(self, submission_id: Receipt | str | None = None) -> Usage:
         """Provider-reported token totals of one submission's responses, or of the conversation's."""

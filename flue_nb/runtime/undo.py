@@ -188,6 +188,8 @@ def _undone(store: Any, cid: str, after_seq: int = 0) -> set[str]:
 def changes(store: Any, conversation_id: str, submission_id: str | None = None) -> list[Change]:
     """The items one submission's tool calls changed (every submission's when None), in order."""
     records = store.records(conversation_id, kinds=["message"], submission_id=submission_id)
+    if submission_id is not None and not records:
+        return []  # nothing recorded (or not a submission): no journal to read, from the start
     # An item's undo is journalled after the item's own record: one run's listing reads the
     # journal from there on, not the whole conversation's (a chat lists each run it draws).
     undone = _undone(store, conversation_id, records[0].seq - 1 if records and submission_id else 0)

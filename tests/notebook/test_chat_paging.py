@@ -15,9 +15,10 @@ from test_widget import _session
 from flue_nb import cli
 from flue_nb.models import ScriptedModel, reply
 from flue_nb.notebook.magics.commands import history_with_outcomes
-from flue_nb.notebook.views.chat.saved_copy import SavedCopy
+from flue_nb.notebook.views.chat.saved_copy import COPY_LAST, SavedCopy
 from flue_nb.notebook.views.chat.widget import PAGE, ChatWidget
-from tests.runtime.test_scale import build
+from flue_nb.runtime.store.sqlite import SQLiteStore
+from tests.runtime.test_scale import build, bulk_build
 
 pytest.importorskip("anywidget")
 
@@ -59,6 +60,72 @@ def test_the_chat_opens_on_the_newest_page_and_scrolling_up_brings_back_every_tu
         assert w.history[-1]["parts"][-1]["text"] == "fresh answer"
     finally:
         w.close()
+
+
+def test_scrolling_up_a_long_conversation_page_by_page_shows_every_turn_once_in_order(tmp_path: Path) -> None:
+    # Ten full pages and a short one, each asked for by one `older` message, as the browser
+    # sends them while the user scrolls up, until the chat says nothing came before.
+    n = 10 * PAGE + 7
+    session = _session(tmp_path, ScriptedModel([reply("unused")]), cid="long")
+    bulk_build(tmp_path / "flue.sqlite", "long", n, t0=1_000.0)
+    w = ChatWidget(session, follow=False)
+    try:
+        asked, shown = 0, _ids(w)
+        while w.older:
+            before = w.older
+            _browser(w, {"type": "older"})
+            asked += 1
+            now = _ids(w)
+            assert now[-len(shown) :] == shown and w.older == before - (len(now) - len(shown)) >= 0
+            shown = now
+        assert asked == -(-(n - PAGE) // PAGE)
+        turns = [b for b in w.history if b["kind"] == "submission"]
+        assert [b["id"] for b in turns] == [f"long-{i:05d}" for i in range(n)]  # each once, in order
+        assert [b["text"] for b in turns] == [f"read it {i}" for i in range(n)]
+        assert [[(p["kind"], p.get("call_id") or p.get("text")) for p in b["parts"]] for b in turns] == [
+            [("tool", f"call-long-{i}"), ("text", f"done {i}")] for i in range(n)
+        ]
+        assert all(b["outcome"] == "completed" for b in turns)
+        assert w.history[-1]["kind"] == "aside"  # the compaction after the last turn, once
+        assert sum(b["kind"] == "aside" for b in w.history) == 1
+    finally:
+        w.close()
+
+
+def test_a_chat_and_its_static_copy_open_on_one_read_of_the_newest_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1,000 submissions and a compaction after them: opening reads the page's records once (the
+    # static copy draws from the same read) and nothing from before the page; not each run's
+    # changes (none has effects), nor the whole journal for the compaction's aside.
+    session = _session(tmp_path, ScriptedModel([reply("unused")]), cid="long")
+    bulk_build(tmp_path / "flue.sqlite", "long", 20 * PAGE, t0=1_000.0)
+    session.status()  # the gauge's tally folded once before (tests/runtime/test_scale.py keeps it)
+    reads: list[tuple[int, dict[str, Any]]] = []
+    records = SQLiteStore.records
+
+    def counting(store: SQLiteStore, cid: str, **kw: Any) -> list[Any]:
+        got = records(store, cid, **kw)
+        reads.append((len(got), kw))
+        return got
+
+    monkeypatch.setattr(SQLiteStore, "records", counting)
+    w = ChatWidget(session, follow=False)
+    try:
+        page = w.opening_page(COPY_LAST)
+        assert page is not None and len(page.submissions) == PAGE
+        copy = SavedCopy.__new__(SavedCopy)
+        copy.widget = w
+        text = copy.view(page)._repr_mimebundle_()[0]["text/plain"]
+        assert f"({20 * PAGE - PAGE:,} earlier submissions not shown;" in text and "read it 999" in text
+        assert w.opening_page(COPY_LAST) is None  # handed over once
+    finally:
+        w.close()
+    assert [kw for _, kw in reads if kw.get("kinds") is None] == [
+        {"after_seq": page.after_seq, "before_seq": None, "kinds": None}
+    ]
+    assert all(kw.get("submission_id") or kw.get("after_seq", 0) >= page.after_seq for _, kw in reads), reads
+    assert sum(n for n, _ in reads) <= 2 * len(page.records)
 
 
 def test_a_redraw_from_the_store_keeps_the_pages_the_browser_asked_for(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ Files in DIR: `marker` (JSON: what was reached), `receipts` (one submission id p
 written after `dispatch` returned), `tool_runs` (one call id per line, appended each time the
 `work` tool really runs), `step_runs` (`call_id:step` each time a durable step really runs),
 `hook_runs` (a line each time a lifecycle callback really runs: `agent_start`,
-`response_finish`, `agent_finish:<submission id>`) and, for `recover`, `outcomes.json`.
+`response_finish`, `agent_finish:<submission id>`) and, for `recover`, `outcomes.json`. A
+`prefilled` file (written by the parent) names submissions the store held before the first
+child ran: `recover` does not read them.
 """
 
 from __future__ import annotations
@@ -279,7 +281,11 @@ class Child:
         if self.mode == "recover_slow":
             session.observe(self.observe)
         outcomes = {}
+        prefilled = self.dir / "prefilled"
+        before = set(prefilled.read_text().split()) if prefilled.exists() else set()
         for sub in session.submissions():
+            if sub.id in before:
+                continue  # settled before the first child ran: not what this recovery reads
             try:
                 session.read(sub.id, timeout=60.0)
                 outcomes[sub.id] = "completed"

@@ -83,7 +83,7 @@ MATRIX: dict[str, Tally] = {}
 def _matrix_lines() -> list[str]:
     labels = {mode: f"{mode}: {KILL_POINTS[mode.split()[0]]}" for mode in MATRIX}
     # The widest label there can be, not the widest here: parallel workers' rows line up.
-    width = max(len(f"{mode} (postgres): {point}") for mode, point in KILL_POINTS.items())
+    width = max(len(f"{mode} (after 10,000): {point}") for mode, point in KILL_POINTS.items())
     head = (
         f"{'kill point':<{width}} {'reps':>4} {'subs':>5} {'exactly-once':>12} {'lost':>4} "
         f"{'dup':>4} {'tool runs':>9} {'re-runs':>7}"
@@ -119,6 +119,13 @@ def _open(d: Path) -> Any:
     from flue_nb.runtime.store.url import open_any
 
     return open_any(_db(d), cwd=str(d))
+
+
+def _prefilled(d: Path) -> set[str]:
+    """The submissions the repetition's store held before its first child ran (a long
+    conversation's, all settled): not the children's, so not what the checks count."""
+    path = d / "prefilled"
+    return set(path.read_text().split()) if path.exists() else set()
 
 
 def _child(mode: str, d: Path) -> list[str]:
@@ -208,7 +215,8 @@ def _check_kill_point(mode: str, d: Path, marker: dict[str, Any]) -> list[str]:
         partial = store.partial(first)
     msgs = [r.data for r in _messages(records) if r.submission_id == first]
     kinds = [m["kind"] for m in msgs]
-    settled = [r for r in records if r.kind == "settlement"]
+    before = _prefilled(d)
+    settled = [r for r in records if r.kind == "settlement" and r.submission_id not in before]
     # (the first submission's messages, the second submission's possible states)
     expected: dict[str, tuple[list[str], tuple[str, ...]]] = {
         # Admitted back to back: the second is marked joining if the first was already current.
@@ -252,6 +260,9 @@ def _analyse(mode: str, d: Path, marker: dict[str, Any]) -> Tally:
     with _open(d) as store:
         subs = store.submissions(CONVERSATION)
         records = store.records(CONVERSATION)
+    if before := _prefilled(d):
+        subs = [s for s in subs if s.id not in before]
+        records = [r for r in records if r.submission_id not in before]
     receipts = _lines(d / "receipts")
     runs = Counter(_lines(d / "tool_runs"))
     by_id = {s.id: s for s in subs}
@@ -492,11 +503,17 @@ def _check_kept_not_cleared(d: Path, marker: dict[str, Any], again: dict[str, An
     return []
 
 
-def _repetition(mode: str, root: Path, i: int, pg: Any = None) -> Tally:
+def _repetition(mode: str, root: Path, i: int, pg: Any = None, *, prefill: int = 0) -> Tally:
     d = root / f"{mode}-{i}"
     d.mkdir()
     if pg is not None:
         (d / "pg_url").write_text(pg.create_database())
+    if prefill:
+        from tests.runtime.test_scale import bulk_build
+
+        bulk_build(d / "store.sqlite", CONVERSATION, prefill, t0=time.time() - prefill - 60)
+        with _open(d) as store:
+            (d / "prefilled").write_text("\n".join(s.id for s in store.submissions(CONVERSATION)))
     first_point = {"twice": "tool", "keep": "stream"}.get(mode, mode)
     marker = _kill_at_marker(first_point, d)
     pre = _check_kill_point(first_point, d, marker)
@@ -513,6 +530,28 @@ def _repetition(mode: str, root: Path, i: int, pg: Any = None) -> Tally:
     t = _analyse(mode, d, marker)
     t.unreached = pre
     return t
+
+
+@pytest.mark.parametrize("mode", ["stream", "tool", "after_tool", "settle"])
+def test_sigkill_then_recovery_on_a_conversation_of_ten_thousand_submissions(mode: str, tmp_path: Path) -> None:
+    # The same kill points on a conversation that already holds 10,000 settled submissions (as
+    # a served kernel's or a team chat's does, issue 37): once each, the checks the same, the
+    # conversation's earlier submissions untouched by the kill and by the recovery.
+    t = _repetition(mode, tmp_path, 0, prefill=10_000)
+    MATRIX[f"{mode} (after 10,000)"] = t
+    if t.unreached:
+        pytest.fail("kill point not reached as intended:\n" + "\n".join(t.unreached))
+    assert not t.problems, "\n".join(t.problems)
+    assert t.submissions >= 2 and t.exactly_once == t.submissions and t.lost == 0 and t.duplicated == 0
+    assert t.tool_reruns == 0
+    with _open(tmp_path / f"{mode}-0") as store:
+        before = _prefilled(tmp_path / f"{mode}-0")
+        subs = store.submissions(CONVERSATION)
+        assert len(before) == 10_000 and {s.id for s in subs[:10_000]} == before
+        assert all(s.outcome == Outcome.COMPLETED for s in subs if s.id in before)
+        settlements = Counter(r.submission_id for r in store.records(CONVERSATION, kinds=["settlement"]))
+        assert all(settlements[sid] == 1 for sid in before)
+        assert store.count_submissions(CONVERSATION) == 10_000 + t.submissions
 
 
 @pytest.mark.parametrize(

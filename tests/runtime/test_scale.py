@@ -10,31 +10,36 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import flue_nb as flue
 from flue_nb.models import FunctionModel, reply, tool_call
+from flue_nb.runtime.core import tally
 from flue_nb.runtime.core.replay import rebuild_events, rebuild_page
+from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.messages import ToolResultMessage
+from flue_nb.runtime.providers import price_of
+from flue_nb.runtime.session import StoredConversation
 from flue_nb.runtime.store import Outcome, Store, SubmissionState, SubmissionUpdate
 from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, migrate
 from flue_nb.runtime.store.sqlite import SQLiteStore
+from flue_nb.runtime.store.url import open_any
 
 
-def _reading_model() -> FunctionModel:
+def _reading_model(model_id: str = "function") -> FunctionModel:
     def fn(request: Any) -> Any:
         if request.messages and isinstance(request.messages[-1], ToolResultMessage):
             return reply("done", usage=(200, 5))
         return reply("", tool_call("read", path="small.txt"), usage=(200, 5))
 
-    return FunctionModel(fn)
+    return FunctionModel(fn, id=model_id)
 
 
-def _agent(tmp_path: Path) -> Any:
+def _agent(tmp_path: Path, model_id: str = "function") -> Any:
     (tmp_path / "small.txt").write_text("hello\n")
-    model = _reading_model()
+    model = _reading_model(model_id)
 
     @flue.agent
     def reader() -> str:
@@ -94,8 +99,7 @@ def bulk_build(path: Path, cid: str, n: int, *, t0: float) -> None:
             " result, settled_at) VALUES (?, ?, ?, 'settled', ?, 1, ?, 'completed', ?, ?)",
             (sid, cid, f"read it {i}", t, t, f"done {i}", t + 0.2),
         )
-        rows = [(cid, sid, kind, data.replace(f"{cid}-00000", sid).replace("read it 0", f"read it {i}"), t + 0.1)
-                for kind, data in template]  # fmt: skip
+        rows = [(cid, sid, kind, _renumbered(data, cid, i), t + 0.1) for kind, data in template]
         conn.executemany(
             "INSERT INTO records (conversation_id, submission_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?)", rows
         )
@@ -105,6 +109,18 @@ def bulk_build(path: Path, cid: str, n: int, *, t0: float) -> None:
         # Compacted, as a conversation this long is: the window holds a summary, not 40,000 messages.
         summary = {"summary": f"Read small.txt {n} times.", "first_kept_seq": store.records(cid)[-1].seq + 1}
         store.append(cid, None, [("compaction", {**summary, "reason": "threshold"})], now=t0 + n + 1)
+
+
+def _renumbered(data: str, cid: str, i: int) -> str:
+    """A record of the first submission's as the `i`th's (its ids, its question and its answer)."""
+    for old, new in (
+        (f"{cid}-00000", f"{cid}-{i:05d}"),
+        (f'"call-{cid}-0"', f'"call-{cid}-{i}"'),
+        ("read it 0", f"read it {i}"),
+        ('"done 0"', f'"done {i}"'),
+    ):
+        data = data.replace(old, new)
+    return data
 
 
 def _plan(path: Path, sql: str, params: tuple[Any, ...]) -> str:
@@ -141,7 +157,8 @@ def test_the_unsettled_submissions_are_read_by_their_own_index(tmp_path: Path) -
 def test_a_store_file_of_the_previous_schema_opens_and_gains_the_index(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
-    assert migrate(conn, str(path), MIGRATIONS[:-1]) == MIGRATIONS[-2].version
+    before = tuple(m for m in MIGRATIONS if m.version < 5)  # the schema before the index
+    assert migrate(conn, str(path), before) == 4
     conn.close()
     with SQLiteStore(path) as store:
         build(store, "c", 3, unsettled=1)
@@ -231,3 +248,126 @@ def test_a_page_of_a_short_conversation_is_all_of_it(tmp_path: Path, n: int) -> 
         page = rebuild_page(store, "c", last=50)
         assert page.older == 0
         assert _shape(page.events) == _shape(rebuild_events(store, "c"))
+
+
+# -- the tally a status folds, kept in the store ---------------------------------------------------
+
+
+class _Reading:
+    """A store (as a new process opens it) that counts the records it hands a tally's fold."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.read = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def records(self, conversation_id: str, **kw: Any) -> list[Any]:
+        got: list[Any] = self.inner.records(conversation_id, **kw)
+        if kw.get("kinds") == tally.KINDS:
+            self.read += len(got)
+        return got
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store's address: an SQLite file, or a fresh PostgreSQL database (tests/pg.py)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "s.sqlite")
+
+
+def _full(store: Store, cid: str) -> dict[str, Any]:
+    """The tally folded from the conversation's first record, as a new process did before."""
+    t = tally.Tally()
+    t.fold(store.records(cid, kinds=tally.KINDS))
+    return {**t.to_dict(), "seq": t.seq}
+
+
+def _status(st: Any) -> tuple[Any, ...]:
+    return (st.usage, st.cost_usd, st.outcomes, st.agent, st.model, st.used_tokens, st.unpriced_responses)
+
+
+def test_a_new_process_folds_the_status_from_the_kept_tally_and_the_records_after_it(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nobody asks for a status while the conversation runs (a served kernel): its runner keeps
+    # the tally anyway; a new process then reads the kept tally and the few records after it.
+    monkeypatch.setattr(tally, "KEEP_EVERY", 20)
+    monkeypatch.setattr(tally, "FOLD_EVERY", 5)
+    store = open_any(db, cwd=str(tmp_path))
+    s = flue.init(_agent(tmp_path, "claude-sonnet-4-6"), db=store, cwd=str(tmp_path), conversation="c")
+    for i in range(12):
+        assert s.prompt(f"read {i}") == "done"
+    kept = store.tally("c")
+    assert kept is not None
+    every = store.records("c", kinds=tally.KINDS)
+    after = [r for r in every if r.seq > kept[0]]
+    assert after and len(after) < len(every) // 2
+    fresh = _Reading(open_any(db, cwd=str(tmp_path)))
+    try:
+        st = StoredConversation(cast(Store, fresh), "c").status()
+        assert fresh.read == len(after)  # the records after the kept tally, not the conversation's
+        assert _status(st) == _status(s.status())
+        assert st.outcomes == {"completed": 12} and st.usage.input_tokens == 12 * 2 * 200
+        assert st.cost_usd is not None and st.cost_usd > 0
+        assert fresh.tally("c")[1]["priced"] == {"claude-sonnet-4-6": repr(price_of("claude-sonnet-4-6"))}
+        assert {**tally.folded(cast(Store, fresh), "c").to_dict(), "seq": every[-1].seq} == _full(store, "c")
+    finally:
+        fresh.inner.close()
+        store.close()
+
+
+def test_a_tally_that_priced_a_model_otherwise_or_of_another_version_is_not_used(db: str, tmp_path: Path) -> None:
+    store = open_any(db, cwd=str(tmp_path))
+    s = flue.init(_agent(tmp_path, "claude-sonnet-4-6"), db=store, cwd=str(tmp_path), conversation="c")
+    for i in range(3):
+        assert s.prompt(f"read {i}") == "done"
+    newest = store.records("c")[-1].seq
+    assert store.tally("c") is None  # fewer records than KEEP_EVERY: none kept yet
+    good = tally.Tally(seq=newest).to_dict()  # an empty tally "up to the newest record"
+    # Counted at a price the model no longer has (a price changed, or one added for a model
+    # counted as unpriced), by another version of the fold, or not a tally at all.
+    repriced = {**good, "priced": {"claude-sonnet-4-6": "Price(input=1.0, output=2.0)"}}
+    unpriced = {**good, "priced": {"claude-sonnet-4-6": "None"}}
+    wrongs = (repriced, unpriced, {**good, "version": 0}, {"version": 1})
+    for k, wrong in enumerate(wrongs, 1):
+        store.keep_tally("c", newest + k, wrong)  # a later seq replaces what is kept
+        assert store.tally("c") == (newest + k, wrong)
+        fresh = _Reading(open_any(db, cwd=str(tmp_path)))
+        try:
+            st = StoredConversation(cast(Store, fresh), "c").status()
+            assert fresh.read == len(store.records("c", kinds=tally.KINDS))  # folded from the start
+            assert _status(st) == _status(s.status()) and st.outcomes == {"completed": 3}
+        finally:
+            fresh.inner.close()
+    store.keep_tally("c", 1, good)  # an earlier seq does not replace a later one
+    assert store.tally("c") == (newest + len(wrongs), {"version": 1})
+    store.close()
+
+
+def test_a_store_that_cannot_keep_the_tally_still_answers_the_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only store file, say: the tally is a cache, so the status is answered without it
+    # and keeping it is not tried at every fold again.
+    monkeypatch.setattr(tally, "KEEP_EVERY", 5)
+    db = str(tmp_path / "s.sqlite")
+    s = flue.init(_agent(tmp_path), db=db, cwd=str(tmp_path), conversation="c")
+    assert s.prompt("read 0") == "done"
+    refused: list[int] = []
+
+    class Refusing(_Reading):
+        def keep_tally(self, conversation_id: str, seq: int, data: dict[str, Any]) -> None:
+            refused.append(seq)
+            raise StoreError("attempt to write a readonly database")
+
+    fresh = Refusing(SQLiteStore(db))
+    try:
+        assert StoredConversation(cast(Store, fresh), "c").status().outcomes == {"completed": 1}
+        assert s.prompt("read 1") == "done"
+        assert StoredConversation(cast(Store, fresh), "c").status().outcomes == {"completed": 2}
+        assert len(refused) == 1
+    finally:
+        fresh.inner.close()

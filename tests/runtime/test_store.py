@@ -146,6 +146,7 @@ def test_tables_are_strict_and_foreign_keys_are_on(file_store: SQLiteStore) -> N
         "partials",
         "blobs",
         "spend",
+        "tallies",
     }
     assert all(strict.values())
     file_store.ensure_conversation("c", now=1.0)

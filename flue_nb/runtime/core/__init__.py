@@ -17,6 +17,7 @@ __all__ = [
     "replay",
     "run_settings",
     "subagent_task",
+    "tally",
     "task_record",
     "tokens",
     "tool_calls",

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from flue_nb.runtime import events as ev
 from flue_nb.runtime.agent import AgentDef
 from flue_nb.runtime.agent.limits import Limits
+from flue_nb.runtime.core import tally
 from flue_nb.runtime.core.admitted import admitted_agent
 from flue_nb.runtime.core.failures import Decision, decide
 from flue_nb.runtime.core.lease import LeaseKeeper
@@ -334,6 +335,7 @@ class Conversation:
             for other in self.store.submissions(self.id, unsettled=True):
                 if other.state == S.JOINING:
                     self.store.update_submission(other.id, expect=[S.JOINING], state=S.QUEUED)
+        tally.settled(self.store, self.id)  # a new process's status then folds from near here
         final = self.store.submission(sub.id)
         settled = final.outcome if final and final.outcome else outcome
         recovered = sub.id in self._recovering

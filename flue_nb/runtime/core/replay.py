@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flue_nb.runtime import events as ev
@@ -48,6 +48,8 @@ class Page:
     """The records read are those after this seq (the previous page's last settlement)."""
     last_seq: int
     """The newest record read (`after_seq` when none was): what a follower compares with."""
+    records: list[Record] = field(default_factory=list)
+    """The records the events were rebuilt from (a static copy of the page reads them too)."""
 
     @property
     def first_seq(self) -> int | None:
@@ -66,7 +68,7 @@ def rebuild_page(store: Store, conversation_id: str, *, last: int, before_seq: i
     """
     subs, records, older, after = page_records(store, conversation_id, last=last, before_seq=before_seq)
     newest = max((r.seq for r in records), default=after)
-    return Page(_numbered(conversation_id, _events(subs, records)), subs, older, after, newest)
+    return Page(_numbered(conversation_id, _events(subs, records)), subs, older, after, newest, records)
 
 
 def page_records(

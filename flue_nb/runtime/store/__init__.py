@@ -319,6 +319,18 @@ class Store(Protocol):
         """The latest value of every persistent-state name."""
         ...
 
+    # what a status folds from the records, kept so a new process folds only what came after
+    def tally(self, conversation_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The tally kept for the conversation (`keep_tally`) and the seq of the last record it
+        covers, or None when none is kept."""
+        ...
+
+    def keep_tally(self, conversation_id: str, seq: int, data: dict[str, Any]) -> None:
+        """Keep `data`, a fold of the conversation's records up to `seq`, unless a tally covering
+        a later record is kept already. Not fenced and not a change of the conversation (nobody is
+        woken): it is derived from the records, which stay the truth."""
+        ...
+
     # a half-streamed response, so recovery can keep what arrived (contract 11.2)
     def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:
         """Replace the in-progress response snapshot of a submission (fenced like `append`)."""

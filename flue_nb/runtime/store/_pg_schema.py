@@ -114,7 +114,19 @@ _V5 = Migration(
     ("CREATE INDEX submissions_unsettled ON submissions (conversation_id, seq) WHERE state <> 'settled'",),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
+# The folded tally of each conversation's records, as in the SQLite store's migration 6 (issue 37).
+_V6 = Migration(
+    6,
+    (
+        """CREATE TABLE tallies (
+            conversation_id text PRIMARY KEY REFERENCES conversations (id),
+            seq bigint NOT NULL,
+            data json NOT NULL
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

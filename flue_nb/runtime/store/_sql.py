@@ -305,6 +305,30 @@ class SQLStore(SQLApprovals):
     def watch(self, conversation_id: str) -> Watch:
         return PollWatch()  # SQLite cannot tell another process; PostgresStore's is notified
 
+    # -- the kept tally (issue 37) --------------------------------------------------------------------
+
+    def tally(self, conversation_id: str) -> tuple[int, dict[str, Any]] | None:
+        data = self.dialect.json_out.format("data")
+        row = self._run(
+            lambda tx: tx.one(
+                f"SELECT seq, {data} FROM tallies WHERE conversation_id = ?", (self._key(conversation_id),)
+            ),
+            write=False,
+        )
+        return None if row is None else (int(row[0]), load_json(row[1]))
+
+    def keep_tally(self, conversation_id: str, seq: int, data: dict[str, Any]) -> None:
+        text = dump_json(data, "a tally")
+        self._run(
+            lambda tx: tx.run(
+                f"INSERT INTO tallies (conversation_id, seq, data) VALUES (?, ?, {self.dialect.json_param})"
+                " ON CONFLICT (conversation_id) DO UPDATE SET seq = excluded.seq, data = excluded.data"
+                " WHERE tallies.seq < excluded.seq",
+                (self._key(conversation_id), seq, text),
+            ),
+            write=True,
+        )
+
     # -- partial responses (contract 11.2) ----------------------------------------------------------
 
     def put_partial(self, submission_id: str, data: dict[str, Any], *, owner: str | None = None) -> None:

@@ -133,7 +133,22 @@ _V5 = Migration(
     ("CREATE INDEX submissions_unsettled ON submissions (conversation_id, seq) WHERE state <> 'settled'",),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
+# What `status()` and a chat's gauge fold from a conversation's records (token totals, spend,
+# outcomes), kept with the seq of the last record it covers (issue 37): a new process folds the
+# records after it instead of every record the conversation ever had. A cache of the records,
+# never their truth: any process may write it, and only a later seq replaces it.
+_V6 = Migration(
+    6,
+    (
+        """CREATE TABLE tallies (
+            conversation_id TEXT PRIMARY KEY REFERENCES conversations (id),
+            seq INTEGER NOT NULL,
+            data TEXT NOT NULL CHECK (json_valid(data))
+        ) STRICT""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

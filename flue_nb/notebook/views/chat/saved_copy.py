@@ -24,6 +24,7 @@ from flue_nb.notebook.views.static import STATIC_CLASS, StaticView, blocks_markd
 
 if TYPE_CHECKING:
     from flue_nb.notebook.views.chat.widget import ChatWidget
+    from flue_nb.runtime.session import Page
 
 __all__ = [
     "COPY_CLASS",
@@ -65,22 +66,26 @@ class SavedCopy:
         self._retired = False
         # Only a blank text beside the widget: nbconvert and terminals read the copy below.
         self._live = display(_LiveOnly(widget), display_id=True)
-        self._copy = display(self.view(), display_id=True)
+        self._copy = display(self.view(widget.opening_page(COPY_LAST)), display_id=True)
         widget.saved = self
         _copies.add(self)
 
-    def view(self) -> _Copy:
-        """The conversation's newest submissions (`COPY_LAST`), from the store, and a note of
-        how many earlier ones it left out and how to see them."""
+    def view(self, page: Page | None = None) -> _Copy:
+        """The conversation's newest submissions (`COPY_LAST`), from the store or from `page`
+        (the chat's, of as many), and a note of how many earlier ones it left out and how to
+        see them."""
         from flue_nb.notebook.views.history import earlier_note, history_view
 
         session = self.widget.session
         cid = session.conversation_id
         # A page of the newest turns, read by index: the whole conversation made this copy
         # megabytes long and was read again at every settlement.
-        turns = session.turns(COPY_LAST)
+        turns = session.turns(COPY_LAST, page=page)
         first = next((t.submission for t in turns if t.submission is not None), None)
-        left_out = session.store.count_submissions(cid, before_seq=first.seq) if first is not None else 0
+        if page is not None:
+            left_out = page.older
+        else:
+            left_out = session.store.count_submissions(cid, before_seq=first.seq) if first is not None else 0
         how = f"`%flue history -c {cid} --last N` or `flue-nb history {cid} --last N` shows them"
         note = earlier_note(left_out, how) if left_out else ""
         # Figures are drawn from the store's blobs (read once, then cached): no copy of their

@@ -195,24 +195,30 @@ class ChatWidget(anywidget.AnyWidget):
         """Items the person chose to Keep (`Change.ident`): their Undo goes."""
         self._said: dict[str, tuple[str, list[str], OfferJSON | None]] = {}
         """Per run: what its last Undo or Rewind said, what it refused, what it offers with force."""
+        self._opening: Page | None = None
+        """The page the chat opened on, until its static copy takes it (`opening_page`)."""
         baseline = None
         if redraw:
             # One page of the newest submissions, read by index: a chat on 10,000 submissions
             # opens as fast as one on 100 (it read the whole conversation several times).
             unsettled = _unsettled(session) if follow and mode == "chat" else ()
             page = _page(session, PAGE)
+            self._opening = page
             for event in page.events:
                 self.fold.apply(event)
             self._remote = _overlay(self.fold, session, page.after_seq)
             self._first_seq = self._fold_first = page.first_seq
             self._older = page.older
             baseline = (page.last_seq, unsettled)
+        drawn = set(self.fold.settled_now)
         with self._lock:
             pending, self._pending = self._pending, None
             for event in pending:
                 self.fold.apply(event)
         if redraw:
             self.refresh_changes(None)
+            with self._lock:
+                self.fold.settled_now -= drawn  # their panels were just read: not again at the first push
         self.on_msg(self._on_browser_msg)
         _open.add(self)
         heartbeat.start(open_widgets)  # the browser tells a dead kernel by its missing beats
@@ -309,7 +315,10 @@ class ChatWidget(anywidget.AnyWidget):
             # `handle_publisher` does for display updates), which nbclient and frontends accept.
             contextvars.Context().run(self._set, history, live, state, images)
         if settled:
-            self.refresh_changes(None if runs & {"store", "older"} else runs)
+            # Only runs that can have a panel: one whose tool calls recorded effects, or one
+            # showing a panel now (a chat opening on 50 runs read each run's records, and a
+            # compaction's aside, no submission's, read the conversation's whole journal).
+            self.refresh_changes(None if runs & {"store", "older"} else self._drawn(runs) | (runs & set(self.changes)))
         if settled and self.saved is not None:
             self.saved.refresh()
 
@@ -462,12 +471,16 @@ class ChatWidget(anywidget.AnyWidget):
             if isinstance(sid, str) and isinstance(call, str) and isinstance(force, bool):
                 self.rewind(sid, call, force=force)
 
-    def _drawn(self) -> set[str]:
-        """The submissions this chat draws now (its page, and older pages it was asked for)
-        whose tool calls recorded effects: only those have a panel to read from the store."""
+    def _drawn(self, among: set[str] | None = None) -> set[str]:
+        """The submissions this chat draws now (its page, and older pages it was asked for; of
+        `among` only, when given) whose tool calls recorded effects: only those have a panel to
+        read from the store."""
         with self._lock:
-            ids = {k for k, b in self.fold.blocks.items() if b.kind == "submission" and _effects_in(b.parts)}
-            ids.update(b["id"] for b in self._earlier if b["kind"] == "submission" and _effects_json(b["parts"]))
+            blocks = self.fold.blocks
+            keys = blocks if among is None else [k for k in among if k in blocks]
+            ids = {k for k in keys if blocks[k].kind == "submission" and _effects_in(blocks[k].parts)}
+            if among is None:
+                ids.update(b["id"] for b in self._earlier if b["kind"] == "submission" and _effects_json(b["parts"]))
         return ids
 
     def refresh_changes(self, runs: set[str] | None) -> None:
@@ -647,6 +660,12 @@ class ChatWidget(anywidget.AnyWidget):
             return False
         self.redraw_from_store()  # the card shows the answer that won, and who gave it
         return True
+
+    def opening_page(self, last: int) -> Page | None:
+        """The page of the newest `last` submissions this chat opened on, once (the static copy
+        under it is drawn from the same read of the store); None when it read another page."""
+        page, self._opening = self._opening, None
+        return page if page is not None and last == PAGE else None
 
     def load_older(self, count: int = 0) -> int:
         """Draw the page of submissions before the oldest one drawn (the browser's `older`
