@@ -242,6 +242,8 @@ class TurnEnd(_Envelope):
     usage: Usage | None = None
     model: str | None = None
     """The model id the response names (what its usage is priced by)."""
+    priced_as: str | None = None
+    """The model the call was made with, when `model` has no known price (`AssistantMessage.priced_as`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

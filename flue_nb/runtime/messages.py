@@ -173,10 +173,13 @@ class AssistantMessage:
     """True when the stream was cut off (abort, crash); the parts are what arrived."""
     kind: Literal["assistant"] = "assistant"
     stop_details: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    """What `use_response_finish` hooks returned for this response, merged (stored with it)."""
     """What the provider said about why it stopped, verbatim (a refusal's category and
     explanation); None when it said nothing more than `stop_reason`."""
+    metadata: dict[str, Any] | None = None
+    """What `use_response_finish` hooks returned for this response, merged (stored with it)."""
+    priced_as: str | None = None
+    """The model the call was made with, when `model` (what the response named: a gateway may
+    rename models) has no known price and that one has: its price counts this response."""
 
     @property
     def text(self) -> str:
@@ -312,6 +315,8 @@ def message_to_dict(m: Message) -> dict[str, Any]:
             out["stop_details"] = m.stop_details
         if m.metadata:
             out["metadata"] = m.metadata
+        if m.priced_as:
+            out["priced_as"] = m.priced_as
         return out
     if isinstance(m, UserMessage):
         d: dict[str, Any] = {"kind": "user", "text": m.text, "submission_id": m.submission_id}
@@ -346,6 +351,7 @@ def message_from_dict(d: dict[str, Any]) -> Message:
             aborted=d.get("aborted", False),
             stop_details=d.get("stop_details"),
             metadata=d.get("metadata"),
+            priced_as=d.get("priced_as"),
         )
     if k == "user":
         return UserMessage(d["text"], d.get("submission_id"), [image_from_dict(p) for p in d.get("images") or ()])

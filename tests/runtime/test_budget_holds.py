@@ -139,6 +139,10 @@ def test_a_response_naming_an_unpriced_model_is_billed_at_the_called_models_pric
         s.prompt("go", timeout=60)
     assert info.value.details["limit"] == "max_cost_usd"
     assert len(inner.requests) <= 3  # $0.075 a call at most: two fit in $0.20, a third is capped
+    # status() (folded from the stored responses) prices them as the budget did, not as unknown.
+    status = s.status()
+    assert status.unpriced_responses == 0
+    assert status.cost_usd is not None and 0.05 < status.cost_usd <= 0.2 + 0.01
 
 
 def test_a_lowered_max_tokens_lowers_the_thinking_budget_with_it() -> None:

@@ -385,7 +385,7 @@ class Fold:
         if e.task_id is None:
             for key, name in _USAGE_KEYS:
                 self.usage[key] += getattr(e.usage, name)
-        self.spend.add(e.model, e.usage)
+        self.spend.add(e.priced_as or e.model, e.usage)
         if e.model and e.model not in self.models:
             self.models.append(e.model)
         return False

@@ -274,6 +274,7 @@ class AgentRun(ModelCalls, ToolCalls, SubagentTasks):
                 stop_reason=response.stop_reason,
                 usage=response.usage,
                 model=response.model,
+                priced_as=response.priced_as,
             )
         )
 

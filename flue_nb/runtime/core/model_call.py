@@ -114,6 +114,9 @@ class ModelCalls:
                 await self.settings.sleep(delay)
             else:
                 self._forget_deadline(key)
+                if (response.model is None or price_of(response.model) is None) and price_of(model.info.id):
+                    # Stored with the response, so `status()` prices it as the budget did.
+                    response.priced_as = model.info.id
                 usd = self.budget.settle(held, response, answer_tokens=count_text(message_text(response)))
                 self._count_for_user(usd)
                 return response

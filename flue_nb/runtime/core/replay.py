@@ -307,7 +307,9 @@ def _message_events(
         calls = tuple(ToolCallInfo(c.id, c.name, c.input) for c in m.tool_calls)
         yield ev.MessageEnd(role="assistant", text=m.text, tool_calls=calls, usage=m.usage, aborted=m.aborted, **turn)
         if not m.aborted:
-            yield ev.TurnEnd(turn=n, stop_reason=m.stop_reason, usage=m.usage, model=m.model, **turn)
+            yield ev.TurnEnd(
+                turn=n, stop_reason=m.stop_reason, usage=m.usage, model=m.model, priced_as=m.priced_as, **turn
+            )
             for c in calls:
                 yield ev.ToolStart(call_id=c.id, name=c.name, input=c.input, **stamp)
     elif kind == "tool_result":

@@ -86,7 +86,7 @@ class Tally:
                 if (
                     child := step_response(str(r.data.get("name") or ""), r.data.get("value"))
                 ) is not None and child.usage is not None:
-                    self._spend(child.model, child.usage)
+                    self._spend(child.priced_as or child.model, child.usage)
             elif r.kind == "message" and r.data.get("kind") == "assistant":
                 m = message_from_dict(r.data)
                 if isinstance(m, AssistantMessage):
@@ -94,7 +94,7 @@ class Tally:
                     self.used_tokens = reported_context(m)
                     if m.usage is not None:
                         self.usage = self.usage + m.usage
-                        self._spend(m.model, m.usage)
+                        self._spend(m.priced_as or m.model, m.usage)
                     else:
                         self.unreported += 1
         return n
