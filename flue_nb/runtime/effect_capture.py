@@ -37,7 +37,9 @@ __all__ = [
     "scan_changes",
     "keep_blobs",
     "scan",
+    "store_files",
     "summarize",
+    "workspace_changes",
 ]
 
 _INPLACE_METHODS = frozenset(
@@ -213,13 +215,26 @@ class Scan:
     """Absolute path -> (size, mtime_ns)."""
     contents: dict[str, bytes] = field(default_factory=dict)
     cut: str | None = None
+    skip: frozenset[str] = frozenset()
+    """Absolute paths left out (`store_files`); the scan after a call leaves out the same."""
 
 
-def scan(root: str, bounds: Bounds, *, read: bool) -> Scan:
-    """Walk `root` (skipping VCS, cache and venv directories) within the file and time bounds;
-    with `read`, keep the content of small files (`bounds.scan_keep_bytes`, at most
-    `bounds.scan_keep_total` in all)."""
-    out = Scan(root)
+def store_files(store: Any) -> frozenset[str]:
+    """The files a SQLite store writes (the database, its WAL, shared memory and journal): a
+    scan leaves them out, since the run itself writes them while a command or code runs, and
+    undoing that would take the conversation's own records back."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, str) or not path or path == ":memory:":
+        return frozenset()
+    base = os.path.abspath(path)
+    return frozenset({base, base + "-wal", base + "-shm", base + "-journal"})
+
+
+def scan(root: str, bounds: Bounds, *, read: bool, skip: frozenset[str] = frozenset()) -> Scan:
+    """Walk `root` (skipping VCS, cache and venv directories, and the files in `skip`) within
+    the file and time bounds; with `read`, keep the content of small files
+    (`bounds.scan_keep_bytes`, at most `bounds.scan_keep_total` in all)."""
+    out = Scan(root, skip=skip)
     deadline = time.monotonic() + bounds.scan_seconds
     read_total = 0
     stack = [root]
@@ -241,7 +256,7 @@ def scan(root: str, bounds: Bounds, *, read: bool) -> Scan:
                     if entry.name not in _SKIP_DIRS:
                         stack.append(entry.path)
                     continue
-                if not entry.is_file(follow_symlinks=False):
+                if not entry.is_file(follow_symlinks=False) or entry.path in skip:
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -397,7 +412,21 @@ def record_files(
     )
     if blobs and ctx.store is not None:
         keep_blobs(ctx.store, ctx.conversation_id, blobs, bounds)
+    # A `python` or `run_cell` call has its namespace effects in `details` already: one record.
+    earlier = Effects.from_details(details)
+    if earlier is not None:
+        record = earlier.merged(record)
     return {**(details or {}), EFFECTS_KEY: record.to_dict()}
+
+
+def workspace_changes(
+    before: Scan, bounds: Bounds, *, can_keep: bool
+) -> tuple[list[tuple[FileEffect, dict[str, bytes]]], str | None]:
+    """After a command or code ran: the files it created, changed or deleted (a second scan of
+    `before.root`, compared with `before`), and why a scan was cut (None when neither was)."""
+    now = scan(before.root, bounds, read=False, skip=before.skip)
+    cut = before.cut or now.cut
+    return scan_changes(before, now, bounds, can_keep=can_keep), f"the workspace scan was {cut}" if cut else None
 
 
 def scan_changes(

@@ -25,10 +25,13 @@ PROMPT_NOTES = (
 """What the kernel sandbox adds to the system prompt."""
 
 
-def notebook_tools(namespace: Callable[[], dict[str, Any]], *, runner: Runner) -> list[Tool]:
-    """The six notebook tools on a namespace; `runner` runs code where the namespace lives."""
+def notebook_tools(
+    namespace: Callable[[], dict[str, Any]], *, runner: Runner, workspace: str | None = None
+) -> list[Tool]:
+    """The six notebook tools on a namespace; `runner` runs code where the namespace lives;
+    `run_cell` records the files it changes in `workspace` (as `python` does)."""
     from flue_nb.notebook.kernel.read_tools import NotebookContext, read_tools
     from flue_nb.notebook.kernel.write_tools import write_tools
 
-    nb = NotebookContext(namespace, runner)
+    nb = NotebookContext(namespace, runner, workspace=workspace)
     return [*read_tools(nb), *write_tools(nb)]

@@ -12,6 +12,7 @@ What the user's code raises is a result with `is_error=True`, never an exception
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import dataclasses
 import io
@@ -31,13 +32,33 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flue_nb.notebook.document.runner import Runner
 from flue_nb.notebook.kernel import drawing
-from flue_nb.runtime.effect_capture import ValueKeeper, assigned_names, keep_blobs, summarize
+from flue_nb.runtime.effect_capture import (
+    ValueKeeper,
+    assigned_names,
+    keep_blobs,
+    record_files,
+    scan,
+    store_files,
+    summarize,
+    workspace_changes,
+)
 from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect, frame_blob
 from flue_nb.runtime.facts import NamespaceDiff
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
-__all__ = ["FlueResults", "Namespace", "OnChange", "Runner", "keep_in", "python_tool"]
+__all__ = [
+    "FileWatch",
+    "FlueResults",
+    "Namespace",
+    "NamespaceWatch",
+    "OnChange",
+    "Runner",
+    "Workspace",
+    "keep_in",
+    "python_tool",
+    "watch_files",
+]
 
 T = TypeVar("T")
 
@@ -125,6 +146,10 @@ async def _run_inline(fn: Callable[[], T]) -> T:
     return fn()
 
 
+Workspace = str | Callable[[], str | None] | None
+"""The directory whose files a call's effect record covers (a bounded scan before and after the
+call, as for `bash`), or a function returning it; None records no file effects."""
+
 OnChange = Callable[[str, NamespaceDiff, ToolContext], Awaitable[str | None]]
 """Called after a call that ran without error and changed names: (code, diff, context); the text
 it returns, if any, is added to the result (`python_tool="cells"` writes the code as a cell)."""
@@ -137,6 +162,7 @@ def python_tool(
     bounds: Bounds | None = None,
     record_effects: bool = True,
     on_change: OnChange | None = None,
+    workspace: Workspace = None,
 ) -> Tool:
     """The `python` tool, running code in `namespace` through `runner` (default: inline).
 
@@ -148,6 +174,8 @@ def python_tool(
         record_effects: False records no effects at all (what the recording costs is measured
             against it: bench/effects_cost.py).
         on_change: See `OnChange`.
+        workspace: See `Workspace`: the files the code creates, changes or deletes there are
+            recorded (digests before and after, old contents kept) and can be undone.
     """
     run_on = runner or _run_inline
     limits = bounds or Bounds()
@@ -156,9 +184,11 @@ def python_tool(
         ns = namespace() if callable(namespace) else namespace
         # Old values go to the store's blobs only for a run with a store (a session's).
         keep = limits if ctx.store is not None else None
+        files = await watch_files(workspace if record_effects else None, ctx, limits)
         result, blobs = await run_on(lambda: _run_cell(args.code, ns, ctx.submission_id, keep, record_effects))
         if blobs:
             keep_blobs(ctx.store, ctx.conversation_id, blobs, limits)
+        result = await files.record(result)
         diff = result.namespace
         if (
             on_change is not None
@@ -174,16 +204,75 @@ def python_tool(
     return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")
 
 
+class FileWatch:
+    """A workspace scanned before a call: `record` scans it again after and adds the call's file
+    effects to its result."""
+
+    def __init__(self, before: Any = None, ctx: ToolContext | None = None, bounds: Bounds | None = None) -> None:
+        self.before = before
+        self.ctx = ctx
+        self.bounds = bounds or Bounds()
+
+    async def record(self, result: ToolOutput) -> ToolOutput:
+        """`result` with the files changed since the first scan in its effect record."""
+        if self.before is None or self.ctx is None:
+            return result
+        changes, cut = await asyncio.to_thread(
+            workspace_changes, self.before, self.bounds, can_keep=self.ctx.store is not None
+        )
+        details = record_files(result.details, changes, self.ctx, self.bounds, scan_cut=cut)
+        return result if details is result.details else dataclasses.replace(result, details=details)
+
+
+async def watch_files(workspace: Workspace, ctx: ToolContext, bounds: Bounds) -> FileWatch:
+    """Scan `workspace` before a call (the bounded scan `bash` makes; the store's own files left
+    out); nothing when there is none."""
+    root = workspace() if callable(workspace) else workspace
+    if not root or not os.path.isdir(root):
+        return FileWatch()
+    seen = await asyncio.to_thread(scan, root, bounds, read=ctx.store is not None, skip=store_files(ctx.store))
+    return FileWatch(seen, ctx, bounds)
+
+
+class NamespaceWatch:
+    """The namespace before code runs (a snapshot, and the old values of the names the code may
+    change, within `keep`), then after it: what changed, as a diff and as an effect record."""
+
+    def __init__(self, code: str, ns: dict[str, Any], keep: Bounds | None, record: bool = True) -> None:
+        self.keep = keep
+        self.record = record
+        self.before = _snapshot(ns)
+        self.keeper = ValueKeeper(keep or Bounds())
+        if keep is not None and record:
+            self.keeper.capture(ns, (n for n in assigned_names(code) if _is_user_name(n)))
+        self.changes = _Changes()
+        self.after: dict[str, tuple[Any, Any]] = {}
+
+    def finish(self, ns: dict[str, Any]) -> tuple[Effects, dict[str, bytes]]:
+        """Compare with `ns` now: the effect record and the framed blobs of the old values kept."""
+        self.after = _snapshot(ns)
+        self.changes = _diff(self.before, self.after, self.keeper)
+        if not self.record:
+            return Effects(), {}
+        return _effects(self.changes, self.before, self.after, self.keeper, self.keep)
+
+    def diff(self) -> NamespaceDiff:
+        """The names created, changed and deleted (after `finish`)."""
+        c = self.changes
+        return NamespaceDiff(tuple(c.created), tuple(c.changed), tuple(c.deleted))
+
+    def line(self) -> str:
+        """`Variables: created `x` (int); changed `df` (DataFrame, shape (2, 3))`, or ""."""
+        return _variables_line(self.changes, self.after)
+
+
 def _run_cell(
     code: str, ns: dict[str, Any], submission_id: str | None = None, keep: Bounds | None = None, record: bool = True
 ) -> tuple[ToolOutput, dict[str, bytes]]:
     """Run `code` in `ns` like a notebook cell and describe what happened, as a tool result, with
     its effect record in `details["effects"]` and the blobs of the old values it keeps (`keep`:
     the bounds; None keeps none)."""
-    before = _snapshot(ns)
-    keeper = ValueKeeper(keep or Bounds())
-    if keep is not None and record:
-        keeper.capture(ns, (n for n in assigned_names(code) if _is_user_name(n)))
+    watch = NamespaceWatch(code, ns, keep, record)
     filename = f"<python-input-{next(_cell_numbers)}>"
     buffer = io.StringIO()
     error: str | None = None
@@ -216,16 +305,14 @@ def _run_cell(
             if has_value:
                 value_repr = _safe_repr(value)
                 drawn.add_value(value)
-    after = _snapshot(ns)
-    changes = _diff(before, after, keeper)
-    effects, blobs = _effects(changes, before, after, keeper, keep) if record else (Effects(), {})
+    effects, blobs = watch.finish(ns)
 
     body_text = _join(buffer.getvalue(), trace)
     if value_repr is not None:
         out = f"Out: {value_repr}" if "\n" not in value_repr else f"Out:\n{value_repr}"
         body_text = _join(body_text, out)
     cut = truncate_tail(body_text)
-    diff = NamespaceDiff(tuple(changes.created), tuple(changes.changed), tuple(changes.deleted))
+    diff = watch.diff()
     details: dict[str, Any] = {
         "truncated": cut.truncated,
         "handle": None,
@@ -246,7 +333,7 @@ def _run_cell(
             parts.append(
                 f"Preview (first {_PREVIEW_CHARS:,} characters of the last line):\n{last_line[:_PREVIEW_CHARS]}…"
             )
-    line = _variables_line(changes, after)
+    line = watch.line()
     if line:
         parts.append(line)
     if drawn.images or drawn.notes:

@@ -37,10 +37,19 @@ NO_LOG = (
 class NotebookContext:
     """What the notebook tools share: the cell log, the namespace, the document."""
 
-    def __init__(self, namespace: Namespace, runner: Runner, log: Callable[[], CellLog | None] = cell_log) -> None:
+    def __init__(
+        self,
+        namespace: Namespace,
+        runner: Runner,
+        log: Callable[[], CellLog | None] = cell_log,
+        *,
+        workspace: str | None = None,
+    ) -> None:
         self.namespace = namespace
         self.runner = runner
         self._log = log
+        self.workspace = workspace
+        """The directory whose files `run_cell`'s effect record covers (None: no file effects)."""
         self.seen: dict[str, str] = {}
         """Each document cell's source as the agent last read it (or wrote it): what a write compares with."""
 

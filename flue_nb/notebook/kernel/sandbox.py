@@ -136,8 +136,8 @@ class KernelSandbox(LocalSandbox):
         runner = self._runner or _on_waiting_thread
         tools = [
             *standard_tools(self),
-            python_tool(lambda: self.namespace, runner=runner, on_change=self._on_change()),
-            *notebook_tools(lambda: self.namespace, runner=runner),
+            python_tool(lambda: self.namespace, runner=runner, on_change=self._on_change(), workspace=self.cwd),
+            *notebook_tools(lambda: self.namespace, runner=runner, workspace=self.cwd),
         ]
         names = sorted(t.name for t in tools)
         # A name close to one of ours is a typo; any other may be the agent's own or an MCP tool.

@@ -26,14 +26,17 @@ from flue_nb.notebook.document.protocol import CellChanged, DocumentError
 from flue_nb.notebook.document.saved import find_document, reset_document
 from flue_nb.notebook.kernel import _listing
 from flue_nb.notebook.kernel._envelope import fence
+from flue_nb.notebook.kernel.python_tool import NamespaceWatch, watch_files
 from flue_nb.notebook.kernel.read_tools import NO_LOG, NotebookContext
-from flue_nb.runtime.effects import EFFECTS_KEY, CellEffect, Effects
+from flue_nb.runtime.effect_capture import keep_blobs
+from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, CellEffect, Effects
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import truncate_head
 
 __all__ = ["cell_question", "edit_diff", "where_written", "write_tools"]
 
 _DIFF_LINES = 60
+_BOUNDS = Bounds()
 
 
 class InsertInput(BaseModel):
@@ -303,7 +306,20 @@ def write_tools(nb: NotebookContext) -> list[Tool]:  # noqa: C901 - five tools s
             source = args.source
         else:
             return ToolOutput("Give `id` (a cell of the notebook) or `source` (code to run).", is_error=True)
-        record: CellRecord | None = await nb.runner(lambda: _run_in_kernel(log, source, cell_id, provenance(ctx)))
+        # What the code changes is the step's effect, as for `python` (issue 34.1): the names
+        # (old values kept within the bounds) and the workspace's files.
+        keep = _BOUNDS if ctx.store is not None else None
+        files = await watch_files(nb.workspace, ctx, _BOUNDS)
+
+        def go() -> tuple[CellRecord | None, NamespaceWatch, Effects, dict[str, bytes]]:
+            ns = nb.namespace()
+            watch = NamespaceWatch(source, ns, keep)
+            record = _run_in_kernel(log, source, cell_id, provenance(ctx))
+            return record, watch, *watch.finish(ns)
+
+        record, watch, changed, blobs = await nb.runner(go)
+        if blobs:
+            keep_blobs(ctx.store, ctx.conversation_id, blobs, _BOUNDS)
         if record is None:
             return ToolOutput("The cell did not start (the kernel refused to run it).", is_error=True)
         where = await _write_back(doc, cell_id, record, log, _index_of(cells, cell_id))
@@ -311,17 +327,25 @@ def write_tools(nb: NotebookContext) -> list[Tool]:  # noqa: C901 - five tools s
         cut = truncate_head(text)
         more = f"\n[Output cut; `cell` with id #{record.number} pages through it.]" if cut.truncated else ""
         body = fence(cut.text) + more
+        ran_effect = CellEffect(
+            "ran", cell_id, getattr(doc, "path", None) if cell_id else None, "code",
+            source_before=source, source_after=source, index_before=_index_of(cells, cell_id),
+        )  # fmt: skip
         details = {
             "run": record.number, "execution_count": record.execution_count, "cell_id": cell_id,
             "outcome": record.outcome, "source": source, "written": where.startswith("Its outputs and"),
             "summary": _listing.output_summary(record),
-            **_cell_effect(CellEffect(
-                "ran", cell_id, getattr(doc, "path", None) if cell_id else None, "code",
-                source_before=source, source_after=source, index_before=_index_of(cells, cell_id),
-            )),
+            EFFECTS_KEY: changed.merged(Effects(cells=(ran_effect,))).to_dict(),
         }  # fmt: skip
         head = f"Ran as [{record.execution_count}] (run #{record.number}): {record.outcome}. {where}"
-        return ToolOutput(f"{head}\n{body}", is_error=record.outcome == "error", details=details)
+        names = watch.line()
+        out = ToolOutput(
+            f"{head}\n{body}" + (f"\n{names}" if names else ""),
+            is_error=record.outcome == "error",
+            details=details,
+            namespace=watch.diff(),
+        )
+        return await files.record(out)
 
     return [
         Tool("insert_cell", _INSERT_DESC, InsertInput, insert_cell),

@@ -32,7 +32,7 @@ class AgentStep:
     """`python` or `run_cell`."""
     code: str
     diff: NamespaceDiff
-    """What the call reported; empty for `run_cell` (it reports no names)."""
+    """What the call reported (empty for a `run_cell` recorded before it reported names)."""
     failed: bool = False
     summary: str = field(default="")
     """The first line of its result (what it printed or raised)."""
@@ -102,9 +102,9 @@ def _step(cid: str, sid: str, number: int, call: ToolCall, result: ToolResultMes
             return None
         return AgentStep(cid, sid, number, call.id, "python", code, diff, result.is_error, first, at)
     if call.name == "run_cell" and isinstance(call.input.get("source"), str) and not call.input.get("id"):
-        return AgentStep(
-            cid, sid, number, call.id, "run_cell", call.input["source"], NamespaceDiff(), result.is_error, first, at
-        )
+        # Recorded since issue 34.1: the names its code changed (older records have none).
+        diff = result.namespace or split_details(result.details)[2] or NamespaceDiff()
+        return AgentStep(cid, sid, number, call.id, "run_cell", call.input["source"], diff, result.is_error, first, at)
     return None
 
 

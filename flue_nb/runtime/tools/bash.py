@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flue_nb.runtime.effect_capture import local_root, record_files, scan, scan_changes
+from flue_nb.runtime.effect_capture import local_root, record_files, scan, store_files, workspace_changes
 from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import decode
@@ -55,7 +55,8 @@ def bash_tool(sandbox: Sandbox) -> Tool:
         # The effect record (issue 34.1): a bounded scan of the workspace before and after.
         root = local_root(sandbox)
         can_keep = ctx.store is not None
-        seen = await asyncio.to_thread(scan, root, _BOUNDS, read=can_keep) if root is not None else None
+        skip = store_files(ctx.store)
+        seen = await asyncio.to_thread(scan, root, _BOUNDS, read=can_keep, skip=skip) if root is not None else None
         try:
             res = await sandbox.exec(args.command, timeout=args.timeout, max_output=_KEEP, keep="tail")
         except OSError as exc:
@@ -95,13 +96,9 @@ def bash_tool(sandbox: Sandbox) -> Tool:
             notes.append(f"[Exit code: {res.exit_code}]")
         body = body.rstrip("\n") or ("" if cut.shown_lines == 0 and (res.truncated or cut.truncated) else "(no output)")
         details: dict[str, Any] | None = {"exit_code": res.exit_code, "timed_out": res.timed_out}
-        if seen is not None and root is not None:
-            now = await asyncio.to_thread(scan, root, _BOUNDS, read=False)
-            changes = await asyncio.to_thread(scan_changes, seen, now, _BOUNDS, can_keep=can_keep)
-            scan_cut = seen.cut or now.cut
-            details = record_files(
-                details, changes, ctx, _BOUNDS, scan_cut=f"the workspace scan was {scan_cut}" if scan_cut else None
-            )
+        if seen is not None:
+            changes, scan_cut = await asyncio.to_thread(workspace_changes, seen, _BOUNDS, can_keep=can_keep)
+            details = record_files(details, changes, ctx, _BOUNDS, scan_cut=scan_cut)
         return ToolOutput("\n\n".join(p for p in [body, *notes] if p), details=details)
 
     return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command")
