@@ -15,9 +15,10 @@ since, old value not kept, nothing to compare with) is reported and nothing chan
 Crash safety: a rewind or undo is journalled. An `event` record `{"effects_undo": {...,
 "state": "begun"}}` names its plan before the first change and one with `"state": "done"` follows
 the last; files are restored by writing a temporary file and renaming it over the path. After a
-crash in between, `recover` (called by the next `%flue`) finishes the plan for files and saved
-notebooks (each step is idempotent: a file is set to its recorded old digest or removed), so
-they end in the new state, and records it. The namespace is not journalled: the process that
+crash in between, `recover` (called by the next `%flue`) finishes the plan for files and notebook
+cells (each step is idempotent: a file is set to its recorded old digest or removed, a cell to
+its old source), so they end in the new state, and records it; an item it cannot finish is named
+as still in the state the agent left. The namespace is not journalled: the process that
 held it is gone with the crash, and the new kernel's namespace is not touched by recovery.
 """
 
@@ -31,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flue_nb.runtime.effect_capture import summarize
@@ -121,6 +122,10 @@ class UndoResult:
     skipped: list[tuple[Change, str]]
     """Items left as they are (not undoable: a cell's run; with `force`: a value not kept)."""
     forced: bool = False
+    failed: list[tuple[Change, str]] = field(default_factory=list)
+    """The item whose undo failed as it was done (the open tab did not answer, a file could not
+    be written), then the items after it, not tried: the undo stopped there, and what it had
+    undone stays undone."""
 
     def text(self) -> str:
         """What a person (and the model's note) reads."""
@@ -134,6 +139,9 @@ class UndoResult:
             if self.refused:
                 lines.append("Forced past:")
                 lines += [f"  {c.key} {c.target} — {why}" for c, why in self.refused]
+        if self.failed:
+            lines.append("Stopped; not undone:")
+            lines += [f"  {c.key} {c.target} — {why}" for c, why in self.failed]
         if self.skipped:
             lines.append("Left as they are:")
             lines += [f"  {c.key} {c.target} — {why}" for c, why in self.skipped]
@@ -251,6 +259,13 @@ def _now(change: Change, ns: Mapping[str, Any] | None) -> str | None:
     return "(unreadable notebook)" if source is ... else _text_digest(source)
 
 
+_UNREADABLE = {
+    "(no notebook)": "no notebook is known here",
+    "(unreadable notebook)": "the notebook could not be read (no open tab answered, or the file is unreadable)",
+    "(unreadable)": "the file could not be read",
+}
+
+
 def _text_digest(text: str | None) -> str | None:
     return None if text is None else "text:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -281,9 +296,11 @@ def _why_not(change: Change, store: Any) -> str | None:
             return "running a cell is not undone (undo what it changed instead)"
         if e.action == "moved":
             return "moving a cell back is not supported yet"
-        if cell_target() is None:
+        target = cell_target()
+        if target is None:
             return "no notebook to restore the cell in"
-        return None
+        check = getattr(target, "why_not", None)
+        return check(e) if check is not None else None
     if e.action == "created":
         return None
     if e.kept is None:
@@ -321,6 +338,8 @@ def _plan(
                     "its state after the step was not recorded (too big to digest), so a later change cannot be ruled out",
                 )
             )
+        elif current in _UNREADABLE:
+            refused.append((c, f"cannot be checked now: {_UNREADABLE[current]}"))
         elif current != after:
             refused.append((c, "changed again since" if current is not None else "gone since"))
         else:
@@ -410,15 +429,25 @@ def _run(
             return UndoResult(True, [], refused, skipped, force)
         jid = uuid.uuid4().hex[:12]
         plan = [_plan_entry(c) for c in doable]
-        _journal(
-            store, cid, {"id": jid, "state": "begun", "what": what, "plan": plan, "items": [c.ident for c in doable]}
-        )
+        begun = {"id": jid, "state": "begun", "what": what, "plan": plan, "items": [c.ident for c in doable]}
+        _journal(store, cid, {**begun, "force": True} if force else begun)
+        undone: list[Change] = []
+        failed: list[tuple[Change, str]] = []
         for n, c in enumerate(doable):
             if crash_at is not None:
                 crash_at(n)
-            _apply(c, store, ns)
-        _journal(store, cid, {"id": jid, "state": "done", "what": what, "items": [c.ident for c in doable]})
-        return UndoResult(True, doable, refused, skipped, force)
+            try:
+                _apply(c, store, ns)
+            except Exception as exc:  # noqa: BLE001 - said, and the journal closed on what was done
+                failed = [(c, f"{type(exc).__name__}: {exc}")]
+                failed += [(later, "not tried: the undo stopped at the item before") for later in doable[n + 1 :]]
+                break
+            undone.append(c)
+        end: dict[str, Any] = {"id": jid, "state": "done", "what": what, "items": [c.ident for c in undone]}
+        if failed:
+            end["failed"] = [c.ident for c, _ in failed]
+        _journal(store, cid, end)
+        return UndoResult(True, undone, refused, skipped, force, failed)
 
 
 def _plan_entry(c: Change) -> dict[str, Any]:
@@ -473,7 +502,7 @@ def _order(c: Change) -> tuple[int, int]:
 
 
 def recover(store: Any, conversation_id: str) -> str | None:
-    """Finish an undo or rewind a crash cut off (files and saved notebooks), record it, and say
+    """Finish an undo or rewind a crash cut off (files and notebook cells), record it, and say
     so; None when there was nothing to finish."""
     begun: dict[str, dict[str, Any]] = {}
     for r in store.records(conversation_id, kinds=["event"]):
@@ -488,25 +517,35 @@ def recover(store: Any, conversation_id: str) -> str | None:
         return None
     lines = []
     for jid, j in begun.items():
-        finished, left = [], []
+        finished: list[str] = []
+        left: list[str] = []
+        failed: list[str] = []
+        done: list[str] = []
         for entry in j.get("plan") or ():
-            kind = entry.get("kind")
             c = _from_plan(entry)
             if c is None:
                 continue
-            if kind == "file":
-                _apply_file(c, store)
-                finished.append(c.target)
-            elif kind == "cell" and (cells := cell_target()) is not None:
-                cells.apply(c.effect)
-                finished.append(c.target)
-            else:
-                left.append(c.target)
+            outcome, why = _finish(c, store, forced=bool(j.get("force")))
+            if outcome == "failed":
+                failed.append(f"{c.target} ({why})")
+                continue
+            (finished if outcome == "restored" else left).append(c.target)
+            done.append(str(entry.get("ident")))
         _journal(
             store, conversation_id,
-            {"id": jid, "state": "done", "what": j.get("what"), "items": list(j.get("items") or ()), "recovered": True},
+            {"id": jid, "state": "done", "what": j.get("what"), "items": done, "recovered": True},
         )  # fmt: skip
-        text = f"A {j.get('what')} was cut off by a crash; it is now finished (the new state): {len(finished)} file/cell item(s) restored"
+        if failed:
+            text = (
+                f"A {j.get('what')} was cut off by a crash; finishing it failed for {len(failed)} item(s), "
+                f"which are still as the agent left them (not undone): {'; '.join(failed)}; "
+                f"{len(finished)} file/cell item(s) restored"
+            )
+        else:
+            text = (
+                f"A {j.get('what')} was cut off by a crash; it is now finished (the new state): "
+                f"{len(finished)} file/cell item(s) restored"
+            )
         if left:
             text += (
                 f"; variables not restored ({', '.join(left)}): the kernel that held them is gone, "
@@ -514,6 +553,27 @@ def recover(store: Any, conversation_id: str) -> str | None:
             )
         lines.append(text + ".")
     return "\n".join(lines)
+
+
+def _finish(c: Change, store: Any, *, forced: bool) -> tuple[Literal["restored", "left", "failed"], str]:
+    """Finish one item of a plan a crash cut off: restored, left (a variable: its kernel is
+    gone), or failed and why."""
+    if c.kind == "variable":
+        return "left", ""
+    target = cell_target()
+    if c.kind == "cell" and target is None:
+        return "failed", "no notebook here to restore it in"
+    if not forced and _now(c, None) not in _states(c):
+        # Neither as the step left it nor as the undo would: someone changed it since.
+        return "failed", "changed since the crash: left as it is"
+    try:
+        if c.kind == "file":
+            _apply_file(c, store)
+        elif target is not None:
+            target.apply(c.effect)
+    except Exception as exc:  # noqa: BLE001 - said: this item stays as the step left it
+        return "failed", f"{type(exc).__name__}: {exc}"
+    return "restored", ""
 
 
 def _from_plan(entry: Mapping[str, Any]) -> Change | None:

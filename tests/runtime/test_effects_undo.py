@@ -214,3 +214,115 @@ def test_a_sigkill_during_a_rewind_leaves_the_new_state_and_says_so(tmp_path: Pa
     assert (work / "a.txt").read_text() == "old a\n" and (work / "b.txt").read_text() == "old b\n"
     assert all(c.undone for c in changes(store, "c", "s1"))
     assert recover(store, "c") is None  # finished once
+
+
+def test_files_a_python_call_writes_and_deletes_are_recorded_and_undone(tmp_path: Path) -> None:
+    # Issue 34.1: the `python` tool's file effects, as `bash`'s: a bounded scan of its workspace
+    # before and after the call, digests both sides, the old content kept; the store's own
+    # files (here in the workspace) are left out.
+    import hashlib
+
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "old.csv").write_text("a\n1\n")
+    (work / "data.csv").write_text("a\n1\n2\n")
+    store = SQLiteStore(str(work / "flue.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    ns: dict[str, Any] = {}
+    tool = python_tool(ns, workspace=str(work))
+    code = (
+        "import os\n"
+        f"base = {str(work)!r}\n"
+        "with open(os.path.join(base, 'made.txt'), 'w') as f:\n    f.write('made by python\\n')\n"
+        "with open(os.path.join(base, 'data.csv'), 'a') as f:\n    f.write('3\\n')\n"
+        "os.remove(os.path.join(base, 'old.csv'))\n"
+        "rows = 3"
+    )
+    ctx = ToolContext(call_id="p1", conversation_id="c", submission_id="s1", store=store)
+    out = asyncio.run(execute_tool(tool, {"code": code}, ctx))
+    store.append("c", "s1", [("message", message_to_dict(ToolResultMessage("p1", "python", out.content,
+                                                                          details=out.details)))], now=time.time())  # fmt: skip
+    effects = Effects.from_details(out.details)
+    assert effects is not None
+    assert {v.name for v in effects.variables} == {"base", "f", "os", "rows"}  # the namespace record is kept too
+    files = {Path(f.path).name: f for f in effects.files}
+    assert set(files) == {"made.txt", "data.csv", "old.csv"}, files  # flue.sqlite and its WAL left out
+    assert files["made.txt"].action == "created" and files["made.txt"].before is None
+    assert files["made.txt"].after == hashlib.sha256(b"made by python\n").hexdigest()
+    assert files["data.csv"].action == "changed" and files["data.csv"].kept
+    assert files["data.csv"].before == hashlib.sha256(b"a\n1\n2\n").hexdigest()
+    assert files["data.csv"].after == hashlib.sha256(b"a\n1\n2\n3\n").hexdigest()
+    assert files["old.csv"].action == "deleted" and files["old.csv"].kept and files["old.csv"].after is None
+    listed = changes(store, "c", "s1")
+    result = undo(store, "c", [c for c in listed if c.kind == "file"], namespace=ns)
+    assert result.done and len(result.undone) == 3, result.text()
+    assert not (work / "made.txt").exists()
+    assert (work / "data.csv").read_text() == "a\n1\n2\n"
+    assert (work / "old.csv").read_text() == "a\n1\n"
+    assert ns["rows"] == 3  # only the file items were asked for
+
+
+def test_an_undo_that_fails_midway_says_where_it_stopped_and_closes_its_journal(tmp_path: Path) -> None:
+    from flue_nb.runtime.effects import CellEffect
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+    from flue_nb.runtime.undo import recover, use_cells
+
+    class Tab:
+        """A live document whose tab stopped answering after the source was read."""
+
+        def source(self, effect: CellEffect) -> str | None:
+            return effect.source_after
+
+        def apply(self, effect: CellEffect) -> None:
+            raise OSError("no tab answered")
+
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    for n, cid in enumerate(("c1", "c2")):
+        e = Effects(cells=(CellEffect("edited", cid, "n.ipynb", source_before="old", source_after="new"),))
+        msg = ToolResultMessage(f"k{n}", "edit_cell", "Edited", details={"effects": e.to_dict()})
+        store.append("c", "s1", [("message", message_to_dict(msg))], now=time.time())
+    use_cells(Tab())
+    try:
+        result = undo(store, "c", changes(store, "c", "s1"))
+    finally:
+        use_cells(None)
+    assert result.done and not result.undone
+    assert [(c.key, why) for c, why in result.failed] == [
+        ("2.1", "OSError: no tab answered"), ("1.1", "not tried: the undo stopped at the item before"),
+    ]  # fmt: skip
+    assert "Stopped; not undone:" in result.text()
+    assert not any(c.undone for c in changes(store, "c", "s1"))  # still there to undo again
+    assert recover(store, "c") is None  # the journal was closed: nothing for a recovery to redo
+
+
+def test_a_recovery_leaves_a_file_changed_since_the_crash_and_says_so(tmp_path: Path) -> None:
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+    from flue_nb.runtime.sandbox.local import LocalSandbox
+    from flue_nb.runtime.tools import PathLocks
+    from flue_nb.runtime.tools.write import write_tool
+    from flue_nb.runtime.undo import recover
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("old a\n")
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    ctx = ToolContext(call_id="w0", conversation_id="c", submission_id="s1", store=store)
+    out = asyncio.run(execute_tool(write_tool(LocalSandbox(str(work)), PathLocks()), {"path": "a.txt",
+                                                                                       "content": "new a\n"}, ctx))  # fmt: skip
+    store.append("c", "s1", [("message", message_to_dict(ToolResultMessage("w0", "write", out.content,
+                                                                          details=out.details)))], now=time.time())  # fmt: skip
+
+    def crash(n: int) -> None:
+        raise SystemExit("killed")  # as a SIGKILL would: nothing after the `begun` record runs
+
+    with pytest.raises(SystemExit):
+        rewind(store, "c", "s1", 1, crash_at=crash)
+    (work / "a.txt").write_text("the user's own edit after the crash\n")
+    said = recover(store, "c")
+    assert said is not None and "changed since the crash: left as it is" in said and "not undone" in said
+    assert (work / "a.txt").read_text() == "the user's own edit after the crash\n"
+    assert not changes(store, "c", "s1")[0].undone

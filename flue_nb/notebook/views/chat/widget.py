@@ -774,7 +774,7 @@ def _effects_json(parts: list[Any]) -> bool:
 
 
 def _undo_targets() -> None:
-    """In a kernel, undo acts on its namespace and its saved notebook (as `%flue undo` does)."""
+    """In a kernel, undo acts on its namespace and its notebook, live or saved (as `%flue undo` does)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -783,11 +783,11 @@ def _undo_targets() -> None:
     if shell is None:
         return
     from flue_nb.notebook.document.saved import notebook_path
-    from flue_nb.notebook.document.undo_cells import SavedCells
+    from flue_nb.notebook.document.undo_cells import DocumentCells
     from flue_nb.runtime.undo import use_cells, use_namespace
 
     use_namespace(lambda: shell.user_ns)
-    use_cells(SavedCells(notebook_path(shell.user_ns)))
+    use_cells(DocumentCells(notebook_path(shell.user_ns), shell.user_ns))
 
 
 def _resolve(fut: asyncio.Future[bool], approved: bool) -> None:
