@@ -84,3 +84,43 @@ st.close()
     # Undone once: asked again, there is nothing left to undo and the file stays as it is.
     again = kernel.ok("%flue -c cells --db cells.sqlite -m cleaner undo all").stdout
     assert "Undone 0 items" in again and json.loads(nb.read_text())["cells"][0]["source"] == "x = 1"
+
+
+RUNS = """
+total = 1
+open("keep.txt", "w").close()
+runner = ScriptedModel([
+    reply("", tool_call("run_cell", source="total = 10\\n__import__('pathlib').Path('ran.txt').write_text('from run_cell')")),
+    reply("", tool_call("python", code="__import__('pathlib').Path('py.txt').write_text('from python')\\n"
+                                       "__import__('os').remove('keep.txt')")),
+    reply("ran both"),
+])
+"""
+
+
+def test_run_cell_and_python_record_what_they_change_and_it_is_undone(kernel):
+    # Issue 34.1: code run through `run_cell` changes the namespace (recorded as that step's
+    # variables, old values kept), and `python` and `run_cell` change files (the workspace scan,
+    # as for `bash`); options after the subcommand work as before it.
+    kernel.ok(RUNS)
+    run = kernel.ok("%flue -c runs --no-widget -m runner go")
+    assert "ran both" in run.all_text()
+    listed = kernel.ok("%flue changes -c runs -m runner").stdout
+    lines = [ln.strip() for ln in listed.splitlines()[1:]]
+    assert lines[0] == "1.1 run_cell: `total` changed (int → int)", listed
+    assert lines[1].startswith("1.2 run_cell: file ") and "ran.txt created" in lines[1], listed
+    assert lines[2] == "1.3 run_cell: cell (new code) ran", listed
+    assert lines[3].startswith("2.1 python: file ") and "keep.txt deleted" in lines[3], listed
+    assert lines[4].startswith("2.2 python: file ") and "py.txt created" in lines[4], listed
+    assert len(lines) == 5 and "flue.sqlite" not in listed, listed  # the store's own files are not effects
+    one = kernel.ok("%flue undo 2.1 -c runs -m runner").stdout
+    assert "Undone 1 item" in one and (kernel.cwd / "keep.txt").exists(), one
+    rest = kernel.ok("%flue rewind 1 -c runs -m runner").stdout
+    assert "Undone 3 items" in rest, rest
+    assert not (kernel.cwd / "ran.txt").exists() and not (kernel.cwd / "py.txt").exists()
+    assert kernel.ok("print(total)").stdout.strip() == "1"
+
+
+def test_an_option_after_a_subcommand_missing_its_value_is_a_usage_error(kernel):
+    out = kernel.run("%flue changes -c")
+    assert "expected one argument" in out.all_text(), out.all_text()

@@ -1,35 +1,55 @@
 """`%flue changes [-c ID] [SUBMISSION]`, `%flue undo [ITEM|all] [--force]`, `%flue rewind STEP
-[--force]` (issue 34.2, 34.3): the text front end's review, undo and rewind."""
+[--force]` (issue 34.2, 34.3): the text front end's review, undo and rewind. Their options may
+stand before the subcommand or after it."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
 
-from flue_nb.notebook.magics._line import FlueCellError
+from flue_nb.notebook.magics._line import _TOKEN, _VALUE_OPTIONS, FlueCellError
 
 if TYPE_CHECKING:
     from flue_nb.runtime.session import Session
 
-__all__ = ["EFFECT_COMMANDS", "effects_command", "install_targets", "recover_note", "split_force"]
+__all__ = ["EFFECT_COMMANDS", "effects_command", "install_targets", "recover_note", "split_args"]
 
 EFFECT_COMMANDS = ("changes", "undo", "rewind")
-_FORCE = re.compile(r"(^|\s)(--force|-f)(?=\s|$)")
+_NUMBER = re.compile(r"-\d+(\.\d+)?")
+_FORCE = ("--force", "-f")
 
 
-def split_force(tail: str) -> tuple[str, bool]:
-    """The subcommand's arguments without `--force`, and whether it was given."""
-    return _FORCE.sub(" ", tail), _FORCE.search(tail) is not None
+def split_args(tail: str) -> tuple[list[str], str, bool]:
+    """A subcommand's options wherever they stand (`%flue undo 2.1 -c X` is `%flue -c X undo
+    2.1`), its argument (the other words), and whether `--force` was given."""
+    argv: list[str] = []
+    words: list[str] = []
+    force = False
+    expect_value = False
+    for m in _TOKEN.finditer(tail):
+        tok = m.group(0)
+        if expect_value:
+            argv.append(tok[1:-1] if tok[:1] in "'\"" and tok[-1:] == tok[:1] and len(tok) > 1 else tok)
+            expect_value = False
+        elif tok in _FORCE:
+            force = True
+        elif tok.startswith("-") and len(tok) > 1 and not _NUMBER.fullmatch(tok):
+            argv.append(tok)
+            expect_value = tok in _VALUE_OPTIONS
+        else:
+            words.append(tok)
+    return argv, " ".join(words), force
 
 
 def install_targets(shell: Any) -> None:
-    """Point undo at this kernel's namespace and its saved notebook."""
+    """Point undo at this kernel's namespace and its notebook: the live document when there is
+    one (collaboration, or the open tab), else the saved file."""
     from flue_nb.notebook.document.saved import notebook_path
-    from flue_nb.notebook.document.undo_cells import SavedCells
+    from flue_nb.notebook.document.undo_cells import DocumentCells
     from flue_nb.runtime.undo import use_cells, use_namespace
 
     use_namespace(lambda: shell.user_ns)
-    use_cells(SavedCells(notebook_path(shell.user_ns)))
+    use_cells(DocumentCells(notebook_path(shell.user_ns), shell.user_ns))
 
 
 def recover_note(session: Session) -> None:

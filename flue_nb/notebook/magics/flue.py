@@ -27,7 +27,7 @@ from flue_nb.notebook.magics._effects import (
     effects_command,
     install_targets,
     recover_note,
-    split_force,
+    split_args,
 )
 from flue_nb.notebook.magics._line import (
     SUBCOMMANDS,
@@ -84,8 +84,7 @@ class FlueMagics(ConversationMagics):
         head = line.rstrip()[: len(line.rstrip()) - len(rest)]
         escaped = re.search(r"(^|\s)--\s*$", head) is not None
         if words and not escaped and cell is None and words[0] in EFFECT_COMMANDS:
-            tail, force = split_force(rest[len(words[0]) :])
-            more_argv, arg = split_line(tail)
+            more_argv, arg, force = split_args(rest[len(words[0]) :])
             args = self._parse(argv + more_argv)
             with _store_failures():
                 agent = self._agent_for_view(args)
@@ -107,8 +106,8 @@ class FlueMagics(ConversationMagics):
             from flue_nb.notebook.magics import _verify
 
             command = _verify.verify_command if words[0] == "verify" else _verify.materialize_command
-            with _store_failures():
-                return command(self, rest[len(words[0]) :])
+            with _store_failures():  # options before the subcommand count as those after it
+                return command(self, f"{head} {rest[len(words[0]) :]}")
         # A subcommand is the whole line ("status of the data?" is a message); `use` always is
         # the subcommand, so `%flue use a b` is a usage error rather than a message to the model.
         if words and not escaped and words[0] in SUBCOMMANDS and (not arg or words[0] in TAKES_ARGUMENT):
