@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
 import pickle
 import threading
@@ -23,7 +24,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, FileAction, FileEffect, ValueSummary, frame_blob
+from flue_nb.runtime.effects import (
+    BLOB_MAGIC,
+    EFFECTS_KEY,
+    Bounds,
+    Effects,
+    FileAction,
+    FileEffect,
+    ValueSummary,
+    frame_blob,
+)
 
 __all__ = [
     "FileState",
@@ -33,6 +43,7 @@ __all__ = [
     "file_effect",
     "file_state",
     "local_root",
+    "pickle_digest",
     "record_files",
     "scan_changes",
     "keep_blobs",
@@ -118,23 +129,50 @@ def _shape_len(value: Any) -> tuple[tuple[int, ...] | None, int | None]:
     return None, None
 
 
-def _pickled(value: Any, limit: int) -> tuple[bytes | None, str | None]:
-    """The pickled value (protocol 5) within `limit` bytes, or None and why not."""
+def _pickled(value: Any, limit: int, *, prefix: bytes = b"") -> tuple[bytes | None, str | None]:
+    """`prefix` and the pickled value (protocol 5) in one buffer, the pickle within `limit`
+    bytes, or None and why not. Pickled straight into the buffer that is returned: a kept value
+    costs one copy of its pickle, not two (`prefix + pickle.dumps(value)` made a second)."""
     estimate = _estimate(value)
     if estimate is not None and estimate > limit:
         return None, f"over the {_size(limit)} cap ({_size(estimate)})"
     if isinstance(value, (list, dict, set, tuple, deque)) and len(value) > limit // 8:
         return None, f"over the {_size(limit)} cap ({len(value):,} items)"
+    buf = io.BytesIO()
+    buf.write(prefix)
     try:
-        data = pickle.dumps(value, protocol=5)
+        pickle.Pickler(buf, protocol=5).dump(value)
     except Exception as exc:  # noqa: BLE001 - an open file, a socket, a lambda: listed, not kept
         return None, f"cannot be pickled ({type(exc).__name__}: {str(exc)[:80]})"
-    if len(data) > limit:
-        return None, f"over the {_size(limit)} cap ({_size(len(data))} pickled)"
-    return data, None
+    size = buf.tell() - len(prefix)
+    if size > limit:
+        return None, f"over the {_size(limit)} cap ({_size(size)} pickled)"
+    return buf.getvalue(), None
 
 
-def summarize(value: Any, bounds: Bounds, pickled: bytes | None = None) -> ValueSummary:
+class _Sha256Writer:
+    """A file that only hashes what is written to it (a pickle compared, never held)."""
+
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.hash.update(data)
+        return len(data)
+
+
+def pickle_digest(value: Any) -> str | None:
+    """sha256 of the value's pickle (protocol 5), streamed: the pickle is never held whole;
+    None when it cannot be pickled."""
+    out = _Sha256Writer()
+    try:
+        pickle.Pickler(out, protocol=5).dump(value)
+    except Exception:  # noqa: BLE001 - no digest for what cannot be pickled
+        return None
+    return out.hash.hexdigest()
+
+
+def summarize(value: Any, bounds: Bounds, pickled: bytes | memoryview | None = None) -> ValueSummary:
     """Type, shape or length, and a digest when the value pickles within `bounds.digest_bytes`."""
     shape, length = _shape_len(value)
     if pickled is None:
@@ -148,11 +186,18 @@ class ValueKeeper:
     """The old values of one call's candidate names, within a step's bounds."""
 
     bounds: Bounds
-    pickled: dict[str, bytes] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    """Each kept name's old value as the effect blob it is stored as (`frame_blob`'s bytes:
+    `BLOB_MAGIC` and the pickle, made in one buffer)."""
     summaries: dict[str, ValueSummary] = field(default_factory=dict)
     """Each captured name's value as it was (an in-place change alters the object itself)."""
     refused: dict[str, str] = field(default_factory=dict)
     used: int = 0
+
+    def pickled(self, name: str) -> memoryview | None:
+        """The kept pickle of `name` (a view into its blob, not a copy)."""
+        blob = self.blobs.get(name)
+        return memoryview(blob)[len(BLOB_MAGIC) :] if blob is not None else None
 
     def capture(self, ns: Mapping[str, Any], names: Iterable[str]) -> None:
         """Pickle the current values of `names` that exist in `ns`, within the step's cap."""
@@ -163,13 +208,15 @@ class ValueKeeper:
             if room <= 0:
                 self.refused[name] = f"over the step's {_size(self.bounds.step_bytes)} cap"
                 continue
-            data, why = _pickled(ns[name], room)
-            self.summaries[name] = summarize(ns[name], self.bounds, data)
+            data, why = _pickled(ns[name], room, prefix=BLOB_MAGIC)
+            self.summaries[name] = summarize(
+                ns[name], self.bounds, memoryview(data)[len(BLOB_MAGIC) :] if data else None
+            )
             if data is None:
                 self.refused[name] = why or "not kept"
                 continue
-            self.pickled[name] = data
-            self.used += len(data)
+            self.blobs[name] = data
+            self.used += len(data) - len(BLOB_MAGIC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +285,10 @@ def scan(root: str, bounds: Bounds, *, read: bool, skip: frozenset[str] = frozen
     deadline = time.monotonic() + bounds.scan_seconds
     read_total = 0
     stack = [root]
+    with _read_lock:
+        known = _read_ahead.get(root, {})
+    kept: dict[str, tuple[int, int, int, int, bytes]] = {}
+    now_ns = time.time_ns()
     while stack:
         top = stack.pop()
         try:
@@ -263,13 +314,48 @@ def scan(root: str, bounds: Bounds, *, read: bool, skip: frozenset[str] = frozen
                 continue
             out.stats[entry.path] = (st.st_size, st.st_mtime_ns)
             if read and st.st_size <= bounds.scan_keep_bytes and read_total + st.st_size <= bounds.scan_keep_total:
-                try:
-                    with open(entry.path, "rb") as f:
-                        out.contents[entry.path] = f.read()
+                found = _read(entry.path, st, known.get(entry.path), now_ns)
+                if found is not None:
+                    out.contents[entry.path] = found[4]
                     read_total += st.st_size
-                except OSError:
-                    pass
+                    kept[entry.path] = found
+    if read:
+        with _read_lock:
+            _read_ahead.pop(root, None)
+            _read_ahead[root] = kept
+            while len(_read_ahead) > _READ_AHEAD_ROOTS:
+                _read_ahead.pop(next(iter(_read_ahead)))
     return out
+
+
+# What the last reading scan of each root read (path -> size, mtime, inode, when read, content):
+# the next scan reads again only the files whose stat changed, so a `python` call in a workspace
+# of a thousand small files stats them instead of reading them all (bench/effects_cost.py). At
+# most `scan_keep_total` bytes a root, for the last few roots.
+_read_ahead: dict[str, dict[str, tuple[int, int, int, int, bytes]]] = {}
+_read_lock = threading.Lock()
+_READ_AHEAD_ROOTS = 4
+_RACY_NS = 2_000_000_000
+"""A file written this close before it was read may have been written again within the same
+mtime tick, unseen (git's "racily clean" entries): its content is read again, not reused."""
+
+
+def _read(
+    path: str, st: os.stat_result, known: tuple[int, int, int, int, bytes] | None, now_ns: int
+) -> tuple[int, int, int, int, bytes] | None:
+    """The file's content (and what to remember of it): the one read before when its stat is
+    the same and it was not written just before that reading, else read now."""
+    if (
+        known is not None
+        and known[:3] == (st.st_size, st.st_mtime_ns, st.st_ino)
+        and st.st_mtime_ns < known[3] - _RACY_NS
+    ):
+        return known
+    try:
+        with open(path, "rb") as f:
+            return st.st_size, st.st_mtime_ns, st.st_ino, now_ns, f.read()
+    except OSError:
+        return None
 
 
 # --- the conversation's cap on kept blobs ----------------------------------------------------

@@ -326,3 +326,56 @@ def test_a_recovery_leaves_a_file_changed_since_the_crash_and_says_so(tmp_path: 
     assert said is not None and "changed since the crash: left as it is" in said and "not undone" in said
     assert (work / "a.txt").read_text() == "the user's own edit after the crash\n"
     assert not changes(store, "c", "s1")[0].undone
+
+
+def test_a_value_over_the_cap_changed_in_place_is_recorded_not_kept(tmp_path: Path) -> None:
+    # Issue 34.3/34.7: over the cap, the old value is not kept (no copy is made) and the change
+    # in place, which neither identity nor shape shows, is still recorded, saying why it was
+    # not compared; under it, the kept blob is the one the store holds under its digest.
+    np = pytest.importorskip("numpy")
+    from flue_nb.runtime.effects import Bounds, unframe_blob
+
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    ns: dict[str, Any] = {"big": np.zeros(10_000), "small": np.zeros(10)}
+    tool = python_tool(ns, bounds=Bounds(value_bytes=20_000))
+    ctx = ToolContext(call_id="p1", conversation_id="c", submission_id="s1", store=store)
+    out = asyncio.run(execute_tool(tool, {"code": "big[0] = 5\nsmall[0] = 5"}, ctx))
+    effects = Effects.from_details(out.details)
+    assert effects is not None
+    by_name = {v.name: v for v in effects.variables}
+    assert by_name["big"].action == "changed" and by_name["big"].kept is None
+    assert by_name["big"].not_kept == (
+        "over the 20 KiB cap (78 KiB); recorded as changed because the code assigns into it (not compared)"
+    )
+    assert by_name["small"].kept is not None
+    payload = unframe_blob(store.blob(by_name["small"].kept) or b"")
+    assert payload is not None and by_name["small"].before is not None
+    import hashlib
+
+    assert hashlib.sha256(payload).hexdigest() == by_name["small"].before.digest
+
+
+def test_the_read_ahead_reuses_a_file_only_while_its_stat_says_it_is_the_same(tmp_path: Path) -> None:
+    # The scan before each `python` or `bash` call reads small files again only when their stat
+    # changed, and never trusts a file written just before it was read (the same mtime tick
+    # could hide a second write of the same size).
+    import os
+
+    from flue_nb.runtime.effect_capture import scan
+    from flue_nb.runtime.effects import Bounds
+
+    old, racy = tmp_path / "old.txt", tmp_path / "racy.txt"
+    old.write_text("one\n")
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(old, ns=(hour_ago, hour_ago))
+    racy.write_text("aaa\n")
+    first = scan(str(tmp_path), Bounds(), read=True)
+    assert first.contents[str(old)] == b"one\n" and first.contents[str(racy)] == b"aaa\n"
+    mtime = racy.stat().st_mtime_ns
+    racy.write_text("bbb\n")  # same size, and the same mtime put back
+    os.utime(racy, ns=(mtime, mtime))
+    old.write_text("two\n")  # same size, a new mtime
+    second = scan(str(tmp_path), Bounds(), read=True)
+    assert second.contents[str(racy)] == b"bbb\n"
+    assert second.contents[str(old)] == b"two\n"

@@ -15,6 +15,7 @@ import ast
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import io
 import itertools
 import linecache
@@ -36,13 +37,14 @@ from flue_nb.runtime.effect_capture import (
     ValueKeeper,
     assigned_names,
     keep_blobs,
+    pickle_digest,
     record_files,
     scan,
     store_files,
     summarize,
     workspace_changes,
 )
-from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect, frame_blob
+from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect
 from flue_nb.runtime.facts import NamespaceDiff
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
@@ -364,21 +366,23 @@ def _effects(
     omitted = [n for n, _ in every[bounds.items :]]
     for name, action in every[: bounds.items]:
         old = before[name][0] if name in before else None
-        pickled = keeper.pickled.get(name)
+        framed = keeper.blobs.get(name)
         before_summary = (keeper.summaries.get(name) or summarize(old, bounds)) if action != "created" else None
         after_summary = summarize(after[name][0], bounds) if action != "deleted" else None
         kept = not_kept = None
         if action != "created":
-            if pickled is not None:
-                kept, data = frame_blob(pickled)
-                blobs[kept] = data
-                sizes[kept] = len(data)
+            if framed is not None:
+                kept = hashlib.sha256(framed).hexdigest()  # the blob's digest, as `frame_blob` names it
+                blobs[kept] = framed
+                sizes[kept] = len(framed)
             elif keep is None:
                 not_kept = "not kept: this run has no store"
             else:
                 not_kept = keeper.refused.get(name) or (
                     "not captured: changed by code that does not name it as a target (a function, an alias)"
                 )
+                if name in keeper.refused and before[name][0] is after[name][0] and before[name][1] == after[name][1]:
+                    not_kept += "; recorded as changed because the code assigns into it (not compared)"
         records.append(VariableEffect(name, action, before_summary, after_summary, kept, not_kept))  # type: ignore[arg-type]
     effects = Effects(variables=tuple(records), omitted=tuple(omitted), bounds=bounds.to_dict(), kept_bytes=sizes)
     return (effects if records or omitted else Effects()), blobs
@@ -540,7 +544,6 @@ def _diff(
     before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]], keeper: ValueKeeper | None = None
 ) -> _Changes:
     changes = _Changes()
-    kept = keeper.pickled if keeper is not None else {}
     for name in sorted(after.keys() | before.keys()):
         if name not in before:
             changes.created.append(name)
@@ -548,20 +551,16 @@ def _diff(
             changes.deleted.append(name)
         elif after[name][0] is not before[name][0] or after[name][1] != before[name][1]:
             changes.changed.append(name)
-        elif name in kept and _repickled_differs(after[name][0], kept[name]):
+        elif keeper is not None and (old := keeper.pickled(name)) is not None:
             # Changed in place where the fingerprint cannot see it (`df.loc[0, "a"] = 5`): the
-            # old value was pickled, so the pickles tell.
+            # old value was pickled, so the pickles tell (the new one hashed as it is made).
+            if pickle_digest(after[name][0]) != hashlib.sha256(old).hexdigest():
+                changes.changed.append(name)
+        elif keeper is not None and name in keeper.refused:
+            # The code assigns into it (`df["a"] *= 2`) but its old value was too big (or not
+            # picklable) to keep and compare: recorded as changed, the reason with it.
             changes.changed.append(name)
     return changes
-
-
-def _repickled_differs(value: Any, old: bytes) -> bool:
-    import pickle
-
-    try:
-        return pickle.dumps(value, protocol=5) != old
-    except Exception:  # noqa: BLE001 - it pickled before; if not now, it changed
-        return True
 
 
 def _describe(value: Any) -> str:
