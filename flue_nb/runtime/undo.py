@@ -126,6 +126,9 @@ class UndoResult:
     """The item whose undo failed as it was done (the open tab did not answer, a file could not
     be written), then the items after it, not tried: the undo stopped there, and what it had
     undone stays undone."""
+    where: dict[str, str] = field(default_factory=dict)
+    """Where each restored cell was restored (`Change.ident` -> "in your open tab", "in the saved
+    file ...: reload it"), as its notebook target said."""
 
     def text(self) -> str:
         """What a person (and the model's note) reads."""
@@ -135,7 +138,11 @@ class UndoResult:
             lines += [f"  {c.describe()} — {why}" for c, why in self.refused]
         else:
             lines.append(f"Undone {len(self.undone)} item{'s' if len(self.undone) != 1 else ''}:")
-            lines += [f"  {c.describe().replace(' [undone]', '')}" for c in self.undone]
+            lines += [
+                f"  {c.describe().replace(' [undone]', '')}"
+                + (f" — {self.where[c.ident]}" if c.ident in self.where else "")
+                for c in self.undone
+            ]
             if self.refused:
                 lines.append("Forced past:")
                 lines += [f"  {c.key} {c.target} — {why}" for c, why in self.refused]
@@ -153,8 +160,9 @@ class UndoResult:
 NamespaceSource = Callable[[], MutableMapping[str, Any] | None]
 CellTarget = Any
 """An object with `source(effect) -> str | None | Ellipsis` (the cell's source now, None when
-absent, `...` when the notebook cannot be read) and `apply(effect) -> None` (undo one cell
-effect), given by the notebook layer (`use_cells`)."""
+absent, `...` when the notebook cannot be read) and `apply(effect) -> str | None` (undo one cell
+effect; where it was restored, as a person reads it), and optionally `why_not(effect) -> str |
+None` (why it cannot undo that effect at all), given by the notebook layer (`use_cells`)."""
 
 _namespace: list[NamespaceSource] = []
 _cells: list[CellTarget] = []
@@ -386,7 +394,8 @@ def _apply_file(c: Change, store: Any) -> None:
             _atomic_write(e.path, old)
 
 
-def _apply(c: Change, store: Any, ns: MutableMapping[str, Any] | None) -> None:
+def _apply(c: Change, store: Any, ns: MutableMapping[str, Any] | None) -> str | None:
+    """Undo one item; where a cell was restored, when its target says."""
     e = c.effect
     if isinstance(e, FileEffect):
         _apply_file(c, store)
@@ -399,7 +408,9 @@ def _apply(c: Change, store: Any, ns: MutableMapping[str, Any] | None) -> None:
     else:
         target = cell_target()
         if target is not None:
-            target.apply(e)
+            where = target.apply(e)
+            return where if isinstance(where, str) else None
+    return None
 
 
 def _journal(store: Any, cid: str, data: dict[str, Any]) -> None:
@@ -433,21 +444,24 @@ def _run(
         _journal(store, cid, {**begun, "force": True} if force else begun)
         undone: list[Change] = []
         failed: list[tuple[Change, str]] = []
+        where: dict[str, str] = {}
         for n, c in enumerate(doable):
             if crash_at is not None:
                 crash_at(n)
             try:
-                _apply(c, store, ns)
+                place = _apply(c, store, ns)
             except Exception as exc:  # noqa: BLE001 - said, and the journal closed on what was done
                 failed = [(c, f"{type(exc).__name__}: {exc}")]
                 failed += [(later, "not tried: the undo stopped at the item before") for later in doable[n + 1 :]]
                 break
             undone.append(c)
+            if place:
+                where[c.ident] = place
         end: dict[str, Any] = {"id": jid, "state": "done", "what": what, "items": [c.ident for c in undone]}
         if failed:
             end["failed"] = [c.ident for c, _ in failed]
         _journal(store, cid, end)
-        return UndoResult(True, undone, refused, skipped, force, failed)
+        return UndoResult(True, undone, refused, skipped, force, failed, where)
 
 
 def _plan_entry(c: Change) -> dict[str, Any]:

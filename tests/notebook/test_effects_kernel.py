@@ -79,7 +79,7 @@ st.close()
 """
     kernel.ok(code)
     out = kernel.ok("%flue -c cells --db cells.sqlite -m cleaner undo all").stdout
-    assert "Undone 1 item" in out, out
+    assert "Undone 1 item" in out and "— in the saved file n.ipynb (no live document" in out, out
     assert json.loads(nb.read_text())["cells"][0]["source"] == "x = 1"
     # Undone once: asked again, there is nothing left to undo and the file stays as it is.
     again = kernel.ok("%flue -c cells --db cells.sqlite -m cleaner undo all").stdout

@@ -312,6 +312,61 @@ def test_the_notebook_tools_write_through_the_live_document(server, opened):
     assert inserted["metadata"]["flue"]["tool_call_id"] != edited["metadata"]["flue"]["tool_call_id"]
 
 
+REVISER = r"""
+import re
+import flue_nb as flue
+from flue_nb.models import FunctionModel, reply, tool_call
+
+def revise(req):
+    results = [m for m in req.messages if m.kind == "tool_result"]
+    if not results:
+        return reply("Reading the notebook.", tool_call("cells", order="document"))
+    if results[-1].name == "cells":
+        second = re.findall(r"\d+\. id=(\S+)", results[-1].content)[1]
+        return reply("", tool_call("edit_cell", id=second, source="print(x * 100)"))
+    return reply("Changed the print.")
+
+@flue.agent
+def reviser():
+    flue.use_model(FunctionModel(revise))
+    flue.use_sandbox(flue.kernel(approval="allow"))
+    return "Work in the notebook."
+"""
+
+TYPE_IN = """
+from flue_nb.notebook.document import live
+doc = live.connect(timeout=10)
+cells = await doc.cells()
+await doc.edit_cell(cells[1].id, {source!r})
+"""
+
+
+def test_an_edited_cell_is_undone_in_the_live_document(server, opened):
+    # Issue 34.2/34.8: `%flue undo` of the agent's edit_cell puts the old source back through
+    # the room (a separate client of it reads the old source); typed over since, the undo
+    # refuses and changes nothing.
+    path, kernel = opened
+    kernel.ok("%load_ext flue_nb")
+    kernel.ok("x = 41")
+    kernel.ok(REVISER)
+    run = kernel.ok("%%flue --agent reviser -c liveundo\nchange the print", timeout=120)
+    assert [c["source"] for c in _peer_cells(server, path)] == ["x = 41", "print(x * 100)"], run.all_text()
+    listed = kernel.ok("%flue changes -c liveundo").stdout
+    assert "2.1 edit_cell: cell " in listed and f"edited in {path}" in listed, listed
+
+    kernel.ok(TYPE_IN.format(source="print(x * 100)  # mine"))  # the user typed in the cell since
+    refused = kernel.ok("%flue undo 2.1 -c liveundo").stdout
+    assert "Nothing was changed" in refused and "changed again since" in refused, refused
+    assert [c["source"] for c in _peer_cells(server, path)][1] == "print(x * 100)  # mine"
+
+    kernel.ok(TYPE_IN.format(source="print(x * 100)"))  # typed back
+    undone = kernel.ok("%flue undo 2.1 -c liveundo").stdout
+    assert "Undone 1 item" in undone and "— in the live (collaborative) notebook" in undone, undone
+    assert [c["source"] for c in _peer_cells(server, path)] == ["x = 41", "print(x)"]
+    again = kernel.ok("%flue changes -c liveundo").stdout
+    assert "[undone]" in again, again
+
+
 def test_without_the_extra_connect_is_none_and_says_how_to_get_it(server, opened):
     # The server has collaboration, the kernel lacks flue_nb[live] (pycrdt cannot be imported).
     path, kernel = opened

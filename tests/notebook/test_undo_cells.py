@@ -24,6 +24,7 @@ class Tab:
     """An open tab's document: cells by id, and each call it was asked to make."""
 
     live = True
+    via = "front end"
 
     def __init__(self, cells: list[tuple[str, str]], path: str = "n.ipynb") -> None:
         self.path = path
@@ -122,6 +123,7 @@ def test_an_edit_an_insert_and_a_delete_are_undone_in_the_live_document(tmp_path
     )
     result = undo(store, "c", changes(store, "c", "s1"))
     assert result.done and len(result.undone) == 3, result.text()
+    assert set(result.where.values()) == {"in your open tab"}
     assert tab.sources() == ["w = 0", "x = 1", "y = 2"]  # the deleted cell is back at the top
     assert [c[0] for c in tab.calls] == ["delete", "edit", "insert", "move"]
 

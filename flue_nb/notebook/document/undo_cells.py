@@ -64,8 +64,9 @@ class SavedCells:
         cell = _find(loaded[1], effect.cell_id)
         return _text(cell.get("source", "")) if cell is not None else None
 
-    def apply(self, effect: CellEffect) -> None:
-        """Undo one cell effect in the saved file (idempotent: done twice, it is done once)."""
+    def apply(self, effect: CellEffect) -> str | None:
+        """Undo one cell effect in the saved file (idempotent: done twice, it is done once);
+        where, as a person reads it."""
         loaded = self._load(effect)
         if loaded is None:
             raise OSError(f"the saved notebook {effect.notebook!r} cannot be read")
@@ -89,8 +90,12 @@ class SavedCells:
                 new.update(execution_count=None, outputs=[])
             cells.insert(min(at, len(cells)), new)
         else:
-            return
+            return None
         _atomic_json(path, nb)
+        return (
+            f"in the saved file {os.path.basename(path)} (no live document: an editor that has it open must "
+            "reload it, e.g. JupyterLab's File > Reload Notebook from Disk)"
+        )
 
 
 def _find(nb: dict[str, Any], cell_id: str | None) -> dict[str, Any] | None:
@@ -157,14 +162,13 @@ class DocumentCells(SavedCells):
             return "the collaboration path cannot delete cells yet: delete the inserted cell by hand"
         return None
 
-    def apply(self, effect: CellEffect) -> None:
+    def apply(self, effect: CellEffect) -> str | None:
         """Undo one cell effect in the live document (an edit is set back, an inserted cell
-        deleted, a deleted one inserted again at its place), or in the saved file without one.
-        Raises `DocumentError` when the document did not take it (no tab answered)."""
+        deleted, a deleted one inserted again at its place), or in the saved file without one;
+        where. Raises `DocumentError` when the document did not take it (no tab answered)."""
         doc = self._live(effect)
         if doc is None:
-            super().apply(effect)
-            return
+            return super().apply(effect)
         cell_id = effect.cell_id or ""
         if effect.action == "edited" and effect.source_before is not None:
             _blocking(lambda: doc.edit_cell(cell_id, effect.source_before or ""))
@@ -175,6 +179,11 @@ class DocumentCells(SavedCells):
                 _blocking(lambda: doc.delete_cell(cell_id, expected=current.source))  # type: ignore[attr-defined]
         elif effect.action == "deleted" and effect.source_before is not None:
             self._insert_again(doc, effect)
+        else:
+            return None
+        if getattr(doc, "via", None) == "front end":
+            return "in your open tab"
+        return "in the live (collaborative) notebook"
 
     def _insert_again(self, doc: Document, effect: CellEffect) -> None:
         cells = _blocking(doc.cells)
