@@ -279,9 +279,10 @@ class ChangesPanel:
         rows = []
         for i in self.items:
             diff = _diff_html(i.diff) if i.diff else ""
+            # An undone file's content after the step is gone with the undo: no note saying so.
             note = (
                 f'<div class="flue-muted">{html.escape(i.diff_note)}</div>'
-                if i.diff_note and i.kind != "variable"
+                if i.diff_note and i.kind != "variable" and not (i.undone and not i.diff)
                 else ""
             )
             rows.append(
