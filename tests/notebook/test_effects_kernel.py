@@ -5,6 +5,7 @@ changed goes back to its old value with `%flue rewind`, a file `bash` wrote is u
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kernel_helpers import Kernel
@@ -124,3 +125,60 @@ def test_run_cell_and_python_record_what_they_change_and_it_is_undone(kernel):
 def test_an_option_after_a_subcommand_missing_its_value_is_a_usage_error(kernel):
     out = kernel.run("%flue changes -c")
     assert "expected one argument" in out.all_text(), out.all_text()
+
+
+CRASHY = """
+import pathlib, time
+import flue_nb.runtime.undo as undo_module
+from flue_nb.models import ScriptedModel, reply, tool_call
+%config FlueMagics.db = 'flue.sqlite'
+writer = ScriptedModel([
+    reply("", tool_call("write", path="a.txt", content="new a\\n")),
+    reply("", tool_call("write", path="b.txt", content="new b\\n")),
+    reply("written"),
+])
+"""
+
+STOP_AFTER_ONE = """
+applied = undo_module._apply
+def apply_then_hang(c, store, ns):
+    done = applied(c, store, ns)
+    pathlib.Path("marker").write_text("one item restored")
+    time.sleep(120)
+    return done
+undo_module._apply = apply_then_hang
+"""
+
+
+def test_a_kernel_killed_during_a_rewind_ends_in_the_new_state_and_says_so(tmp_path):
+    # Issue 34.8: SIGKILL while `%flue rewind` is between its two restores. The next `%flue` of
+    # the conversation, in the new kernel, finishes the journalled plan (never a mix of the two
+    # states left behind) and says which state it is in.
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "a.txt").write_text("old a\n")
+    (cwd / "b.txt").write_text("old b\n")
+    k = Kernel(tmp_path / "jupyter", cwd)
+    try:
+        k.ok(CRASHY)
+        assert "written" in k.ok("%flue -c crash --no-widget -m writer write them").all_text()
+        assert (cwd / "a.txt").read_text() == "new a\n" and (cwd / "b.txt").read_text() == "new b\n"
+        k.ok(STOP_AFTER_ONE)
+        k.send("%flue rewind 1 -c crash -m writer")
+        deadline = time.monotonic() + 60
+        while not (cwd / "marker").exists():
+            assert time.monotonic() < deadline, "the rewind never reached its first restore"
+            time.sleep(0.1)
+        k.restart()  # SIGKILL, then a new kernel
+        # Killed between the restores (newest first): b.txt is back, a.txt is not, until the
+        # next `%flue` of the conversation finishes the plan.
+        assert (cwd / "b.txt").read_text() == "old b\n" and (cwd / "a.txt").read_text() == "new a\n"
+        k.ok(CRASHY)
+        said = k.ok("%flue changes -c crash -m writer").stdout
+        assert "A rewind to before step 1 was cut off by a crash; it is now finished (the new state)" in said, said
+        assert (cwd / "a.txt").read_text() == "old a\n" and (cwd / "b.txt").read_text() == "old b\n"
+        assert said.count("[undone]") == 2, said
+        again = k.ok("%flue changes -c crash -m writer").stdout
+        assert "cut off by a crash" not in again, again  # finished once
+    finally:
+        k.shutdown()
