@@ -42,6 +42,7 @@ __all__ = [
     "assigned_names",
     "file_effect",
     "file_state",
+    "inplace_names",
     "local_root",
     "pickle_digest",
     "record_files",
@@ -67,11 +68,22 @@ _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoint
 
 def assigned_names(code: str) -> set[str]:
     """Top-level names `code` may bind, delete or change in place (see the module's note)."""
+    return _targets(code)[0]
+
+
+def inplace_names(code: str) -> set[str]:
+    """The names `code` may change in place, keeping the object (`df["a"] = ...`, `x.attr = 1`,
+    `rows.append(...)`, `arr += 1`): a change neither identity nor shape may show."""
+    return _targets(code)[1]
+
+
+def _targets(code: str) -> tuple[set[str], set[str]]:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return set()
+        return set(), set()
     names: set[str] = set()
+    inplace: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
@@ -79,6 +91,9 @@ def assigned_names(code: str) -> set[str]:
             root = _root(node)
             if root:
                 names.add(root)
+                inplace.add(root)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            inplace.add(node.target.id)  # `arr += 1` on an array or a list keeps the object
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -86,14 +101,15 @@ def assigned_names(code: str) -> set[str]:
         elif isinstance(node, ast.Global):
             names.update(node.names)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            inplace = any(
+            inplace_kw = any(
                 k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value for k in node.keywords
             )
-            if inplace or node.func.attr in _INPLACE_METHODS:
+            if inplace_kw or node.func.attr in _INPLACE_METHODS:
                 root = _root(node.func.value)
                 if root:
                     names.add(root)
-    return names
+                    inplace.add(root)
+    return names, inplace
 
 
 def _root(node: ast.AST) -> str | None:
@@ -192,6 +208,8 @@ class ValueKeeper:
     summaries: dict[str, ValueSummary] = field(default_factory=dict)
     """Each captured name's value as it was (an in-place change alters the object itself)."""
     refused: dict[str, str] = field(default_factory=dict)
+    inplace: set[str] = field(default_factory=set)
+    """The names the code may change in place (`inplace_names`)."""
     used: int = 0
 
     def pickled(self, name: str) -> memoryview | None:

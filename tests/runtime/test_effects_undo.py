@@ -337,13 +337,16 @@ def test_a_value_over_the_cap_changed_in_place_is_recorded_not_kept(tmp_path: Pa
 
     store = SQLiteStore(str(tmp_path / "s.sqlite"))
     store.admit("c", "go", submission_id="s1", now=time.time())
-    ns: dict[str, Any] = {"big": np.zeros(10_000), "small": np.zeros(10)}
+    import json
+
+    ns: dict[str, Any] = {"big": np.zeros(10_000), "small": np.zeros(10), "json": json}
     tool = python_tool(ns, bounds=Bounds(value_bytes=20_000))
     ctx = ToolContext(call_id="p1", conversation_id="c", submission_id="s1", store=store)
-    out = asyncio.run(execute_tool(tool, {"code": "big[0] = 5\nsmall[0] = 5"}, ctx))
+    out = asyncio.run(execute_tool(tool, {"code": "import json\nbig[0] = 5\nsmall[0] = 5"}, ctx))
     effects = Effects.from_details(out.details)
     assert effects is not None
     by_name = {v.name: v for v in effects.variables}
+    assert set(by_name) == {"big", "small"}  # `json` cannot be kept, but binding it again changed nothing
     assert by_name["big"].action == "changed" and by_name["big"].kept is None
     assert by_name["big"].not_kept == (
         "over the 20 KiB cap (78 KiB); recorded as changed because the code assigns into it (not compared)"

@@ -36,6 +36,7 @@ from flue_nb.notebook.kernel import drawing
 from flue_nb.runtime.effect_capture import (
     ValueKeeper,
     assigned_names,
+    inplace_names,
     keep_blobs,
     pickle_digest,
     record_files,
@@ -247,6 +248,7 @@ class NamespaceWatch:
         self.keeper = ValueKeeper(keep or Bounds())
         if keep is not None and record:
             self.keeper.capture(ns, (n for n in assigned_names(code) if _is_user_name(n)))
+            self.keeper.inplace = inplace_names(code)
         self.changes = _Changes()
         self.after: dict[str, tuple[Any, Any]] = {}
 
@@ -556,9 +558,10 @@ def _diff(
             # old value was pickled, so the pickles tell (the new one hashed as it is made).
             if pickle_digest(after[name][0]) != hashlib.sha256(old).hexdigest():
                 changes.changed.append(name)
-        elif keeper is not None and name in keeper.refused:
+        elif keeper is not None and name in keeper.refused and name in keeper.inplace:
             # The code assigns into it (`df["a"] *= 2`) but its old value was too big (or not
-            # picklable) to keep and compare: recorded as changed, the reason with it.
+            # picklable) to keep and compare: recorded as changed, the reason with it. (A name
+            # only bound again, as `import csv` binds `csv`, is the same object: unchanged.)
             changes.changed.append(name)
     return changes
 
