@@ -51,6 +51,7 @@ __all__ = [
     "scan",
     "store_files",
     "summarize",
+    "targets",
     "workspace_changes",
 ]
 
@@ -75,6 +76,11 @@ def inplace_names(code: str) -> set[str]:
     """The names `code` may change in place, keeping the object (`df["a"] = ...`, `x.attr = 1`,
     `rows.append(...)`, `arr += 1`): a change neither identity nor shape may show."""
     return _targets(code)[1]
+
+
+def targets(code: str) -> tuple[set[str], set[str]]:
+    """`assigned_names(code)` and `inplace_names(code)`, from one parse."""
+    return _targets(code)
 
 
 def _targets(code: str) -> tuple[set[str], set[str]]:

@@ -35,14 +35,13 @@ from flue_nb.notebook.document.runner import Runner
 from flue_nb.notebook.kernel import drawing
 from flue_nb.runtime.effect_capture import (
     ValueKeeper,
-    assigned_names,
-    inplace_names,
     keep_blobs,
     pickle_digest,
     record_files,
     scan,
     store_files,
     summarize,
+    targets,
     workspace_changes,
 )
 from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect
@@ -247,8 +246,8 @@ class NamespaceWatch:
         self.before = _snapshot(ns)
         self.keeper = ValueKeeper(keep or Bounds())
         if keep is not None and record:
-            self.keeper.capture(ns, (n for n in assigned_names(code) if _is_user_name(n)))
-            self.keeper.inplace = inplace_names(code)
+            names, self.keeper.inplace = targets(code)
+            self.keeper.capture(ns, (n for n in names if _is_user_name(n)))
         self.changes = _Changes()
         self.after: dict[str, tuple[Any, Any]] = {}
 
