@@ -599,9 +599,11 @@ class Session:
         if result.refused:
             lines.append("Not undone: " + "; ".join(f"{c.target} ({why})" for c, why in result.refused))
         text = "\n".join(lines)
+        # What the views draw of the notice (it showed as a bare "signal (info)").
+        changes = [f"the user {verb} {c.describe().split(' ', 1)[1]}" for c in result.undone]
 
         async def note() -> None:
-            self._conv.note(text)
+            self._conv.note(text, changes)
 
         self._co.wait(self._co.submit(note()))
 

@@ -63,6 +63,9 @@ def test_a_file_written_by_write_and_edited_by_edit_is_undone(tmp_path: Path) ->
     # The model is told on its next turn what was undone.
     notes = [m for m in s.history() if isinstance(m, SignalMessage)]
     assert notes and "notes.txt" in notes[-1].text and "undid" in notes[-1].text
+    # ... and the views have a line for each item (a bare "signal (info)" before).
+    assert len(notes[-1].changes) == 3 and all(c.startswith("the user undid ") for c in notes[-1].changes)
+    assert any("notes.txt" in c for c in notes[-1].changes)
 
 
 def test_a_file_written_by_bash_is_undone_and_a_changed_one_restored(tmp_path: Path) -> None:

@@ -606,14 +606,15 @@ class Conversation:
         else:
             self.kick()
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, changes: Sequence[str] = ()) -> None:
         """Tell the model on its next turn what happened outside its runs (an undo or rewind): a
-        runtime notice recorded between submissions. Raises `SessionBusyError` while a run goes."""
+        runtime notice recorded between submissions, `changes` its lines for the views. Raises
+        `SessionBusyError` while a run goes."""
         if self.busy:
             raise SessionBusyError("a run is in progress; undo or rewind when it has finished (or abort it first)")
         if not self.store.acquire_lease(self.id, self.owner, ttl=self.lease_ttl):
             raise SessionBusyError("another process owns this conversation; try again when it is idle")
-        message = SignalMessage("info", text)
+        message = SignalMessage("info", text, list(changes))
         try:
             seqs = self._recorder(None).append([message])
         finally:
