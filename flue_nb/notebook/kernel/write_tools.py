@@ -434,17 +434,21 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
     shell = _shell()
     ns = nb.namespace() if shell is not None else {}
     front = _front_end(shell, ns) if shell is not None else "headless"
+    # An error result: the call did not do what it was asked, and a card must not draw a ✓ for
+    # a cell that is nowhere (the model is told to give the source in its answer instead).
     nothing = "Nothing was inserted"
     if front == "headless":
         return ToolOutput(
             f"{nothing}: this kernel runs headless (no notebook editor is attached), so there is no "
             "notebook to insert into. Give the user the source in your answer instead.",
+            is_error=True,
             details=_not_inserted(args),
         )
     if front == "vscode":
         return ToolOutput(
             f"{nothing}: VS Code does not accept cells proposed by the kernel and has no live document "
             "for flue_nb. Give the user the source in your answer to paste into a cell.",
+            is_error=True,
             details=_not_inserted(args),
         )
     if not coordinator().has_waiter:
@@ -452,6 +456,7 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
             f"{nothing}: a cell can be proposed only while a %%flue cell is executing, and this run is "
             "not attached to one (it comes from the chat widget or runs in the background), so there is "
             "no cell to put it under. Give the user the source in your answer.",
+            is_error=True,
             details=_not_inserted(args),
         )
     text = args.source if args.kind == "code" else "%%markdown\n" + args.source
