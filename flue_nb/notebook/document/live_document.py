@@ -103,6 +103,18 @@ def _plain(output: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _nbformat(ycell: Map[Any]) -> dict[str, Any]:
+    """A shared cell as an nbformat cell dict (what `create_ycell` takes back)."""
+    raw = dict(ycell.to_py() or {})
+    raw.pop("execution_state", None)  # the shared model's, not nbformat's
+    count = raw.get("execution_count")
+    if isinstance(count, float):
+        raw["execution_count"] = int(count)
+    if isinstance(raw.get("outputs"), list):
+        raw["outputs"] = [_plain(o) for o in raw["outputs"] if isinstance(o, dict)]
+    return raw
+
+
 def _youtput(output: Mapping[str, Any]) -> Map[Any]:
     """An nbformat output as the shared model holds it: a map, a stream's text as shared text."""
     out = {k: v for k, v in output.items() if k != "transient"}  # kernel-protocol only, not nbformat
@@ -246,6 +258,52 @@ class LiveDocument:
 
         await self._change(what="edit the cell", edits=(edit,))
         return old[0]
+
+    async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:
+        """Delete a cell that still holds `expected`; its index and nbformat JSON. The check and
+        the deletion are one transaction of the shared document, as for `edit_cell`: typing that
+        reached the room first refuses it (`CellChanged`)."""
+        gone: list[tuple[int, dict[str, Any]]] = []
+
+        def edit(nb: YNotebook) -> None:
+            if gone and all(c.get("id") != cell_id for c in nb.ycells):
+                return  # a retry after a lost answer: the first attempt landed
+            at = _index(nb, cell_id)
+            ycell = nb.ycells[at]
+            if str(ycell["source"]) != expected:
+                raise CellChanged(cell_id, str(ycell["source"]))
+            if not gone:
+                gone.append((at, _nbformat(ycell)))
+            del nb.ycells[at]
+
+        await self._change(what="delete the cell", edits=(edit,))
+        return gone[0]
+
+    async def move_cell(self, cell_id: str, *, after: str | None) -> tuple[int, int]:
+        """Move a cell below `after` (None: to the top); its old and new index.
+
+        As JupyterLab's own move does, the cell is deleted and a copy (same id, source, outputs,
+        metadata) inserted, in one transaction: the copy holds the source the room has, so typing
+        that reached the server first moves with it."""
+        where: list[tuple[int, int]] = []
+
+        def edit(nb: YNotebook) -> None:
+            if after == cell_id:
+                raise DocumentError(f"cannot move cell {cell_id!r} below itself")
+            at = _index(nb, cell_id)
+            to = 0 if after is None else _index(nb, after) + 1
+            if to > at:
+                to -= 1  # its own place is freed first
+            if not where:
+                where.append((at, to))
+            if to == at:
+                return  # already there (or a retry whose first attempt landed)
+            cell = _nbformat(nb.ycells[at])
+            del nb.ycells[at]
+            nb.ycells.insert(to, nb.create_ycell(cell))
+
+        await self._change(what="move the cell", edits=(edit,))
+        return where[0]
 
     async def write_outputs(
         self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
