@@ -58,14 +58,21 @@ def _peer_cells(server: LiveServer, path: str) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
-def _peer_awareness(server: LiveServer, path: str, wait: float = 15.0) -> list[dict[str, Any]]:
-    """The awareness states a newly joined peer receives within `wait` seconds."""
+def _peer_awareness(server: LiveServer, path: str | None, wait: float = 15.0) -> list[dict[str, Any]]:
+    """The awareness states a newly joined peer receives within `wait` seconds: of the notebook
+    `path`'s room, or (None) of the presence room JupyterLab's collaborators panel lists."""
     from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
     from pycrdt import Awareness, Doc, YMessageType, create_awareness_message, create_sync_message, read_message
     from websockets.asyncio.client import connect
 
     async def listen() -> list[dict[str, Any]]:
-        url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
+        if path is None:
+            url = (
+                server.url.replace("http", "ws", 1)
+                + f"api/collaboration/room/JupyterLab:globalAwareness?token={server.token}"
+            )
+        else:
+            url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
         doc: Doc[Any] = Doc()
         awareness = Awareness(doc)
         awareness.set_local_state_field("user", {"name": "second tab"})
@@ -141,6 +148,11 @@ print("old", repr(old), "ids", new, note, doc.path, doc.live)
     # The agent shows as a collaborator to a view that joins now.
     users = [s.get("user", {}) for s in _peer_awareness(server, path)]
     assert any(u.get("name") == "flue agent" for u in users), users
+    # And in the presence room, whose awareness the collaborators panel lists, on this notebook.
+    states = _peer_awareness(server, None)
+    here = {"current": f"notebook:{path}", "documents": [path], "display_name": "flue agent"}
+    seen = [{**s, "display_name": s.get("user", {}).get("display_name")} for s in states]
+    assert any(all(s.get(k) == v for k, v in here.items()) for s in seen), states
 
     # And the server saves what every view shows (its save delay is ~1 s).
     saved: dict[str, Any] = {}

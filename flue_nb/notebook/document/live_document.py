@@ -4,12 +4,17 @@ Every call runs on one event loop thread of this module's own (the room's websoc
 so the tools can await it from the runtime's loop and `connect()` can block from anywhere without
 stalling either. Each call is bounded: a lost or silent connection is reopened once, then the call
 raises `DocumentError` saying what happened and whether the edit may still land.
+
+The agent shows as a collaborator named "flue agent": in the notebook's room (the awareness the
+document's views share) and, joined beside it, in the server's presence room, whose awareness
+JupyterLab's collaborators panel lists with the document each one has open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import urllib.error
 import urllib.parse
@@ -19,13 +24,14 @@ from typing import Any, Literal, TypeVar
 from jupyter_ydoc import YNotebook
 from pycrdt import Array, Map, Text
 
-from flue_nb.notebook.document._room import Room, RoomLost, room_url
+from flue_nb.notebook.document._room import Room, RoomLost, presence_url, room_url
 from flue_nb.notebook.document.protocol import CellChanged, DocumentError, NotebookCell
 from flue_nb.notebook.document.servers import Found, Unavailable, request
 
 __all__ = ["LiveDocument"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 STEP_TIMEOUT = 5.0
 """How long one network step of an open document may take, whatever `connect()` was given."""
@@ -178,6 +184,9 @@ class LiveDocument:
         self._room: Room | None = room
         self._reopening: asyncio.Lock | None = None  # made on the live loop, where it is used
         self._closed = False
+        self._presence: Room | None = None
+        # Not awaited: the collaborators panel is a courtesy, never a reason to fail or delay an edit.
+        _submit(self._join_presence())
 
     def __repr__(self) -> str:
         return f"LiveDocument({self.path!r} on {self._found.server.url})"
@@ -192,6 +201,21 @@ class LiveDocument:
             future.cancel()
             raise RoomLost(f"joining the collaboration room took longer than {timeout:g} s") from exc
         return cls(found, room)
+
+    async def _join_presence(self) -> None:
+        """Show the agent in the collaborators panel, on this document (best effort, bounded)."""
+        state = {"current": f"notebook:{self.path}", "documents": [self.path]}
+        try:
+            room = await Room.open(
+                presence_url(self._found.server), self._found.server.token, timeout=self.timeout, state=state
+            )
+        except Exception as exc:  # noqa: BLE001 - a server without the room, or a refusal: no panel entry
+            log.debug("flue_nb: not shown in the collaborators panel: %s", exc)
+            return
+        if self._closed:
+            await room.close()
+        else:
+            self._presence = room
 
     @property
     def closed(self) -> bool:
@@ -341,9 +365,10 @@ class LiveDocument:
         if self._closed:
             return
         self._closed = True
-        room, self._room = self._room, None
-        if room is not None:
-            await asyncio.wrap_future(_submit(room.close()))
+        for room in (self._room, self._presence):
+            if room is not None:
+                await asyncio.wrap_future(_submit(room.close()))
+        self._room = self._presence = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
