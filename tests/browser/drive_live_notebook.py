@@ -2,7 +2,8 @@
 
 Run by test_live_notebook_browser.py with `.venv-live`'s Playwright. Each step prints a line; the
 first failure saves OUT/failure.png and exits non-zero with what was expected; the end state is
-OUT/live-fix.png (the notebook with the fixed cell and its new output).
+OUT/live-fix.png (the notebook with the fixed cell and its new output), and the Collaboration
+panel listing the agent on the notebook, OUT/live-collaborators.png.
 
     drive_live_notebook.py URL OUT CHROMIUM
 """
@@ -56,6 +57,17 @@ def scenario(page: Page) -> None:
     broken.scroll_into_view_if_needed()
     page.locator(".jp-NotebookPanel").screenshot(path=str(OUT / "live-fix.png"))
     step(f"screenshot: {OUT / 'live-fix.png'}")
+
+    # The agent is listed where collaborators are (issue 35.4): the Collaboration panel's online
+    # collaborators, on this notebook.
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jp-collaboration-panel"]').click()
+    agent = page.locator(".jp-CollaboratorsList .jp-Collaborator", has_text="flue agent")
+    expect(agent).to_have_count(1, timeout=TIMEOUT)
+    expect(agent.locator(".jp-CollaboratorIcon")).to_have_text("FA")
+    agent.locator(".jp-ClickableCollaborator").click()  # its documents
+    expect(agent.locator(".jp-DirListing-item.jp-mod-running")).to_have_text("fix.ipynb")
+    page.locator("#jp-collaboration-panel").screenshot(path=str(OUT / "live-collaborators.png"))
+    step(f"the Collaboration panel lists 'flue agent' on fix.ipynb: {OUT / 'live-collaborators.png'}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """Live edits in the open tab without real-time collaboration (issue 35), in a real browser.
 
-JupyterLab from `.venv-browser` (no jupyter-collaboration) with flue_nb's server extension and
-labextension installed from the project's own files (`_lab.install_frontend`); the kernel runs
-this venv's Python. In Chromium (`drive_frontend_edits.py`), from the chat, the scripted agent
-inserts, edits, moves, deletes and runs cells of the open notebook; while its approved edit
-waits, the user types into that cell and the edit is refused with their text intact. With no
-tab open the kernel's next write says so at once (`before_stop`, through a kernel client).
-Screenshots: `frontend-*.png` in the test's tmp dir.
+One Jupyter server from `.venv-browser` (no jupyter-collaboration) with flue_nb's server extension
+and labextension installed from the project's own files (`_lab.install_frontend`); the kernels run
+this venv's Python. In Chromium (`drive_frontend_edits.py`), in JupyterLab on `fix.ipynb` and then
+in Notebook 7 on its copy `seven/fix.ipynb`: from the chat, the scripted agent inserts, edits,
+moves, deletes and runs cells of the open notebook, and from a `%%flue` cell inserts and runs one;
+while its approved edit waits, the user types into that cell and the edit is refused with their
+text intact. Then, through the notebook's kernel: an edit that reaches the page only after the
+kernel's timeout is refused by the page, a reload during an edit leaves the saved notebook, the
+next edit lands, and with the notebook's tab closed the kernel hears so within the server's probe.
+With no browser at all, the kernel's next write says so at once (`before_stop`). Screenshots:
+`frontend-*-lab.png`, `frontend-*-nb7.png` in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -31,18 +35,23 @@ PLANS = {
     "delete": [tool_call("cells", order="document"), tool_call("delete_cell", id="c4")],
     "run": [tool_call("run_cell", id="c1")],
     "race": [tool_call("cells", order="document"), tool_call("edit_cell", id="c2", source="y = 20")],
+    # From the %%flue cell: insert at the end, then run what was inserted (its id from the result).
+    "cellwork": [tool_call("insert_cell", source="v = 5\\nv * 2"),
+                 lambda last: tool_call("run_cell", id=last.details["cell_id"])],
 }
 
 def brain(req):
     asked = [m for m in req.messages if m.kind == "user"][-1].text.split()[0]
-    done = 0
+    done, last = 0, None
     for m in reversed(req.messages):
         if m.kind == "user":
             break
-        done += m.kind == "tool_result"
+        if m.kind == "tool_result":
+            done, last = done + 1, last or m
     plan = PLANS[asked]
     if done < len(plan):
-        return reply(f"step {done + 1} of {asked}", plan[done])
+        call = plan[done] if not callable(plan[done]) else plan[done](last)
+        return reply(f"step {done + 1} of {asked}", call)
     return reply(f"{asked}: done")
 
 editor_model = FunctionModel(brain, delay=0.02)
@@ -67,13 +76,21 @@ except NotReached as exc:
 out["seconds"] = time.monotonic() - t
 print("RESULT" + json.dumps(out))
 """
+CELLS = [
+    SETUP,
+    "x = 1",
+    "y = 2",
+    "%flue chat --agent editor -c e",
+    "w = 4",
+    "%%flue --agent editor -c cellrun\ncellwork",
+]
 
 
 def _run_in_kernel(tmp_path: Path, code: str) -> str:
-    """Run `code` in the server's kernel through its connection file; its stdout."""
+    """Run `code` in one of the server's kernels through its connection file; its stdout."""
     from jupyter_client import BlockingKernelClient
 
-    (conn,) = sorted((tmp_path / "runtime").glob("kernel-*.json"))
+    conn = sorted((tmp_path / "runtime").glob("kernel-*.json"))[0]
     client = BlockingKernelClient(connection_file=str(conn))
     client.load_connection_file()
     client.start_channels()
@@ -90,8 +107,9 @@ def test_the_agent_edits_the_open_tab_without_collaboration(
     tmp_path: Path,
 ) -> None:
     browser, python = browser_and_python
-    (tmp_path / "nb").mkdir()
-    write_notebook(tmp_path / "nb" / "fix.ipynb", [SETUP, "x = 1", "y = 2", "%flue chat --agent editor -c e", "w = 4"])
+    (tmp_path / "nb" / "seven").mkdir(parents=True)
+    write_notebook(tmp_path / "nb" / "fix.ipynb", CELLS)
+    write_notebook(tmp_path / "nb" / "seven" / "fix.ipynb", CELLS)
     closed: dict[str, object] = {}
 
     def with_no_tab() -> None:
@@ -103,10 +121,17 @@ def test_the_agent_edits_the_open_tab_without_collaboration(
     assert closed["written"] is False, closed
     assert closed["reach"] == "no_front_end", closed
     assert "no front end is connected" in str(closed["message"])
-    # The page saved the notebook at the end: the agent's cells carry their provenance.
-    saved = json.loads((tmp_path / "nb" / "fix.ipynb").read_text())
-    sources = ["".join(c["source"]) for c in saved["cells"]]
-    assert "x = 10" in sources and "z = 3" in sources and "w = 4" not in sources, sources
-    assert any(s.startswith("y = 2") and "mine" in s for s in sources), sources
-    edited = next(c for c in saved["cells"] if "".join(c["source"]) == "x = 10")
-    assert edited["metadata"]["flue"]["conversation"]
+    # Each page saved its notebook: the agent's cells, with their provenance; the user's text.
+    for path in ("fix.ipynb", "seven/fix.ipynb"):
+        saved = json.loads((tmp_path / "nb" / path).read_text())
+        sources = ["".join(c["source"]) for c in saved["cells"]]
+        # `y = 2` moved to the top; `z = 3` inserted below `x`; `w = 4` deleted; the %%flue cell's
+        # cell at the end; `x` edited to 10 from the chat, then to 11 after the reload.
+        assert sources[0] == "y = 2  # mine" and sources[2:4] == ["x = 11", "z = 3"], (path, sources)
+        assert "w = 4" not in sources and "never = 1" not in sources and "x = 99" not in sources, (path, sources)
+        assert sources[-1] == "v = 5\nv * 2", (path, sources)
+        edited = next(c for c in saved["cells"] if "".join(c["source"]) == "x = 11")
+        assert edited["metadata"]["flue"]["conversation"] == "e", edited  # the chat's edit's provenance
+        ran = saved["cells"][-1]
+        assert ran["metadata"]["flue"]["conversation"] == "cellrun" and ran["execution_count"], ran
+        assert any("10" in json.dumps(o) for o in ran["outputs"]), ran

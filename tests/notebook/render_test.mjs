@@ -53,6 +53,19 @@ assert.doesNotMatch(card, /\\n/);
 assert.match(card, /language-python/);
 assert.match(card, /role="group" aria-label="tool call python: ok"/);
 
+// An edit_cell that landed shows the cell's old and new source as a diff (issue 35.4).
+const edited = chat.part(ctx, {
+  kind: "tool", call_id: "c3", name: "edit_cell", summary: "cell c1", status: "ok", duration_ms: 4,
+  input: { text: '{"id": "c1"}', bytes: 12, lines: 1, clipped: false }, code: [],
+  diff: ["@@ -1,2 +1,2 @@", "-x = 1", "+x = 10", " print(x)"],
+  result: { text: "Edited cell 2 of fix.ipynb in your open tab", bytes: 40, lines: 1, clipped: false },
+  result_kind: "text", result_lang: "", namespace: null, approval: null, ask: null, asked_at: null, images: [], task: null,
+}, "k3");
+assert.match(edited, /flue-celldiff/);
+assert.match(edited, /<span class="flue-del">-.*x.*1<\/span>/);
+assert.match(edited, /<span class="flue-add">\+.*x.*10<\/span>/);
+assert.match(edited, /<span class="flue-ctx"> .*print/);
+
 const denied = chat.part(ctx, {
   kind: "tool", call_id: "c2", name: "bash", summary: "rm -rf /", status: "denied", duration_ms: null,
   input: { text: "", bytes: 0, lines: 0, clipped: false }, code: [], result: { text: "Not run", bytes: 7, lines: 1, clipped: false },

@@ -184,6 +184,52 @@ def test_the_transcript_shows_notebook_tools_as_code_and_plain_lines():
     assert "```python\nx = 1\nx + 1\n```" in view.markdown()
 
 
+def test_the_transcript_shows_an_edit_as_a_diff_and_says_where_each_write_went():
+    from flue_nb.notebook.views.transcript import CellView
+    from flue_nb.runtime import events as ev
+
+    view = CellView("fix it", "c1", submission_id="s1")
+    s1 = {"submission_id": "s1"}
+    edited = {"cell_id": "c2", "live": True, "written": True, "where": "tab", "old_source": "x = 1\nprint(x)",
+              "source": "x = 10\nprint(x)", "where_text": "cell 2 of fix.ipynb in your open tab"}  # fmt: skip
+    refused = {"written": False, "where": "refused", "cell_id": "c3", "current_source": "y = 2  # mine"}
+    nothing = {"live": False, "proposed": False, "written": False, "where": "not_written", "source": "z = 3"}
+    for event in [
+        ev.ToolStart(call_id="e", name="edit_cell", input={"id": "c2", "source": "x = 10\nprint(x)"}, **s1),
+        ev.ToolEnd(call_id="e", name="edit_cell", is_error=False, content="Edited", details=edited, **s1),
+        ev.ToolStart(call_id="r", name="edit_cell", input={"id": "c3", "source": "y = 20"}, **s1),
+        ev.ToolEnd(call_id="r", name="edit_cell", is_error=True, content="Not written", details=refused, **s1),
+        ev.ToolStart(call_id="i", name="insert_cell", input={"source": "z = 3"}, **s1),
+        ev.ToolEnd(call_id="i", name="insert_cell", is_error=True, content="Nothing", details=nothing, **s1),
+    ]:
+        view.apply(event)
+    text = view.text_plain()
+    assert "    | -x = 1\n    | +x = 10\n    |  print(x)\n    edited cell 2 of fix.ipynb in your open tab" in text
+    assert "not edited: the cell changed since the agent read it (the user's text is kept)" in text
+    assert "no live notebook document" not in text  # a refused edit is not a missing document
+    assert "· insert_cell: code cell ✗" in text and "not inserted: no notebook to insert into" in text
+    assert "```diff\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 10\n print(x)\n```" in view.markdown()
+
+
+def test_an_edit_cards_diff_replaces_its_source_on_the_wire():
+    from flue_nb.notebook.views.chat._fold import ChatFold
+    from flue_nb.runtime import events as ev
+
+    fold = ChatFold()
+    details = {"written": True, "old_source": "a = 1\nb = 2", "source": "a = 1\nb = 3", "where_text": "cell 1"}
+    fold.apply(
+        ev.ToolStart(submission_id="s", call_id="c", name="edit_cell", input={"id": "c1", "source": "a = 1\nb = 3"})
+    )
+    fold.apply(
+        ev.ToolEnd(submission_id="s", call_id="c", name="edit_cell", is_error=False, content="ok", details=details)
+    )
+    fold.apply(ev.ToolStart(submission_id="s", call_id="d", name="edit_cell", input={"id": "c1", "source": "q"}))
+    fold.apply(ev.ToolEnd(submission_id="s", call_id="d", name="edit_cell", is_error=True, content="Not written"))
+    landed, refused = fold.live()[0]["parts"]
+    assert landed["diff"] == ["@@ -1,2 +1,2 @@", " a = 1", "-b = 2", "+b = 3"] and landed["code"] == []
+    assert refused["diff"] == [] and refused["code"][0]["value"]["text"] == "q"  # nothing landed: its source
+
+
 def test_cells_pages_like_read_with_a_continuation_marker():
     from flue_nb.notebook.kernel.read_tools import NotebookContext, read_tools
     from flue_nb.runtime.tools.tool import ToolContext, execute_tool

@@ -167,6 +167,39 @@ def test_insert_cell_from_a_run_no_cell_waits_for_says_it_cannot_propose(tmp_pat
         k.shutdown()
 
 
+def test_an_insert_from_the_chat_that_reached_no_notebook_is_an_error_card_not_a_check(tmp_path):
+    # Plain JupyterLab from the chat (issue 35.4): a Jupyter kernel with no server to find (no
+    # collaboration, no open tab), and the message sent from the chat, so no %%flue cell waits.
+    pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+    k = Kernel(tmp_path / "jupyter", tmp_path, JPY_SESSION_NAME="analysis.ipynb")
+    try:
+        k.ok(SETUP + _script("chatty", "tool_call('insert_cell', source='x = 1')"))
+        k.ok("%flue chat -c plainchat -m chatty")
+        k.ok(
+            "from flue_nb.notebook.views.chat.widget import open_widgets\nw = open_widgets()[-1]\nw.send_message('add')"
+        )
+        for _ in range(100):  # the chat's run ends on its own; poll for its last request
+            if k.ok("print(len(chatty.requests))").stdout.strip() == "2":
+                break
+            k.ok("import time; time.sleep(0.1)")
+        (result,) = _results(k, "chatty")
+        assert "Nothing was inserted" in result and "not attached to one" in result
+        cards = (
+            "import json, time\n"
+            "for _ in range(100):\n"
+            "    w.flush()\n"
+            "    cards = [p for b in w.history + w.live for p in b['parts'] if p.get('name') == 'insert_cell']\n"
+            "    if cards and cards[0]['status'] not in ('running', 'awaiting_approval'):\n"
+            "        break\n"
+            "    time.sleep(0.1)\n"
+            "print(json.dumps([(p['status'], p['result']['text'][:40]) for p in cards]))"
+        )
+        ((status, text),) = json.loads(k.ok(cards).stdout)
+        assert status == "error" and text.startswith("Nothing was inserted"), (status, text)  # drawn ✗, not ✓
+    finally:
+        k.shutdown()
+
+
 def test_a_figure_a_user_cell_showed_is_kept_by_digest_and_reaches_the_model_as_an_image(kernel):
     pytest.importorskip("matplotlib")
     kernel.ok("import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.title('sales')\nplt.show()")

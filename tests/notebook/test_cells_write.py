@@ -67,6 +67,20 @@ class FakeLive:
         self._cells[i] = NotebookCell(cell_id, old.kind, source, metadata={**old.metadata, **(metadata or {})})
         return old.source
 
+    async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:
+        i = [c.id for c in self._cells].index(cell_id)
+        if self._cells[i].source != expected:
+            raise CellChanged(cell_id, self._cells[i].source)
+        gone = self._cells.pop(i)
+        return i, {"id": gone.id, "cell_type": gone.kind, "source": gone.source}
+
+    async def move_cell(self, cell_id: str, *, after: str | None) -> tuple[int, int]:
+        i = [c.id for c in self._cells].index(cell_id)
+        cell = self._cells.pop(i)
+        to = 0 if after is None else [c.id for c in self._cells].index(after) + 1
+        self._cells.insert(to, cell)
+        return i, to
+
     async def write_outputs(
         self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
     ) -> None:
@@ -145,6 +159,24 @@ def test_an_edit_of_a_cell_the_user_changed_since_the_agent_read_it_is_refused(s
     # The refusal was the reading: the retry, against the user's text, goes through.
     again = _call(t["edit_cell"], {"id": "a", "source": "x = 2  # the user's typing"})
     assert not again.is_error and doc._cells[0].source == "x = 2  # the user's typing"
+
+
+def test_delete_is_a_compare_and_set_and_move_says_where_the_cell_went(shell, monkeypatch):
+    doc = FakeLive([NotebookCell("a", "code", "x = 1"), NotebookCell("b", "code", "y = 2"),
+                    NotebookCell("c", "code", "z = 3")])  # fmt: skip
+    _use(monkeypatch, doc)
+    t = _tools(shell)
+    unread = _call(t["delete_cell"], {"id": "b"})
+    assert unread.is_error and "you have not read cell b yet" in unread.content and len(doc._cells) == 3
+    doc._cells[1] = NotebookCell("b", "code", "y = 2  # mine")  # the user types after the agent read it
+    changed = _call(t["delete_cell"], {"id": "b"})
+    assert changed.is_error and "changed since you read it" in changed.content and "# mine" in changed.content
+    assert [c.source for c in doc._cells] == ["x = 1", "y = 2  # mine", "z = 3"]  # kept as it is
+    deleted = _call(t["delete_cell"], {"id": "b"})  # the refusal showed it: now read
+    assert not deleted.is_error and deleted.details["written"] and [c.id for c in doc._cells] == ["a", "c"]
+    moved = _call(t["move_cell"], {"id": "c"})
+    assert not moved.is_error and [c.id for c in doc._cells] == ["c", "a"]
+    assert (moved.details["index_before"], moved.details["index_after"]) == (1, 0)
 
 
 def test_live_run_cell_writes_outputs_and_the_execution_count_back(shell, monkeypatch):

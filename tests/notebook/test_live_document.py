@@ -58,14 +58,21 @@ def _peer_cells(server: LiveServer, path: str) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
-def _peer_awareness(server: LiveServer, path: str, wait: float = 15.0) -> list[dict[str, Any]]:
-    """The awareness states a newly joined peer receives within `wait` seconds."""
+def _peer_awareness(server: LiveServer, path: str | None, wait: float = 15.0) -> list[dict[str, Any]]:
+    """The awareness states a newly joined peer receives within `wait` seconds: of the notebook
+    `path`'s room, or (None) of the presence room JupyterLab's collaborators panel lists."""
     from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
     from pycrdt import Awareness, Doc, YMessageType, create_awareness_message, create_sync_message, read_message
     from websockets.asyncio.client import connect
 
     async def listen() -> list[dict[str, Any]]:
-        url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
+        if path is None:
+            url = (
+                server.url.replace("http", "ws", 1)
+                + f"api/collaboration/room/JupyterLab:globalAwareness?token={server.token}"
+            )
+        else:
+            url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
         doc: Doc[Any] = Doc()
         awareness = Awareness(doc)
         awareness.set_local_state_field("user", {"name": "second tab"})
@@ -141,6 +148,11 @@ print("old", repr(old), "ids", new, note, doc.path, doc.live)
     # The agent shows as a collaborator to a view that joins now.
     users = [s.get("user", {}) for s in _peer_awareness(server, path)]
     assert any(u.get("name") == "flue agent" for u in users), users
+    # And in the presence room, whose awareness the collaborators panel lists, on this notebook.
+    states = _peer_awareness(server, None)
+    here = {"current": f"notebook:{path}", "documents": [path], "display_name": "flue agent"}
+    seen = [{**s, "display_name": s.get("user", {}).get("display_name")} for s in states]
+    assert any(all(s.get(k) == v for k, v in here.items()) for s in seen), states
 
     # And the server saves what every view shows (its save delay is ~1 s).
     saved: dict[str, Any] = {}
@@ -151,6 +163,62 @@ print("old", repr(old), "ids", new, note, doc.path, doc.live)
             break
         time.sleep(0.3)
     assert "".join(saved["cells"][1]["source"]) == "y = x + 1\ny"
+
+
+def _peer_types(server: LiveServer, path: str, index: int, source: str) -> None:
+    """Another view of the room (the user's tab) sets cell `index`'s source."""
+    from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url
+
+    async def edit() -> None:
+        url = get_jupyter_notebook_websocket_url(server_url=server.url, token=server.token, path=path, timeout=10)
+        async with NbModelClient(url, timeout=10) as nb:
+            await asyncio.wait_for(nb.wait_until_synced(), 10)
+            nb.set_cell_source(index, source)
+
+    asyncio.run(edit())
+
+
+def test_delete_and_move_go_through_the_room_and_delete_is_a_compare_and_set(server, opened):
+    # Issue 35.5: delete_cell and move_cell on the collaboration path, the delete refused when
+    # the cell changed since the agent read it, as on the front-end path.
+    path, kernel = opened
+    kernel.ok(CONNECT.format(timeout=10))
+    run = kernel.ok(
+        """
+cells = await doc.cells()
+a, b = cells[0].id, cells[1].id
+c = await doc.insert_cell("z = 3")
+await doc.write_outputs(a, [{"output_type": "stream", "name": "stdout", "text": "41\\n"}], 7)
+print("moves", await doc.move_cell(c, after=None), await doc.move_cell(a, after=b), await doc.move_cell(b, after=c))
+print("ids", a, b, c)
+"""
+    )
+    assert "moves (2, 0) (1, 2) (1, 1)" in run.stdout, run.all_text()
+    a, b, c = run.stdout.split("ids ")[1].split()[:3]
+    cells = _peer_cells(server, path)
+    assert [(x["id"], x["source"]) for x in cells] == [(c, "z = 3"), (b, "print(x)"), (a, "x = 41")]
+    moved = cells[2]  # moved as a copy holding everything it had
+    assert moved["execution_count"] == 7 and moved["outputs"][0]["text"] == "41\n"
+
+    _peer_types(server, path, 1, "print(x)  # mine")
+    run = kernel.ok(
+        f"""
+import time
+from flue_nb.notebook.document.protocol import CellChanged
+deadline = time.monotonic() + 15
+while time.monotonic() < deadline and [x.source for x in await doc.cells()][1] != "print(x)  # mine":
+    await asyncio.sleep(0.1)  # until the user's change has reached the kernel's copy of the room
+try:
+    await doc.delete_cell("{b}", expected="print(x)")
+except CellChanged as exc:
+    print("refused", repr(exc.current))
+index, gone = await doc.delete_cell("{c}", expected="z = 3")
+print("deleted", index, gone["source"], gone["id"] == "{c}")
+"""
+    )
+    assert "refused 'print(x)  # mine'" in run.stdout, run.all_text()
+    assert "deleted 0 z = 3 True" in run.stdout, run.all_text()
+    assert [x["source"] for x in _peer_cells(server, path)] == ["print(x)  # mine", "x = 41"]
 
 
 def test_a_missing_cell_is_a_document_error_the_model_can_act_on(server, opened):
@@ -374,3 +442,43 @@ def test_without_the_extra_connect_is_none_and_says_how_to_get_it(server, opened
     assert "connect False" in run.stdout, run.all_text()
     assert f"runs this kernel's notebook {path!r}" in run.stdout
     assert "pip install 'flue_nb[live]'" in run.stdout
+
+
+MOVER = r"""
+import re
+import flue_nb as flue
+from flue_nb.models import FunctionModel, reply, tool_call
+
+def mover_brain(req):
+    results = [m for m in req.messages if m.kind == "tool_result"]
+    if not results:
+        return reply("Reading the notebook.", tool_call("cells", order="document"))
+    first, second = re.findall(r"\d+\. id=(\S+)", results[0].content)[:2]
+    if len(results) == 1:
+        return reply("", tool_call("move_cell", id=second))
+    if len(results) == 2:
+        return reply("", tool_call("delete_cell", id=first))
+    return reply("Done.")
+
+mover_model = FunctionModel(mover_brain)
+
+@flue.agent
+def mover():
+    flue.use_model(mover_model)
+    flue.use_sandbox(flue.kernel(approval="allow"))
+    return "Tidy the notebook."
+"""
+
+
+def test_move_cell_and_delete_cell_tools_write_through_the_live_document(server, opened):
+    # The tools on the collaboration path (issue 35.5): what they did is what another view reads.
+    path, kernel = opened
+    kernel.ok("%load_ext flue_nb")
+    kernel.ok(MOVER)
+    kernel.ok("%%flue --agent mover -c livemove\nmove the print up, drop the first cell", timeout=120)
+    results = kernel.ok(
+        "print([m.content.splitlines()[0] for r in mover_model.requests[-1:] for m in r.messages if m.kind == 'tool_result'])"
+    ).stdout
+    assert "Moved cell" in results and "in the live (collaborative) notebook" in results, results
+    assert "Deleted cell 2 of" in results, results
+    assert [c["source"] for c in _peer_cells(server, path)] == ["print(x)"]

@@ -32,7 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from flue_nb.notebook.document.servers import Server
 
-__all__ = ["Room", "RoomLost", "room_url"]
+__all__ = ["Room", "RoomLost", "presence_url", "room_url"]
 
 AWARENESS_RENEW = 10.0
 """Seconds between awareness renewals (peers drop a state not renewed for 30 s)."""
@@ -48,6 +48,8 @@ AGENT_USER = {
     "avatar_url": None,
 }
 """The collaboration identity the agent's edits show under (JupyterLab's awareness `user` shape)."""
+PRESENCE_ROOM = "JupyterLab:globalAwareness"
+"""The room whose awareness JupyterLab's collaborators panel lists (who is on, which document)."""
 
 
 class RoomLost(Exception):
@@ -60,6 +62,12 @@ def room_url(server: Server, file_id: str, session_id: str) -> str:
     scheme = "wss" if base.scheme == "https" else "ws"
     query = urllib.parse.urlencode({"sessionId": session_id})
     return urllib.parse.urlunsplit((scheme, base.netloc, base.path, query, ""))
+
+
+def presence_url(server: Server) -> str:
+    """The websocket URL of the server's presence room (`PRESENCE_ROOM`: awareness only, no document)."""
+    base = urllib.parse.urlsplit(urllib.parse.urljoin(server.url, f"api/collaboration/room/{PRESENCE_ROOM}"))
+    return urllib.parse.urlunsplit(("wss" if base.scheme == "https" else "ws", base.netloc, base.path, "", ""))
 
 
 class Room:
@@ -78,8 +86,17 @@ class Room:
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
-    async def open(cls, url: str, token: str, *, timeout: float, user: dict[str, Any] = AGENT_USER) -> Room:
-        """Connect, sync the whole document and announce the agent, within `timeout` seconds."""
+    async def open(
+        cls,
+        url: str,
+        token: str,
+        *,
+        timeout: float,
+        user: dict[str, Any] = AGENT_USER,
+        state: dict[str, Any] | None = None,
+    ) -> Room:
+        """Connect, sync the whole document and announce the agent (its `user`, and any other
+        awareness `state` fields), within `timeout` seconds."""
         headers = {"Authorization": f"token {token}"} if token else None
         try:
             ws = await asyncio.wait_for(
@@ -105,6 +122,8 @@ class Room:
             await room.close()
             raise
         room.awareness.set_local_state_field("user", user)
+        for key, value in (state or {}).items():
+            room.awareness.set_local_state_field(key, value)
         await room._send_awareness()
         return room
 

@@ -78,6 +78,8 @@ class FrontEndDocument:
             raise CellChanged(str(args.get("id")), str(reply.get("current", "")))
         if reply.get("closed"):
             raise NotReached(str(reply.get("error")), "not_open")
+        if reply.get("expired"):  # the tab got it too late to act: nothing was changed
+            raise NotReached(str(reply.get("error")), "no_answer")
         if not reply.get("ok"):
             raise DocumentError(f"the tab could not do it: {reply.get('error') or reply}")
         return reply

@@ -27,6 +27,10 @@ PROBE_TIMEOUT = 3.0
 """Seconds to wait for any tab to answer the probe."""
 OP_TIMEOUT = 10.0
 """Default seconds for the chosen tab to apply an operation and answer."""
+EXPIRY_MARGIN = 1.0
+"""Seconds before the server stops waiting that the tab stops accepting the operation: a tab that
+gets it later (asleep, throttled, busy) refuses it instead of applying an edit the kernel was
+already told did not happen; the margin covers the answer's way back."""
 
 _SCHEMAS: list[dict[str, Any]] = [
     {
@@ -47,6 +51,12 @@ _SCHEMAS: list[dict[str, Any]] = [
             "path": {"title": "path", "type": "string", "description": "The notebook's path on the server."},
             "client": {"title": "client", "type": "string", "description": "The front end that acts."},
             "args": {"title": "args", "type": "object", "description": "The operation's arguments."},
+            "probe": {"title": "probe", "type": "string", "description": "The probe the acting front end answered."},
+            "expires_in": {
+                "title": "expires_in",
+                "type": "number",
+                "description": "Milliseconds after its probe answer past which the front end must not act.",
+            },
         },
     },
     {
@@ -110,9 +120,10 @@ class Bus:
                 if left <= 0:
                     return found
                 try:
-                    found.append(await asyncio.wait_for(queue.get(), left))
+                    answer = await asyncio.wait_for(queue.get(), left)
                 except asyncio.TimeoutError:
                     return found
+                found.append({**answer, "probe": request, "answered": loop.time()})
                 deadline = min(deadline, loop.time() + PROBE_WINDOW)
         finally:
             self.waiting.pop(request, None)
@@ -130,14 +141,22 @@ class Bus:
                 "error": f"no open tab has {path} open ({len(probes)} tab(s) answered)",
             }
         request = uuid.uuid4().hex
-        if not self._send(request, {"op": op, "path": path, "client": str(tab["client"]), "args": args}):
+        # The deadline in the tab's own clock, counted from when it answered the probe (no clock
+        # is compared across machines): the probe's answer took some time to arrive, so the tab's
+        # deadline falls before the server gives up.
+        since = asyncio.get_running_loop().time() - float(tab["answered"])
+        expires_in = max(0.0, since + timeout - min(EXPIRY_MARGIN, timeout / 4)) * 1000
+        body = {"op": op, "path": path, "client": str(tab["client"]), "args": args,
+                "probe": str(tab["probe"]), "expires_in": expires_in}  # fmt: skip
+        if not self._send(request, body):
             return {"ok": False, "reach": "no_front_end", "error": "the front end disconnected"}
         try:
             reply = await asyncio.wait_for(self.waiting[request].get(), timeout)
         except asyncio.TimeoutError:
             return {
                 "ok": False, "reach": "no_answer",
-                "error": f"the tab with {path} open did not answer within {timeout:g} s (closed, asleep or reloading?)",
+                "error": f"the tab with {path} open did not answer within {timeout:g} s (closed, asleep or "
+                "reloading?); it will not apply the change later (the request expired)",
             }  # fmt: skip
         finally:
             self.waiting.pop(request, None)

@@ -4,12 +4,17 @@ Every call runs on one event loop thread of this module's own (the room's websoc
 so the tools can await it from the runtime's loop and `connect()` can block from anywhere without
 stalling either. Each call is bounded: a lost or silent connection is reopened once, then the call
 raises `DocumentError` saying what happened and whether the edit may still land.
+
+The agent shows as a collaborator named "flue agent": in the notebook's room (the awareness the
+document's views share) and, joined beside it, in the server's presence room, whose awareness
+JupyterLab's collaborators panel lists with the document each one has open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import urllib.error
 import urllib.parse
@@ -19,13 +24,14 @@ from typing import Any, Literal, TypeVar
 from jupyter_ydoc import YNotebook
 from pycrdt import Array, Map, Text
 
-from flue_nb.notebook.document._room import Room, RoomLost, room_url
+from flue_nb.notebook.document._room import Room, RoomLost, presence_url, room_url
 from flue_nb.notebook.document.protocol import CellChanged, DocumentError, NotebookCell
 from flue_nb.notebook.document.servers import Found, Unavailable, request
 
 __all__ = ["LiveDocument"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 STEP_TIMEOUT = 5.0
 """How long one network step of an open document may take, whatever `connect()` was given."""
@@ -103,6 +109,18 @@ def _plain(output: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _nbformat(ycell: Map[Any]) -> dict[str, Any]:
+    """A shared cell as an nbformat cell dict (what `create_ycell` takes back)."""
+    raw = dict(ycell.to_py() or {})
+    raw.pop("execution_state", None)  # the shared model's, not nbformat's
+    count = raw.get("execution_count")
+    if isinstance(count, float):
+        raw["execution_count"] = int(count)
+    if isinstance(raw.get("outputs"), list):
+        raw["outputs"] = [_plain(o) for o in raw["outputs"] if isinstance(o, dict)]
+    return raw
+
+
 def _youtput(output: Mapping[str, Any]) -> Map[Any]:
     """An nbformat output as the shared model holds it: a map, a stream's text as shared text."""
     out = {k: v for k, v in output.items() if k != "transient"}  # kernel-protocol only, not nbformat
@@ -166,6 +184,9 @@ class LiveDocument:
         self._room: Room | None = room
         self._reopening: asyncio.Lock | None = None  # made on the live loop, where it is used
         self._closed = False
+        self._presence: Room | None = None
+        # Not awaited: the collaborators panel is a courtesy, never a reason to fail or delay an edit.
+        _submit(self._join_presence())
 
     def __repr__(self) -> str:
         return f"LiveDocument({self.path!r} on {self._found.server.url})"
@@ -180,6 +201,21 @@ class LiveDocument:
             future.cancel()
             raise RoomLost(f"joining the collaboration room took longer than {timeout:g} s") from exc
         return cls(found, room)
+
+    async def _join_presence(self) -> None:
+        """Show the agent in the collaborators panel, on this document (best effort, bounded)."""
+        state = {"current": f"notebook:{self.path}", "documents": [self.path]}
+        try:
+            room = await Room.open(
+                presence_url(self._found.server), self._found.server.token, timeout=self.timeout, state=state
+            )
+        except Exception as exc:  # noqa: BLE001 - a server without the room, or a refusal: no panel entry
+            log.debug("flue_nb: not shown in the collaborators panel: %s", exc)
+            return
+        if self._closed:
+            await room.close()
+        else:
+            self._presence = room
 
     @property
     def closed(self) -> bool:
@@ -247,6 +283,52 @@ class LiveDocument:
         await self._change(what="edit the cell", edits=(edit,))
         return old[0]
 
+    async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:
+        """Delete a cell that still holds `expected`; its index and nbformat JSON. The check and
+        the deletion are one transaction of the shared document, as for `edit_cell`: typing that
+        reached the room first refuses it (`CellChanged`)."""
+        gone: list[tuple[int, dict[str, Any]]] = []
+
+        def edit(nb: YNotebook) -> None:
+            if gone and all(c.get("id") != cell_id for c in nb.ycells):
+                return  # a retry after a lost answer: the first attempt landed
+            at = _index(nb, cell_id)
+            ycell = nb.ycells[at]
+            if str(ycell["source"]) != expected:
+                raise CellChanged(cell_id, str(ycell["source"]))
+            if not gone:
+                gone.append((at, _nbformat(ycell)))
+            del nb.ycells[at]
+
+        await self._change(what="delete the cell", edits=(edit,))
+        return gone[0]
+
+    async def move_cell(self, cell_id: str, *, after: str | None) -> tuple[int, int]:
+        """Move a cell below `after` (None: to the top); its old and new index.
+
+        As JupyterLab's own move does, the cell is deleted and a copy (same id, source, outputs,
+        metadata) inserted, in one transaction: the copy holds the source the room has, so typing
+        that reached the server first moves with it."""
+        where: list[tuple[int, int]] = []
+
+        def edit(nb: YNotebook) -> None:
+            if after == cell_id:
+                raise DocumentError(f"cannot move cell {cell_id!r} below itself")
+            at = _index(nb, cell_id)
+            to = 0 if after is None else _index(nb, after) + 1
+            if to > at:
+                to -= 1  # its own place is freed first
+            if not where:
+                where.append((at, to))
+            if to == at:
+                return  # already there (or a retry whose first attempt landed)
+            cell = _nbformat(nb.ycells[at])
+            del nb.ycells[at]
+            nb.ycells.insert(to, nb.create_ycell(cell))
+
+        await self._change(what="move the cell", edits=(edit,))
+        return where[0]
+
     async def write_outputs(
         self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
     ) -> None:
@@ -283,9 +365,10 @@ class LiveDocument:
         if self._closed:
             return
         self._closed = True
-        room, self._room = self._room, None
-        if room is not None:
-            await asyncio.wrap_future(_submit(room.close()))
+        for room in (self._room, self._presence):
+            if room is not None:
+                await asyncio.wrap_future(_submit(room.close()))
+        self._room = self._presence = None
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The Document protocol: the notebook's cells as a store the notebook tools read and write.
 
-`cells` reads it and falls back to a read-only saved copy; `live-doc` implements it on a Jupyter
-server's real-time collaboration (`flue_nb.notebook.document.live.connect()`).
+`cells` reads it and falls back to a read-only saved copy; `live_document` implements it on a
+Jupyter server's real-time collaboration (`flue_nb.notebook.document.live.connect()`), `frontend`
+through a tab that has the notebook open (no collaboration).
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ class Document(Protocol):
         raises `CellChanged` (nothing written) unless the cell holds exactly `expected`."""
         ...
 
+    async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:
+        """Delete a cell, a compare-and-set as `edit_cell`'s (`CellChanged` unless it holds exactly
+        `expected`); its index and nbformat JSON."""
+        ...
+
+    async def move_cell(self, cell_id: str, *, after: str | None) -> tuple[int, int]:
+        """Move a cell below the cell `after` (None: to the top); its old and new index."""
+        ...
+
     async def write_outputs(
         self, cell_id: str, outputs: Sequence[Mapping[str, Any]], execution_count: int | None
     ) -> None:
@@ -111,6 +121,14 @@ class ReadOnlyDocument:
     async def edit_cell(
         self, cell_id: str, source: str, *, metadata: Mapping[str, Any] | None = None, expected: str | None = None
     ) -> str:
+        """Always refused."""
+        raise DocumentError(self.read_only_reason)
+
+    async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:
+        """Always refused."""
+        raise DocumentError(self.read_only_reason)
+
+    async def move_cell(self, cell_id: str, *, after: str | None) -> tuple[int, int]:
         """Always refused."""
         raise DocumentError(self.read_only_reason)
 

@@ -1,11 +1,15 @@
-"""The writing tools of the notebook: `insert_cell`, `edit_cell` and `run_cell` (plain `Tool`s).
+"""The writing tools of the notebook: `insert_cell`, `edit_cell`, `delete_cell`, `move_cell` and
+`run_cell` (plain `Tool`s).
 
-With a live document (a Jupyter server with real-time collaboration) the change goes through
-`Document`, marked `metadata["flue"]` with its provenance, and `run_cell` writes the outputs and
-execution count back. Without one, each says exactly what it did instead: `insert_cell` proposes
-the cell through IPython's `set_next_input` (below the `%%flue` cell, once it finishes; only while
-a cell is executing, never from the chat widget) or, headless, writes nothing; `edit_cell` cannot
-edit; `run_cell` runs the code as a cell of this kernel, in the cell log, not in the document.
+With a live document (the notebook open in a JupyterLab or Notebook 7 tab, through flue_nb's
+extension; or a Jupyter server with real-time collaboration) the change goes through `Document`,
+marked `metadata["flue"]` with its provenance, and `run_cell` writes the outputs and execution
+count back; edits and deletions are compare-and-sets against what the agent last read. Without
+one, each says exactly what it did instead: `insert_cell` proposes the cell through IPython's
+`set_next_input` (below the `%%flue` cell, once it finishes; only while a cell is executing, never
+from the chat widget) or writes nothing (an error result); `edit_cell`, `delete_cell` and
+`move_cell` cannot; `run_cell` runs the code as a cell of this kernel, in the cell log, not in the
+document.
 None of them is durable: a crash during `run_cell` leaves the call's outcome unknown and the
 cell is never run again on recovery (contract 11.2).
 """
@@ -194,8 +198,8 @@ def write_tools(nb: NotebookContext) -> list[Tool]:  # noqa: C901 - five tools s
                 "the notebook is known only from its saved file" if doc is not None else "no notebook document is known"
             )
             return ToolOutput(
-                f"Cannot edit cell {args.id}: {why}, and edits need a live document (a Jupyter server with "
-                "real-time collaboration, `pip install flue_nb[live]`). Nothing was changed. Use "
+                f"Cannot edit cell {args.id}: {why}, and edits need the notebook open in a JupyterLab or "
+                "Notebook 7 tab (or real-time collaboration). Nothing was changed. Use "
                 "`insert_cell` to propose a corrected cell, or show the user the new source."
                 + (f" {note}" if note else ""),
                 is_error=True,
@@ -238,11 +242,10 @@ def write_tools(nb: NotebookContext) -> list[Tool]:  # noqa: C901 - five tools s
 
     async def delete_cell(args: DeleteInput, ctx: ToolContext) -> ToolOutput:
         doc, cells, note = await nb.document()
-        if doc is None or not doc.live or not hasattr(doc, "delete_cell"):
-            why = (
-                "the collaboration path cannot delete cells yet" if doc is not None and doc.live else "no open notebook"
+        if doc is None or not doc.live:
+            return ToolOutput(
+                f"Cannot delete cell {args.id}: no open notebook. Nothing was changed. {note}".strip(), True
             )
-            return ToolOutput(f"Cannot delete cell {args.id}: {why}. Nothing was changed. {note}".strip(), True)
         current = next((c for c in cells or [] if c.id == args.id), None)
         if current is None:
             return ToolOutput(f"No cell with id {args.id!r}: `cells` lists the ids.", is_error=True)
@@ -269,9 +272,10 @@ def write_tools(nb: NotebookContext) -> list[Tool]:  # noqa: C901 - five tools s
 
     async def move_cell(args: MoveInput, ctx: ToolContext) -> ToolOutput:
         doc, cells, note = await nb.document()
-        if doc is None or not doc.live or not hasattr(doc, "move_cell"):
-            why = "the collaboration path cannot move cells yet" if doc is not None and doc.live else "no open notebook"
-            return ToolOutput(f"Cannot move cell {args.id}: {why}. Nothing was changed. {note}".strip(), True)
+        if doc is None or not doc.live:
+            return ToolOutput(
+                f"Cannot move cell {args.id}: no open notebook. Nothing was changed. {note}".strip(), True
+            )
         for wanted in (args.id, args.after):
             if wanted is not None and all(c.id != wanted for c in cells or []):
                 return ToolOutput(f"No cell with id {wanted!r}: `cells` lists the ids.", is_error=True)
@@ -458,17 +462,21 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
     shell = _shell()
     ns = nb.namespace() if shell is not None else {}
     front = _front_end(shell, ns) if shell is not None else "headless"
+    # An error result: the call did not do what it was asked, and a card must not draw a ✓ for
+    # a cell that is nowhere (the model is told to give the source in its answer instead).
     nothing = "Nothing was inserted"
     if front == "headless":
         return ToolOutput(
             f"{nothing}: this kernel runs headless (no notebook editor is attached), so there is no "
             "notebook to insert into. Give the user the source in your answer instead.",
+            is_error=True,
             details=_not_inserted(args),
         )
     if front == "vscode":
         return ToolOutput(
             f"{nothing}: VS Code does not accept cells proposed by the kernel and has no live document "
             "for flue_nb. Give the user the source in your answer to paste into a cell.",
+            is_error=True,
             details=_not_inserted(args),
         )
     if not coordinator().has_waiter:
@@ -476,6 +484,7 @@ def _propose(args: InsertInput, nb: NotebookContext, note: str) -> ToolOutput:
             f"{nothing}: a cell can be proposed only while a %%flue cell is executing, and this run is "
             "not attached to one (it comes from the chat widget or runs in the background), so there is "
             "no cell to put it under. Give the user the source in your answer.",
+            is_error=True,
             details=_not_inserted(args),
         )
     text = args.source if args.kind == "code" else "%%markdown\n" + args.source

@@ -340,7 +340,7 @@ def _tool_markdown(t: ToolPart, summaries: Summaries) -> list[str]:
     out = [f"> ▸ **{t.name}**{arg} {mark}{preview}"]
     if shown is not None:
         if shown.code:
-            out.append("```python\n" + shown.code.replace("```", "ˋˋˋ") + "\n```")
+            out.append(f"```{shown.lang}\n" + shown.code.replace("```", "ˋˋˋ") + "\n```")
         out.extend(f"> {_md_escape(x)}" for x in shown.lines)
     return out
 

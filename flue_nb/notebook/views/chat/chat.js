@@ -327,6 +327,10 @@ function toolCard(ctx, t, at) {
   const head = `<span class="flue-glyph flue-st-${st}" aria-hidden="true">${GLYPH[st] || "·"}</span> <span class="flue-tname">${esc(t.name)}</span> <span class="flue-targ">${esc(t.summary)}</span>` +
     `<span class="flue-tmeta">${toolMeta(t, st, ctx.gone)} ${fmtMs(t.duration_ms)}</span>`;
   let body = "";
+  // An edit that landed: its old and new source as a diff, in place of the new source alone.
+  if (t.diff && t.diff.length) {
+    body += `<div class="flue-field flue-celldiff"><span class="flue-label">change</span>${diffHtml(t.diff, "python", ctx.libs && ctx.libs.hljs)}</div>`;
+  }
   for (const c of t.code || []) {
     body += clipped(ctx, `${key}:code:${c.arg}`, esc(c.arg), c.value, c.lang === "markdown"
       ? `<div class="flue-md">${ctx.md(c.value.text)}</div>` : codeBlock(c.value.text, c.lang, ctx.libs && ctx.libs.hljs));

@@ -62,6 +62,7 @@ export interface ToolJSON {
   duration_ms: number | null;
   input: ClipJSON;
   code: CodeJSON[];
+  diff: string[];
   result: ClipJSON | null;
   result_kind: "text" | "code" | "list" | "markdown";
   result_lang: string;

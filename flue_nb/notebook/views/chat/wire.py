@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, cast
 
+from flue_nb.notebook.views._notebook_calls import edit_change
 from flue_nb.notebook.views.cards import ResultKind, card_for
 from flue_nb.notebook.views.changes import PanelItem, headline
 from flue_nb.notebook.views.fold import input_text
@@ -139,6 +140,9 @@ class ToolJSON(TypedDict):
     input: ClipJSON
     """The arguments that are not code, as JSON."""
     code: list[CodeJSON]
+    diff: list[str]
+    """An `edit_cell` that landed: the cell's old and new source as unified diff lines (drawn in
+    place of its `source`, which is then not in `code`); [] otherwise."""
     result: ClipJSON | None
     result_kind: ResultKind
     result_lang: str
@@ -437,13 +441,17 @@ def _approval(facts: ApprovalFacts) -> ApprovalJSON:
 
 def _tool(t: ToolPart) -> ToolJSON:
     card = card_for(t.name)
+    diff = edit_change(t.name, t.details)
     code_args = {k: v for k, v in card.code.items() if isinstance(t.input.get(k), str)}
     rest = {k: v for k, v in t.input.items() if k not in code_args}
+    if diff:  # the diff holds the new source, its changes marked
+        code_args.pop("source", None)
     return {
         "kind": "tool", "call_id": t.call_id, "name": t.name, "summary": t.summary,
         "status": t.status, "duration_ms": t.duration_ms,
         "input": _clip(clip(input_text(rest) if rest else "")),
         "code": [{"arg": k, "lang": _lang(v, t.input), "value": _clip(clip(t.input[k]))} for k, v in code_args.items()],
+        "diff": diff,
         "result": _clip(clip(t.result)) if t.result is not None else None,
         "result_kind": card.result if not t.is_error else "text",
         "result_lang": _lang(card.result_lang, t.input) if card.result == "code" else "",

@@ -8,23 +8,65 @@
 //
 // Every write is a compare-and-set: the cell's source is compared with what the agent last read
 // and replaced in the same synchronous step, so no keystroke of the user's can fall between.
+// An operation that arrives after its deadline (the tab was asleep or busy and the server has
+// already told the kernel it did not answer) is refused, never applied late.
+//
+// A cell the agent wrote carries a "flue agent" label in the agent's colour (its title says what
+// it did and when) until someone else changes its source: without collaboration there is no
+// awareness panel or remote cursor to show the agent by, and the user looks at the cell.
 (function () {
   'use strict';
   var REQUEST = 'https://flue-nb.github.io/events/frontend-request/v1';
   var REPLY = 'https://flue-nb.github.io/events/frontend-reply/v1';
+  var COLOR = '#7c4dff';  // the agent's colour in collaboration's awareness too (_room.AGENT_USER)
+  var STYLE = '.flue-agent-edited{position:relative;box-shadow:inset 3px 0 0 ' + COLOR + '}' +
+    '.flue-agent-label{position:absolute;top:0;right:8px;z-index:3;padding:0 5px;border-radius:0 0 3px 3px;' +
+    'font:10px/15px var(--jp-ui-font-family,sans-serif);background:' + COLOR + ';color:#fff;cursor:default}';
   var client = (self.crypto && self.crypto.randomUUID) ? self.crypto.randomUUID() : String(Math.random()).slice(2);
   var lastActive = Date.now();
+  var probed = new Map();  // probe request id -> when this tab answered it (its own clock)
 
-  function notebookModel(app, path) {
+  function notebookPanel(app, path) {
     var main = app.shell.widgets('main');
     for (var widget of main) {
       var context = widget && widget.context;
       var content = widget && widget.content;
       if (context && context.path === path && content && content.model && content.model.sharedModel) {
-        return content.model.sharedModel;
+        return widget;
       }
     }
     return null;
+  }
+
+  function unmark(cell) {
+    if (cell.__flueUnmark) cell.__flueUnmark();
+    cell.__flueUnmark = null;
+    cell.node.classList.remove('flue-agent-edited');
+    var label = cell.node.querySelector(':scope > .flue-agent-label');
+    if (label) label.remove();
+  }
+
+  // Once the operation's change is drawn (a new cell's widget is made after the model changes).
+  function mark(panel, id, what) {
+    setTimeout(function () {
+      var cell = panel.content.widgets.find(function (w) { return w.model && w.model.id === id; });
+      if (!cell || cell.isDisposed) return;
+      unmark(cell);
+      cell.node.classList.add('flue-agent-edited');
+      var label = document.createElement('div');
+      label.className = 'flue-agent-label';
+      label.textContent = 'flue agent';
+      label.title = 'flue agent ' + what + ' this cell at ' + new Date().toLocaleTimeString() +
+        ' (its metadata.flue names the conversation and the tool call)';
+      cell.node.appendChild(label);
+      var shared = cell.model.sharedModel;
+      var written = shared.getSource();
+      var onChange = function (sender, change) {
+        if (change.sourceChange && sender.getSource() !== written) unmark(cell);
+      };
+      shared.changed.connect(onChange);
+      cell.__flueUnmark = function () { shared.changed.disconnect(onChange); };
+    }, 0);
   }
 
   function indexOf(nb, id) {
@@ -99,18 +141,31 @@
     }
   };
 
+  var MARKS = { insert: 'inserted', edit: 'edited', move: 'moved', outputs: 'ran' };
+
   function answer(app, req) {
+    var now = Date.now();
     if (req.op === 'probe') {
+      probed.forEach(function (at, id) { if (now - at > 120000) probed.delete(id); });
+      probed.set(req.request, now);
       return {
-        ok: true, client: client, open: notebookModel(app, req.path) !== null,
+        ok: true, client: client, open: notebookPanel(app, req.path) !== null,
         focused: document.hasFocus(), visible: document.visibilityState === 'visible', last_active: lastActive
       };
     }
-    var nb = notebookModel(app, req.path);
-    if (nb === null) return { ok: false, closed: true, error: req.path + ' is not open in this tab' };
+    var answered = probed.get(req.probe);
+    if (typeof req.expires_in === 'number' && (answered === undefined || now > answered + req.expires_in)) {
+      return { ok: false, expired: true, error: 'the tab got the request after its deadline and did not apply it' };
+    }
+    var panel = notebookPanel(app, req.path);
+    if (panel === null) return { ok: false, closed: true, error: req.path + ' is not open in this tab' };
     var op = ops[req.op];
     if (!op) throw new Error('unknown operation ' + req.op);
-    return op(nb, req.args || {});
+    var args = req.args || {};
+    var data = op(panel.content.model.sharedModel, args);
+    var id = req.op === 'insert' ? data.id : args.id;
+    if (data.ok && MARKS[req.op] && id) mark(panel, id, MARKS[req.op]);
+    return data;
   }
 
   var plugin = {
@@ -120,6 +175,10 @@
     activate: function (app) {
       var events = app.serviceManager && app.serviceManager.events;
       if (!events) return;
+      var style = document.createElement('style');
+      style.id = 'flue-nb-live-edits';
+      style.textContent = STYLE;
+      document.head.appendChild(style);
       var mark = function () { lastActive = Date.now(); };
       window.addEventListener('focus', mark);
       document.addEventListener('visibilitychange', function () { if (document.visibilityState === 'visible') mark(); });
