@@ -77,7 +77,8 @@ class Tab:
 
 
 class Room:
-    """The collaboration path: it reads and edits, and cannot delete or move cells."""
+    """A live document that reads and edits, and cannot delete or move cells (as the collaboration
+    path was before it could: a document's capabilities are looked up, not assumed)."""
 
     live = True
     path = "n.ipynb"
@@ -139,12 +140,12 @@ def test_a_cell_the_user_typed_in_since_is_not_undone(tmp_path, tab_cells) -> No
     assert tab.calls == [] and tab.sources() == ["y = 20  # agent, then the user"]
 
 
-def test_an_insert_on_the_collaboration_path_cannot_be_undone_and_says_why(tmp_path, tab_cells) -> None:
+def test_an_insert_in_a_document_that_cannot_delete_cannot_be_undone_and_says_why(tmp_path, tab_cells) -> None:
     room = Room([("new", "z = 3")])
     tab_cells(room)
     store = _store(tmp_path, CellEffect("inserted", "new", "n.ipynb", "code", source_after="z = 3"))
     result = undo(store, "c", changes(store, "c", "s1"))
-    assert not result.done and "cannot delete cells yet" in result.refused[0][1]
+    assert not result.done and "cannot delete cells" in result.refused[0][1]
     assert room.sources() == ["z = 3"]
 
 

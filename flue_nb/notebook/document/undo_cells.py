@@ -159,7 +159,7 @@ class DocumentCells(SavedCells):
         """Why this document cannot undo `effect` at all (None when it can)."""
         doc = self._live(effect)
         if doc is not None and effect.action == "inserted" and not callable(getattr(doc, "delete_cell", None)):
-            return "the collaboration path cannot delete cells yet: delete the inserted cell by hand"
+            return "this live document cannot delete cells: delete the inserted cell by hand"
         return None
 
     def apply(self, effect: CellEffect) -> str | None:
@@ -176,7 +176,7 @@ class DocumentCells(SavedCells):
             cells = _blocking(doc.cells)
             current = next((c for c in cells if c.id == cell_id), None)
             if current is not None:  # gone already: done (a recovery may apply it twice)
-                _blocking(lambda: doc.delete_cell(cell_id, expected=current.source))  # type: ignore[attr-defined]
+                _blocking(lambda: doc.delete_cell(cell_id, expected=current.source))
         elif effect.action == "deleted" and effect.source_before is not None:
             self._insert_again(doc, effect)
         else:
@@ -194,7 +194,7 @@ class DocumentCells(SavedCells):
         kind: Literal["code", "markdown"] = "markdown" if effect.cell_type == "markdown" else "code"
         new_id = _blocking(lambda: doc.insert_cell(effect.source_before or "", kind=kind, after=after))
         if at == 0 and cells and callable(getattr(doc, "move_cell", None)):  # `after=None` inserts at the end
-            _blocking(lambda: doc.move_cell(new_id, after=None))  # type: ignore[attr-defined]
+            _blocking(lambda: doc.move_cell(new_id, after=None))
 
 
 def _names(effect: CellEffect, doc: Document, default_path: str | None) -> bool:
