@@ -193,6 +193,10 @@ def _run_b(session: Any, d: Path, report: dict[str, Any]) -> None:
 STALE_MESSAGE = "a question whose owner stalls"
 TAKER_TEXT = "the taker finished it " + " ".join(f"taker{i}" for i in range(40))
 STALL_LEASE_TTL = 1.0
+# The taker's own lease is long: with 1 s, a loaded machine (load 20 on 2 cores) delayed its
+# renewal past expiry, and the resumed stalled owner then took the conversation back lawfully
+# and finished the submission itself, which is not the case this test is about.
+TAKER_LEASE_TTL = 30.0
 
 
 def _stall_main() -> None:
@@ -232,7 +236,8 @@ def _stall_main() -> None:
         flue.use_tool(work)
         return "You answer questions."
 
-    session = flue.init(stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=STALL_LEASE_TTL)
+    ttl = STALL_LEASE_TTL if role == "stalled" else TAKER_LEASE_TTL
+    session = flue.init(stall_agent, conversation=CONVERSATION, db=args.db, cwd=str(d), lease_ttl=ttl)
     idle = threading.Event()
 
     def observe(event: Any) -> None:
