@@ -58,6 +58,32 @@ def test_a_tool_error_on_the_server_is_an_error_result_and_bad_input_names_the_f
     assert invalid.is_error and "`a`" in invalid.content and "integer" in invalid.content
 
 
+def test_a_prefix_mounts_the_tools_under_it_and_an_empty_one_under_their_own_names():
+    model = ScriptedModel([reply("", tool_call("add", a=2, b=40)), reply("42")])
+    assert session(calc_agent(model, tools=["pid", "add"], prefix="")).prompt("add") == "42"
+    assert names(model.requests[0]) == ["task", "pid", "add"]
+    [result] = results(model.requests[1])
+    assert (result.name, result.content, result.is_error) == ("add", "42", False)
+    other = ScriptedModel(["hi"])
+    session(calc_agent(other, tools=["pid"], prefix="calc_")).prompt("hello")
+    assert names(other.requests[0]) == ["task", "calc_pid"]
+    with pytest.raises(flue.ConfigError, match="`prefix` must be"):
+        session(calc_agent(ScriptedModel(["never"]), prefix="a b")).prompt("hello")
+
+
+def test_a_prefix_that_makes_a_name_collide_fails_the_submission():
+    @flue.tool
+    def pid() -> str:
+        """A tool of the agent's own named like the server's."""
+        return "mine"
+
+    model = ScriptedModel(["never"])
+    agent = make_agent(model, tools=(pid,), extra=lambda: flue.use_mcp("calc", command=CALC, prefix=""))
+    with pytest.raises(flue.ToolNameConflictError, match="'pid'"):
+        session(agent).prompt("hello")
+    assert model.requests == []
+
+
 def test_tools_filter_mounts_only_the_named_tools():
     model = ScriptedModel(["hi"])
     session(calc_agent(model, tools=["pid", "add"])).prompt("hello")

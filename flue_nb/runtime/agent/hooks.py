@@ -209,8 +209,9 @@ def use_mcp(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     call_timeout: float | None = 300.0,
+    prefix: str | None = None,
 ) -> None:
-    """Mount an MCP server's tools as `mcp__<name>__<tool>`.
+    """Mount an MCP server's tools as `mcp__<name>__<tool>` (or `<prefix><tool>`).
 
     The connection opens at the first render that declares the server and is reused by later
     submissions in this process. If it cannot connect, the submission fails before the model runs
@@ -231,6 +232,10 @@ def use_mcp(
             that timed out is not tried again for a minute (each try would cost the timeout).
         call_timeout: Seconds one tool call may take (default 300); then it is cancelled and
             the model gets an error result. None: no limit (abort still stops a call).
+        prefix: What the mounted names start with instead of `mcp__<name>__`; `""` mounts the
+            server's tools under their own names (a server that is the agent's whole toolbox,
+            such as a kernel's `%flue serve`). A name that collides with another tool's fails
+            the submission (`ToolNameConflictError`).
 
     A stdio server's calls that the server does not mark read-only (`readOnlyHint`) run alone,
     in the order the model made them (read-only ones overlap one another, never a write); tools that require task-augmented execution are
@@ -261,6 +266,8 @@ def use_mcp(
         raise ConfigError(
             f"`use_mcp({name!r})`: `call_timeout` must be a positive number of seconds or None, got {call_timeout!r}"
         )
+    if prefix is not None and not (isinstance(prefix, str) and re.fullmatch(r"[A-Za-z0-9_-]*", prefix)):
+        raise ConfigError(f"`use_mcp({name!r})`: `prefix` must be letters, digits, `_` or `-` (or ''), got {prefix!r}")
     if any(s.name == name for s in frame.rendered.mcp):
         raise HookError(f"two MCP servers are named {name!r}; names must be unique")
     frame.rendered.mcp.append(
@@ -275,6 +282,7 @@ def use_mcp(
             headers=tuple(sorted(headers.items())) if headers else None,
             timeout=float(timeout),
             call_timeout=float(call_timeout) if call_timeout is not None else None,
+            prefix=prefix,
         )
     )
 

@@ -18,9 +18,11 @@ NAME_LIMIT = 64
 """Longest tool name every provider accepts."""
 
 
-def tool_name(server: str, remote: str) -> str:
-    """`mcp__<server>__<tool>`, with characters providers refuse replaced and long names shortened."""
-    name = f"mcp__{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', remote)}"
+def tool_name(server: str, remote: str, prefix: str | None = None) -> str:
+    """`mcp__<server>__<tool>` (or `<prefix><tool>`), with characters providers refuse replaced
+    and long names shortened."""
+    head = f"mcp__{server}__" if prefix is None else prefix
+    name = f"{head}{re.sub(r'[^A-Za-z0-9_-]', '_', remote)}"
     if len(name) > NAME_LIMIT:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
         name = f"{name[: NAME_LIMIT - 9]}_{digest}"

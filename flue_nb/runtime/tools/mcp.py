@@ -71,6 +71,8 @@ class McpServer:
     """Seconds to start, initialise and list the tools."""
     call_timeout: float | None = CALL_TIMEOUT
     """Seconds one tool call may take before it is cancelled (None: no limit but abort)."""
+    prefix: str | None = None
+    """What the mounted names start with (None: `mcp__<name>__`; `""`: the server's own names)."""
 
     @property
     def target(self) -> str:
@@ -80,7 +82,7 @@ class McpServer:
     @property
     def key(self) -> tuple[Any, ...]:
         """What identifies one connection: everything but the tool filter and `optional`."""
-        return (self.name, self.command, self.url, self.env, self.cwd, self.headers)
+        return (self.name, self.command, self.url, self.env, self.cwd, self.headers, self.prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +252,7 @@ def mcp_servers() -> list[McpServerStatus]:
     out = []
     for conn in list(_connections.values()):
         alive = conn.alive
-        names = tuple(tool_name(conn.server.name, t.name) for t in conn.listing) if alive else ()
+        names = tuple(tool_name(conn.server.name, t.name, conn.server.prefix) for t in conn.listing) if alive else ()
         state = conn.state if alive or conn.state != "connected" else "closed"
         out.append(McpServerStatus(conn.server.name, conn.server.target, state, names, conn.error))
     return out
@@ -303,14 +305,14 @@ def _build_tool(conn: Connection, listed: Any) -> McpTool:
 
     async def run(args: BaseModel, ctx: ToolContext) -> ToolOutput:
         arguments = dict(args.model_extra or {})
-        invalid = validate(schema, arguments, tool_name(server.name, remote))
+        invalid = validate(schema, arguments, tool_name(server.name, remote, server.prefix))
         if invalid is not None:
             return ToolOutput(invalid, is_error=True)
         out: ToolOutput = await _on_runtime_loop(lambda: _call(server, remote, arguments, ctx, concurrent, as_task))
         return out
 
     return McpTool(
-        tool_name(server.name, remote),
+        tool_name(server.name, remote, server.prefix),
         description,
         _AnyInput,
         run,
