@@ -3,7 +3,8 @@
 The servers announce themselves in `jpserver-<pid>.json` files in the Jupyter runtime dir (`url`,
 `token`, `root_dir`, `pid`); under JupyterHub the single-user server's token is the kernel's
 `JUPYTERHUB_API_TOKEN`. The kernel id is the stem of the kernel's connection file, and the
-server's `GET /api/sessions` maps it to the notebook's path. Every request has a bounded timeout.
+server's `GET /api/sessions` maps it to the notebook's path (and, from outside a kernel, a
+notebook's path to its kernel: `notebook_kernel`). Every request has a bounded timeout.
 Standard library only: nothing here needs the `live` extra.
 """
 
@@ -20,7 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Found", "Server", "Unavailable", "find", "kernel_id", "own_connection_file", "request", "servers"]
+__all__ = [
+    "Found",
+    "NotebookKernel",
+    "Server",
+    "Unavailable",
+    "find",
+    "kernel_id",
+    "notebook_kernel",
+    "own_connection_file",
+    "request",
+    "servers",
+]
 
 
 class Unavailable(Exception):
@@ -34,6 +46,8 @@ class Server:
     url: str
     """Its base URL, ending in `/` (the base_url/JupyterHub prefix included)."""
     token: str
+    root_dir: str | None = None
+    """The directory its notebook paths are relative to, when it says (`jpserver-*.json`)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,9 @@ def servers(environ: Mapping[str, str] | None = None, *, connection_file: str | 
             if not isinstance(url, str) or not _alive(info.get("pid")):
                 continue
             token = str(info.get("token") or "") or hub_token
-            found.setdefault(url, (mtime, Server(url.rstrip("/") + "/", token)))
+            root = info.get("root_dir") or info.get("notebook_dir")
+            server = Server(url.rstrip("/") + "/", token, root if isinstance(root, str) and root else None)
+            found.setdefault(url, (mtime, server))
     hub_url = env.get("JUPYTERHUB_SERVICE_URL", "")
     if hub_url and hub_token and not found:
         # A single-user server whose runtime dir this kernel cannot see.
@@ -178,3 +194,73 @@ def find(*, timeout: float, environ: Mapping[str, str] | None = None, connection
                     return Found(server, path)
     why = "; ".join(notes) or "no server has a notebook session with this kernel (a console or a script?)"
     raise Unavailable(f"no notebook session for kernel {kid}: {why}")
+
+
+@dataclass(frozen=True)
+class NotebookKernel:
+    """The kernel a Jupyter server runs for a notebook, as a process outside it finds it."""
+
+    server: Server
+    path: str
+    """The notebook's path relative to the server's root."""
+    kernel_id: str
+    connection_file: str
+
+
+def notebook_kernel(
+    notebook: str | os.PathLike[str], *, timeout: float, environ: Mapping[str, str] | None = None
+) -> NotebookKernel:
+    """The running kernel of the notebook at `notebook` (a path on this machine), found through
+    the sessions API of the Jupyter servers announced in the runtime dir; its connection file is
+    the one the server wrote there (`kernel-<id>.json`). Raises `Unavailable` saying why not."""
+    deadline = time.monotonic() + timeout
+    env = os.environ if environ is None else environ
+    wanted = Path(notebook).expanduser().resolve()
+    candidates = servers(env)
+    if not candidates:
+        raise Unavailable(
+            "no running Jupyter server was found (no jpserver-*.json in the Jupyter runtime dir "
+            f"{', '.join(str(d) for d in _runtime_dirs(env, None)) or '(none)'})"
+        )
+    notes: list[str] = []
+    for server in candidates:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            notes.append(f"{server.url}: not asked, the {timeout:g} s budget ran out")
+            break
+        try:
+            sessions = _sessions(server, left)
+        except urllib.error.HTTPError as exc:
+            notes.append(f"{server.url}: /api/sessions answered HTTP {exc.code}")
+            continue
+        except (OSError, ValueError) as exc:
+            notes.append(f"{server.url}: /api/sessions failed ({type(exc).__name__}: {exc})")
+            continue
+        open_here = []
+        for session in sessions:
+            path, kernel = _path_of(session), session.get("kernel")
+            if path is None or not isinstance(kernel, dict) or not isinstance(kernel.get("id"), str):
+                continue
+            open_here.append(path)
+            if not _same_notebook(server, path, wanted):
+                continue
+            kid = kernel["id"]
+            for folder in _runtime_dirs(env, None):
+                file = folder / f"kernel-{kid}.json"
+                if file.is_file():
+                    return NotebookKernel(server, path, kid, str(file))
+            raise Unavailable(
+                f"{server.url} runs {path} in kernel {kid}, but its connection file kernel-{kid}.json is not in "
+                "this machine's Jupyter runtime dir (a remote server?): pass the connection file itself"
+            )
+        notes.append(f"{server.url}: open notebooks: {', '.join(open_here) or 'none'}")
+    raise Unavailable(f"no running kernel for {wanted}: {'; '.join(notes)} (open the notebook in Jupyter first)")
+
+
+def _same_notebook(server: Server, path: str, wanted: Path) -> bool:
+    """Whether the server's session path names `wanted`: resolved against its root when it says
+    which, else by the trailing parts of the path."""
+    if server.root_dir:
+        return Path(server.root_dir, path).expanduser().resolve() == wanted
+    parts = Path(path).parts
+    return bool(parts) and wanted.parts[-len(parts) :] == parts
