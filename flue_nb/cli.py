@@ -382,9 +382,6 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_acp(args: argparse.Namespace) -> int:
-    for flag, value in (("--kernel", args.kernel), ("--notebook", args.notebook)):
-        if value is not None:
-            raise CliError(f"{flag} is not supported yet: sessions run in a fresh directory session (--cwd DIR)")
     try:
         from flue_nb.acp.agent import default_agent, load_object, serve
     except ImportError as exc:
@@ -393,8 +390,24 @@ def _cmd_acp(args: argparse.Namespace) -> int:
 
     if args.cwd is not None and not os.path.isdir(args.cwd):
         raise CliError(f"--cwd {args.cwd}: not a directory")
-    try:
+    target = None
+    if args.kernel is not None or args.notebook is not None:
+        from flue_nb.acp.kernel import KernelTarget, kernel_agent
+
+        attached = "--kernel" if args.kernel is not None else "--notebook"
         if args.agent is not None:
+            raise CliError(f"--agent runs its own tools, not the kernel's: it cannot be combined with {attached}")
+        if args.db is not None:
+            raise CliError(f"--db: with {attached} the conversation lives in the kernel's own store")
+        if args.kernel is not None and not os.path.isfile(args.kernel):
+            raise CliError(f"--kernel {args.kernel}: no such connection file")
+        if args.notebook is not None and not os.path.isfile(args.notebook):
+            raise CliError(f"--notebook {args.notebook}: no such notebook")
+        target = KernelTarget(connection_file=args.kernel, notebook=args.notebook)
+    try:
+        if target is not None:
+            make = kernel_agent(_acp_model(args.model), target)
+        elif args.agent is not None:
             # An @flue_nb.agent used as it is: its `flue.kernel(approval="ask")` tools ask the
             # client through the host approver `serve` installs.
             found = load_object(args.agent)
@@ -403,7 +416,7 @@ def _cmd_acp(args: argparse.Namespace) -> int:
             make = default_agent(_acp_model(args.model))
     except (ConfigError, ImportError, AttributeError) as exc:
         raise CliError(str(exc)) from None
-    serve(make, db=args.db, cwd=os.path.abspath(args.cwd) if args.cwd else None)
+    serve(make, db=args.db, cwd=os.path.abspath(args.cwd) if args.cwd else None, kernel=target)
     return 0
 
 
@@ -558,8 +571,16 @@ def main(argv: list[str] | None = None) -> int:
         "--agent", metavar="MODULE:FUNCTION", help="an @flue_nb.agent to run instead of the default assistant"
     )
     where = acp.add_mutually_exclusive_group()
-    where.add_argument("--kernel", metavar="CONNECTION_FILE", help="(not supported yet) attach to a running kernel")
-    where.add_argument("--notebook", metavar="PATH", help="(not supported yet) attach to a notebook's kernel")
+    where.add_argument(
+        "--kernel",
+        metavar="CONNECTION_FILE",
+        help="work in this running kernel: its tools, the conversation its %%flue cells continue, its store",
+    )
+    where.add_argument(
+        "--notebook",
+        metavar="PATH",
+        help="work in the kernel a Jupyter server runs for this notebook (found through its sessions API)",
+    )
     where.add_argument("--cwd", metavar="DIR", help="work in DIR whatever directory the client names")
     acp.add_argument("--db", metavar="DB", help="the store (default: $FLUE_DB, else the session directory's "
                      ".flue/flue.sqlite)")  # fmt: skip

@@ -12,11 +12,17 @@ from flue_nb.models import FunctionModel, fail, reply, tool_call
 
 async def _answer(request: Any) -> Any:
     last = request.messages[-1]
+    if last.kind == "tool_result" and last.name == "python":
+        return reply(
+            "Refused in the kernel." if last.is_error else f"The kernel ran it: {last.content.strip().splitlines()[0]}"
+        )
     if last.kind == "tool_result" and last.name.startswith("mcp__"):
         return reply(f"The sum is {last.content}.")
     if last.kind == "tool_result":
         return reply("Refused, so nothing was written." if last.is_error else "Wrote note.txt.")
     text = last.text if last.kind == "user" else ""
+    if "in the kernel" in text:  # an attached session: the kernel's own `python` tool
+        return reply("Running it.", tool_call("python", code="answer = 6 * 7\nprint(answer)"))
     if "write" in text:
         return reply("Writing it.", tool_call("write", path="note.txt", content="hello from acp\n"))
     if "add" in text:

@@ -15,38 +15,9 @@ import pytest
 acp = pytest.importorskip("acp")
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block  # noqa: E402
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse  # noqa: E402
+from acp_client import Client  # noqa: E402
 
 TESTS = Path(__file__).parent
-
-
-class Client:
-    """An ACP client that records every update and answers permission requests as told."""
-
-    def __init__(self, answer: str | None = "approve") -> None:
-        self.answer = answer
-        self.updates: list[tuple[str, Any]] = []
-        self.asked: list[Any] = []
-        self.asked_event = asyncio.Event()
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append((session_id, update))
-
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
-        self.asked.append((tool_call, [o.option_id for o in options]))
-        self.asked_event.set()
-        if self.answer is None:
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answer))
-
-    def kinds(self) -> list[str]:
-        return [u.session_update for _, u in self.updates]
-
-    def text(self, kind: str = "agent_message_chunk") -> str:
-        return "".join(u.content.text for _, u in self.updates if u.session_update == kind)
-
-    def on_connect(self, conn: Any) -> None:
-        pass
 
 
 def _env() -> dict[str, str]:
@@ -375,8 +346,10 @@ def test_load_opens_a_conversation_a_notebook_made(tmp_path):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--kernel", "kernel-1.json"], "--kernel is not supported yet"),
-        (["--notebook", "a.ipynb"], "--notebook is not supported yet"),
+        (["--kernel", "kernel-1.json"], "--kernel kernel-1.json: no such connection file"),
+        (["--notebook", "a.ipynb"], "--notebook a.ipynb: no such notebook"),
+        (["--kernel", "k.json", "--agent", "acp_models:own_agent"], "--agent runs its own tools"),
+        (["--kernel", "k.json", "--db", "x.sqlite"], "the kernel's own store"),
         ([], "no model: pass --model"),
         (["--model", "acp_models:nothing_here"], "nothing_here"),
     ],

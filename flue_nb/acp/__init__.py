@@ -6,4 +6,4 @@ imported by `import flue_nb`.
 
 from __future__ import annotations
 
-__all__ = ["agent", "updates"]
+__all__ = ["agent", "kernel", "updates"]

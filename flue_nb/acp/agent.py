@@ -5,6 +5,9 @@ sessions. An ACP session is a flue_nb conversation of the same id in the store (
 `$FLUE_DB`, else the working directory's `.flue/flue.sqlite`): `session/new` starts one,
 `session/load` reopens any stored conversation (a `%flue chat`'s too) and replays it as updates,
 `session/prompt` admits the message durably and streams its run, `session/cancel` aborts it.
+Attached to a running kernel (`--kernel`, `--notebook`: `flue_nb.acp.kernel`), a session is the
+conversation that kernel's `%flue` cells continue, in the kernel's store, and its tools are the
+kernel's.
 An `ask` approval becomes `session/request_permission`; the request is also the store's ballot,
 so a chat of the same conversation elsewhere can answer it and every view agrees on the answer.
 
@@ -39,6 +42,8 @@ from acp.schema import (
 
 if TYPE_CHECKING:
     from acp import Agent
+
+    from flue_nb.acp.kernel import KernelTarget
 
 from flue_nb.acp.updates import kind_of, locations_of, to_updates
 from flue_nb.runtime.errors import ConfigError
@@ -154,10 +159,18 @@ def _prompt_text(blocks: list[Any]) -> str:
 class FlueAcpAgent:
     """The ACP agent side: each ACP method of the `acp.interfaces.Agent` protocol it serves."""
 
-    def __init__(self, make_agent: AgentFactory, *, db: str | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        make_agent: AgentFactory,
+        *,
+        db: str | None = None,
+        cwd: str | None = None,
+        kernel: KernelTarget | None = None,
+    ) -> None:
         self._make_agent = make_agent
         self._db = db
         self._cwd = cwd
+        self._kernel = kernel
         self._sessions: dict[str, _Session] = {}
         self._conn: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -188,7 +201,12 @@ class FlueAcpAgent:
     async def new_session(
         self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        """A fresh conversation working in `cwd` (or the `--cwd` the agent was started with)."""
+        """A fresh conversation working in `cwd` (or the `--cwd` the agent was started with); with
+        a kernel, the conversation that kernel's cells continue, working in the kernel."""
+        if self._kernel is not None:
+            where = await self._attach()
+            await self._open(where.conversation, where.cwd, mcp_mounts(mcp_servers), db=where.db)
+            return NewSessionResponse(session_id=where.conversation)
         sid = f"acp-{uuid.uuid4().hex[:12]}"
         await self._open(sid, self._cwd or cwd, mcp_mounts(mcp_servers))
         return NewSessionResponse(session_id=sid)
@@ -196,9 +214,13 @@ class FlueAcpAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        """Reopen a stored conversation and replay it to the client as updates."""
-        where = self._cwd or cwd
-        s = await self._open(session_id, where, mcp_mounts(mcp_servers), existing=True)
+        """Reopen a stored conversation (with a kernel: one of the kernel's store) and replay it to
+        the client as updates."""
+        if self._kernel is not None:
+            attached = await self._attach()
+            s = await self._open(session_id, attached.cwd, mcp_mounts(mcp_servers), db=attached.db, existing=True)
+        else:
+            s = await self._open(session_id, self._cwd or cwd, mcp_mounts(mcp_servers), existing=True)
         events = await asyncio.to_thread(s.session.events)
         for ev in events:
             for update in to_updates(ev, cwd=s.cwd, title=self._title(s), replay=True):
@@ -322,7 +344,17 @@ class FlueAcpAgent:
             raise _error(-32602, f"no session {session_id!r}: session/new or session/load it first")
         return s
 
-    async def _open(self, sid: str, cwd: str, mcp: list[dict[str, Any]], *, existing: bool = False) -> _Session:
+    async def _attach(self) -> Any:
+        """The kernel's attachment (made at the first session), or a protocol error saying why not."""
+        assert self._kernel is not None
+        try:
+            return await asyncio.to_thread(self._kernel.attach)
+        except ConfigError as exc:
+            raise _error(-32603, f"cannot attach to the kernel: {exc.message}") from None
+
+    async def _open(
+        self, sid: str, cwd: str, mcp: list[dict[str, Any]], *, db: str | None = None, existing: bool = False
+    ) -> _Session:
         if not os.path.isdir(cwd):
             raise _error(-32602, f"cwd {cwd!r} is not a directory")
         found = self._sessions.get(sid)
@@ -330,7 +362,8 @@ class FlueAcpAgent:
             return found
 
         def open_() -> Session:
-            session = init(self._make_agent(cwd, self.approve, mcp), conversation=sid, db=self._db, cwd=cwd)
+            agent = self._make_agent(cwd, self.approve, mcp)
+            session = init(agent, conversation=sid, db=db or self._db, cwd=cwd)
             if existing and not session.submissions():
                 raise _error(-32002, f"no conversation {sid!r} in the store", sessionId=sid)
             return session
@@ -360,17 +393,21 @@ class FlueAcpAgent:
         raise _error(-32603, err.message if err else "the run failed", type=err.type if err else "run_error")
 
 
-def serve(make_agent: AgentFactory, *, db: str | None = None, cwd: str | None = None) -> None:
-    """Serve ACP on stdin/stdout until the client closes it."""
+def serve(
+    make_agent: AgentFactory, *, db: str | None = None, cwd: str | None = None, kernel: KernelTarget | None = None
+) -> None:
+    """Serve ACP on stdin/stdout until the client closes it (then detach from `kernel`, if any)."""
     from flue_nb.notebook.kernel.approve import use_host_approver
 
-    server = FlueAcpAgent(make_agent, db=db, cwd=cwd)
+    server = FlueAcpAgent(make_agent, db=db, cwd=cwd, kernel=kernel)
     # An --agent's own `flue.kernel(approval="ask")` asks this client too.
     stop = use_host_approver(server.approve)
     try:
         asyncio.run(_serve_stdio(server))
     finally:
         stop()
+        if kernel is not None:
+            kernel.close()
 
 
 async def _serve_stdio(server: FlueAcpAgent) -> None:

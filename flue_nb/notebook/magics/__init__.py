@@ -1,4 +1,5 @@
 """The `%flue` entry: the magics (`flue`), one message run under a cell (`run`), the subcommands that
-need no magic state (`commands`), and loading the extension (`extension`)."""
+need no magic state (`commands`), loading the extension (`extension`), and the kernel's side of an
+attached `flue-nb acp` (`attach`)."""
 
-__all__ = ["commands", "extension", "flue", "run"]
+__all__ = ["attach", "commands", "extension", "flue", "run"]

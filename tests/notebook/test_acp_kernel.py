@@ -1,0 +1,229 @@
+"""`flue-nb acp --kernel FILE` and `--notebook PATH` attached to a real kernel, driven by the ACP
+package's own client: the agent's `python` runs in the kernel's namespace, the session is the
+conversation the kernel's `%flue` cells continue (in the kernel's store), a `%flue chat` open in
+the kernel follows the ACP turn and can answer its approval, and the kernel's server stops when
+the ACP process ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kernel_helpers import Kernel
+
+acp = pytest.importorskip("acp")
+pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+from acp_client import Client  # noqa: E402
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """\
+import json, time
+import flue_nb as flue
+from flue_nb.models import ScriptedModel
+from flue_nb.notebook.views.chat.widget import open_widgets
+own = ScriptedModel(["the kernel's own assistant answers"])
+%config FlueMagics.model = 'own'
+def tool_cards(node):
+    if isinstance(node, dict):
+        found = [node] if node.get("kind") == "tool" else []
+        return found + [c for v in node.values() for c in tool_cards(v)]
+    if isinstance(node, list):
+        return [c for v in node for c in tool_cards(v)]
+    return []
+def wait_for(test, what):
+    for _ in range(400):
+        found = test()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"never {what}: {w.history} {w.live}")
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "FLUE_DB")}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 180))
+
+
+def _acp(client: Client, cwd: Path, *args: str, **env: str) -> Any:
+    command = ["-m", "flue_nb.cli", "acp", "--model", "acp_models:model", *args]
+    return spawn_agent_process(client, sys.executable, *command, env=_env(**env), cwd=cwd)
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Iterator[tuple[Kernel, Path]]:
+    """A kernel running `work/analysis.ipynb` (as a Jupyter server names it), a chat open in it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = work / "analysis.ipynb"
+    path.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    kernel = Kernel(tmp_path / "jupyter", work, JPY_SESSION_NAME=str(path))
+    try:
+        kernel.ok(SETUP)
+        kernel.ok("%flue chat")
+        kernel.ok("w = open_widgets()[-1]")
+        yield kernel, path
+    finally:
+        kernel.shutdown()
+
+
+def _conversation(path: Path) -> str:
+    from flue_nb.notebook.document.identity import default_conversation_id
+
+    return default_conversation_id({"JPY_SESSION_NAME": str(path)})
+
+
+def _stored(path: Path, sid: str) -> list[tuple[str, str | None]]:
+    from flue_nb.runtime.session import open_conversation
+
+    stored = open_conversation(sid, db=str(path.parent / ".flue" / "flue.sqlite"))
+    return [(s.text, s.outcome.value if s.outcome else None) for s in stored.submissions()]
+
+
+def test_a_prompt_runs_python_in_the_kernel_in_the_notebooks_own_conversation(tmp_path, notebook):
+    kernel, path = notebook
+    client = Client()
+
+    async def main() -> tuple[str, Any]:
+        # The ACP process runs elsewhere (tmp_path): the kernel's directory and store are used.
+        async with _acp(client, tmp_path, "--kernel", kernel.km.connection_file) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            return sid, await conn.prompt(session_id=sid, prompt=[text_block("compute it in the kernel")])
+
+    sid, done = _run(main())
+    assert done.stop_reason == "end_turn"
+    # The tool ran in the kernel's own namespace.
+    assert kernel.ok("print(answer)").stdout.strip() == "42"
+    # The session is the notebook's conversation, durable in the kernel's store.
+    assert sid == _conversation(path)
+    assert _stored(path, sid) == [("compute it in the kernel", "completed")]
+    # The call was put to the client as the kernel's `python`, an execute call.
+    [(call, _options)] = client.asked
+    assert call.kind == "execute" and call.title.startswith("python: answer = 6 * 7")
+    [start] = [u for _, u in client.updates if u.session_update == "tool_call"]
+    assert (start.kind, start.raw_input) == ("execute", {"code": "answer = 6 * 7\nprint(answer)"})
+    assert client.text().endswith("The kernel ran it: 42")
+    # The chat open in the kernel followed the turn through the store, tool card included.
+    seen = json.loads(
+        kernel.ok(
+            "blocks = wait_for(lambda: [b for b in w.history if b['kind'] == 'submission' and b['outcome']], 'settled')\n"
+            "print(json.dumps(blocks))"
+        ).stdout
+    )
+    [block] = seen
+    assert (block["text"], block["outcome"]) == ("compute it in the kernel", "completed")
+    [card] = [p for p in block["parts"] if p["kind"] == "tool"]
+    assert card["name"] == "python" and card["status"] == "ok", card
+    assert [p["text"] for p in block["parts"] if p["kind"] == "text"][-1] == "The kernel ran it: 42"
+    # The ACP process has ended: the server the kernel started for it stopped with it.
+    assert kernel.ok("from flue_nb.notebook import serve\nprint(serve.current())").stdout.strip() == "None"
+
+
+def test_the_kernels_chat_answers_the_approval_the_client_leaves_open(tmp_path, notebook):
+    kernel, path = notebook
+
+    class Silent(Client):
+        async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kw: Any) -> Any:
+            self.asked.append((tool_call, [o.option_id for o in options]))
+            self.asked_event.set()
+            await asyncio.sleep(300)  # the person answers in the notebook instead
+
+    client = Silent()
+
+    async def main() -> Any:
+        async with _acp(client, tmp_path, "--kernel", kernel.km.connection_file) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("run it in the kernel")]))
+            await client.asked_event.wait()
+            # The person clicks Approve on the card of the chat open in the kernel.
+            asked = await asyncio.to_thread(
+                kernel.ok,
+                "card = wait_for(lambda: [c for c in tool_cards(w.history + w.live) if c.get('ask')], 'asked')[0]\n"
+                "assert w.answer(card['call_id'], True)\n"
+                "print(json.dumps(card))",
+            )
+            return json.loads(asked.stdout), await running
+
+    card, done = _run(main())
+    assert card["name"] == "python" and card["ask"].startswith("python: answer = 6 * 7"), card
+    assert done.stop_reason == "end_turn"
+    assert kernel.ok("print(answer)").stdout.strip() == "42"
+    [end] = [u for _, u in client.updates if u.session_update == "tool_call_update"]
+    assert end.status == "completed" and end.raw_output["approval"]["reason"] == "approved"
+    assert end.raw_output["approval"]["by"].startswith("analysis.ipynb (kernel ")
+
+
+class _Sessions(BaseHTTPRequestHandler):
+    """`GET /api/sessions` of a Jupyter server that runs one notebook (behind its token)."""
+
+    sessions: list[dict[str, Any]] = []
+    token = "s3cret"
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        if self.headers.get("Authorization") != f"token {self.token}" or self.path != "/api/sessions":
+            self.send_response(403)
+            self.end_headers()
+            return
+        body = json.dumps(self.sessions).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_notebook_finds_the_kernel_through_the_jupyter_servers_sessions_api(tmp_path, notebook):
+    kernel, path = notebook
+    runtime = Path(kernel.env["JUPYTER_RUNTIME_DIR"])
+    kid = Path(kernel.km.connection_file).stem.removeprefix("kernel-")
+    _Sessions.sessions = [
+        {"id": "s1", "path": "other.ipynb", "type": "notebook", "kernel": {"id": "not-this-one"}},
+        {"id": "s2", "path": "analysis.ipynb", "type": "notebook", "kernel": {"id": kid, "name": "python3"}},
+    ]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sessions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    announce = {"url": url, "token": _Sessions.token, "pid": os.getpid(), "root_dir": str(path.parent)}
+    (runtime / f"jpserver-{os.getpid()}.json").write_text(json.dumps(announce))
+    client = Client()
+
+    async def main() -> tuple[str, Any]:
+        async with _acp(client, tmp_path, "--notebook", str(path), JUPYTER_RUNTIME_DIR=str(runtime)) as (conn, _p):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            return sid, await conn.prompt(session_id=sid, prompt=[text_block("work in the kernel")])
+
+    try:
+        sid, done = _run(main())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.stop_reason == "end_turn"
+    assert kernel.ok("print(answer)").stdout.strip() == "42"
+    assert sid == _conversation(path)
+    assert _stored(path, sid) == [("work in the kernel", "completed")]
