@@ -12,6 +12,9 @@ from flue_nb.models import FunctionModel, fail, reply, tool_call
 
 async def _answer(request: Any) -> Any:
     last = request.messages[-1]
+    if last.kind == "tool_result" and last.name == "python" and "Aborted in the notebook" in last.content:
+        await asyncio.sleep(300)  # a model that would go on: only the conversation's abort ends this
+        return reply("never")
     if last.kind == "tool_result" and last.name == "python":
         return reply(
             "Refused in the kernel." if last.is_error else f"The kernel ran it: {last.content.strip().splitlines()[0]}"
@@ -21,6 +24,8 @@ async def _answer(request: Any) -> Any:
     if last.kind == "tool_result":
         return reply("Refused, so nothing was written." if last.is_error else "Wrote note.txt.")
     text = last.text if last.kind == "user" else ""
+    if "hold the kernel" in text:
+        return reply("", tool_call("python", code="import time\ntime.sleep(120)"))
     if "in the kernel" in text:  # an attached session: the kernel's own `python` tool
         return reply("Running it.", tool_call("python", code="answer = 6 * 7\nprint(answer)"))
     if "write" in text:

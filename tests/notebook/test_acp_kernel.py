@@ -175,6 +175,53 @@ def test_the_kernels_chat_answers_the_approval_the_client_leaves_open(tmp_path, 
     assert end.raw_output["approval"]["by"].startswith("analysis.ipynb (kernel ")
 
 
+def test_stop_in_the_kernels_chat_aborts_the_acp_turn(tmp_path, notebook):
+    kernel, path = notebook
+    client = Client()
+
+    async def main() -> tuple[str, Any]:
+        async with _acp(client, tmp_path, "--kernel", kernel.km.connection_file) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("wait for it")]))
+            # The chat sees the turn running (through the store) and the person clicks Stop.
+            await asyncio.to_thread(
+                kernel.ok,
+                "wait_for(lambda: [b for b in w.history + w.live if b.get('text') == 'wait for it'], 'running')\n"
+                "w._on_browser_msg(w, {'type': 'stop'}, [])",
+            )
+            return sid, await running
+
+    sid, done = _run(main())
+    assert done.stop_reason == "cancelled"
+    assert _stored(path, sid) == [("wait for it", "aborted")]
+
+
+def test_stop_in_the_kernels_chat_stops_the_acp_run_whose_call_holds_the_kernel(tmp_path, notebook):
+    from test_serve_stop_kernel import _holding, _stop_request
+
+    kernel, path = notebook
+    client = Client()
+
+    async def main() -> tuple[str, str, dict[str, Any], Any]:
+        async with _acp(client, tmp_path, "--kernel", kernel.km.connection_file) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("hold the kernel")]))
+            # The chat of the notebook's conversation is told the call holds the main thread, and
+            # its Stop goes by the control channel, as chat.js sends it.
+            held = await asyncio.to_thread(_holding, kernel, True, 150)
+            reply = await asyncio.to_thread(_stop_request, kernel, {"call_id": held})
+            return sid, held, reply, await running
+
+    sid, held, reply, done = _run(main())
+    assert held and reply == {"status": "ok", "stopped": True}
+    assert done.stop_reason == "cancelled"
+    assert _stored(path, sid) == [("hold the kernel", "aborted")]
+    [end] = [u for _, u in client.updates if u.session_update == "tool_call_update"]
+    assert end.status == "failed" and "Aborted in the notebook" in end.content[0].content.text
+
+
 class _Sessions(BaseHTTPRequestHandler):
     """`GET /api/sessions` of a Jupyter server that runs one notebook (behind its token)."""
 
@@ -227,3 +274,15 @@ def test_notebook_finds_the_kernel_through_the_jupyter_servers_sessions_api(tmp_
     assert kernel.ok("print(answer)").stdout.strip() == "42"
     assert sid == _conversation(path)
     assert _stored(path, sid) == [("work in the kernel", "completed")]
+    # Another client loads the notebook's conversation from the kernel's store.
+    again = Client()
+
+    async def load() -> None:
+        async with _acp(again, tmp_path, "--kernel", kernel.km.connection_file) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+
+    _run(load())
+    assert again.text("user_message_chunk") == "work in the kernel"
+    assert again.text().endswith("The kernel ran it: 42")
+    assert "tool_call" in again.kinds()

@@ -76,6 +76,7 @@ def attach(client: str = "flue-nb acp") -> str:
                 conversation=cid + CALLS_SUFFIX,
                 db=db,
                 on_session=_register(magics, db),
+                shown_in=cid,
                 **(magics._containment() if magics is not None else {}),
             )
         attachment = uuid.uuid4().hex[:12]

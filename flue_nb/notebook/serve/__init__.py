@@ -185,6 +185,7 @@ def serve(
     approval_timeout: float | None = None,
     namespace: dict[str, Any] | None = None,
     on_session: Callable[[str, Any, Any], None] | None = None,
+    shown_in: str | None = None,
     sandbox: SandboxLevel = "auto",
     allow_hosts: Sequence[str] | None = None,
     hide_paths: Sequence[str] | None = None,
@@ -206,6 +207,9 @@ def serve(
         approval_timeout: Seconds an `ask` waits for a chat's answer before the fallback (deny).
         namespace: Where `python` runs code; default IPython's `user_ns`.
         on_session: Called with `(conversation id, agent, session)` when a conversation opens.
+        shown_in: The conversation the calls are made for, when one client runs it elsewhere (an
+            attached `flue-nb acp`): its chats here show a call holding the main thread as theirs,
+            and their Stop aborts that conversation too.
         sandbox, allow_hosts, hide_paths: Where `bash` runs, as for `flue.kernel()` (contained by
             default).
     """
@@ -257,6 +261,7 @@ def serve(
     recorder = Recorder(
         box, open_session, (lambda client: conversation) if conversation else _per_client, busy_timeout=busy_timeout
     )
+    recorder.shown_in = shown_in
 
     async def call(client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
         return await recorder.call(client, tool, arguments)

@@ -167,6 +167,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._turns = _Turns()
         self.busy_timeout = busy_timeout
+        self.shown_in: str | None = None
+        """The conversation the calls are made for, run elsewhere (`serve(shown_in=...)`)."""
         self.calls = 0
         self.model = FunctionModel(play_client, id="mcp-client", context_window=1_000_000_000)
 

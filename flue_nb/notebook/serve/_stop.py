@@ -9,7 +9,10 @@ interrupts that call only if it still holds the main thread (`_main_thread.stop`
 the lock the call's release takes), then aborts its conversation durably as Stop does. A
 request for a call that has ended stops nothing and the reply says so (the chat then sends its
 usual `stop`). Unlike the kernel's interrupt (SIGINT to whatever runs now), it names the call,
-so it can never land in a user's cell that started meanwhile.
+so it can never land in a user's cell that started meanwhile. When the calls are made for a
+conversation run elsewhere (an attached `flue-nb acp`: `serve(shown_in=...)`), that
+conversation's chats are told too, and their Stop aborts it first, durably, so its run ends
+rather than going on with the interrupted call's result.
 """
 
 from __future__ import annotations
@@ -48,10 +51,21 @@ def install(recorder: Any) -> None:
 def stop_call(call_id: str) -> bool:
     """Stop the outside call `call_id` if it holds the main thread now; True if it did."""
     held = _main_thread.holding()
-    if held is None or held.call_id != call_id or not _main_thread.stop(call_id, STOPPED):
+    if held is None or held.call_id != call_id:
         return False
     recorder = _recorder
     session = recorder.session_of(held.conversation_id) if recorder is not None and held.conversation_id else None
+    shown_in = getattr(recorder, "shown_in", None) if session is not None else None
+    if session is not None and shown_in:
+        # Before the interrupt: the run elsewhere must not go on with the interrupted call's result.
+        from flue_nb.runtime.session import open_conversation
+
+        try:
+            open_conversation(shown_in, db=session.store).abort()  # its owner stops it within a second
+        except Exception:  # noqa: BLE001 - the call is still stopped; the chat's own stop can follow
+            pass
+    if not _main_thread.stop(call_id, STOPPED):
+        return False
     if session is not None:
         try:
             session.abort()  # durable, and the calls queued behind it go too, as on Stop
@@ -79,8 +93,13 @@ def _show(held: _main_thread.Held) -> None:
         return  # no chat was ever opened here (and importing ipywidgets per call would cost ~1 s once)
     open_widgets = widget_module.open_widgets
     value = held.call_id if held.running else ""
+    recorder = _recorder
+    shown = {held.conversation_id}
+    if recorder is not None and held.conversation_id and recorder.session_of(held.conversation_id) is not None:
+        shown.add(getattr(recorder, "shown_in", None))
+    shown.discard(None)
     for widget in open_widgets():
-        if widget.mode == "chat" and getattr(widget.session, "conversation_id", None) == held.conversation_id:
+        if widget.mode == "chat" and getattr(widget.session, "conversation_id", None) in shown:
             # An empty context, as the widget's own updates: no cell's output owns this one.
             contextvars.Context().run(widget.show_holding, value)
 
