@@ -1,4 +1,6 @@
-"""flue_nb as an Agent Client Protocol agent: `flue-nb acp` serves its conversations over stdio.
+"""flue_nb and the Agent Client Protocol: `flue-nb acp` serves its conversations to ACP clients over
+stdio (`agent`, in a running kernel: `kernel`), and `host(COMMAND)` brings an external ACP agent
+into flue_nb's sessions and chat (`hosting`; `%flue chat --agent acp:COMMAND`).
 
 Needs `pip install 'flue_nb[acp]'` (the `agent-client-protocol` package); nothing here is
 imported by `import flue_nb`.
@@ -6,4 +8,6 @@ imported by `import flue_nb`.
 
 from __future__ import annotations
 
-__all__ = ["agent", "kernel", "updates"]
+from flue_nb.acp.hosting import host
+
+__all__ = ["agent", "host", "hosting", "kernel", "updates"]

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from flue_nb.runtime.session import Session
     from flue_nb.runtime.store import Store
 
-__all__ = ["AGENT_CHOICE", "ConversationMagics", "Key"]
+__all__ = ["ACP_PREFIX", "AGENT_CHOICE", "ConversationMagics", "Key"]
+
+ACP_PREFIX = "acp:"
+"""An agent named `acp:COMMAND` is an external ACP agent started with COMMAND (`flue_nb.acp.host`)."""
 
 AGENT_CHOICE = "flue_nb.magics:agent"
 """Persistent-state name under which a conversation keeps the agent its cells talk to (None: the
@@ -81,6 +84,8 @@ class ConversationMagics(FlueSettings):
                     f"`-m` sets the default assistant's model, but conversation `{cid}` talks to "
                     f"agent `{chosen}`; `%flue use assistant` first"
                 )
+            if name.startswith(ACP_PREFIX):
+                return self._hosted(name, cid, self._db(args)), ""
             obj = self._ns.get(name)
             if not isinstance(obj, Agent):
                 found = "nothing" if obj is None else f"a {type(obj).__name__}"
@@ -125,6 +130,22 @@ class ConversationMagics(FlueSettings):
             python_tool=self.python_tool,
             **self._containment(),
         ), label
+
+    def _hosted(self, spec: str, cid: str, db: str | None) -> AgentDef:
+        """The external ACP agent `acp:COMMAND` of conversation `cid` (one process per conversation)."""
+        try:
+            from flue_nb.acp.hosting import hosted_agent
+        except ImportError as exc:
+            raise UsageError(
+                f"`{ACP_PREFIX}` agents need the ACP package: pip install 'flue_nb[acp]' ({exc})"
+            ) from None
+        from flue_nb.runtime.errors import ConfigError
+
+        try:
+            found: AgentDef = hosted_agent(spec, conversation=cid, store=self._key(cid, db)[1])
+        except ConfigError as exc:
+            raise UsageError(exc.message) from None
+        return found
 
     def _conversation(self, args: Namespace) -> str:
         # Once per cell: `--new` must not make two ids when both the agent and the session ask.

@@ -22,7 +22,8 @@ OPTIONS = (
         "-a",
         "--agent",
         metavar="NAME",
-        help="An @agent function in the namespace to talk to (this conversation keeps it).",
+        help="An @agent function in the namespace to talk to (this conversation keeps it), or "
+        '"acp:COMMAND" for an external ACP agent started with COMMAND.',
     ),
     _option(
         "-c",

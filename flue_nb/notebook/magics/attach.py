@@ -42,17 +42,18 @@ def attachments() -> int:
         return len(_attached)
 
 
-def attach(client: str = "flue-nb acp") -> str:
+def attach(client: str = "flue-nb acp", *, conversation: str | None = None) -> str:
     """Serve this kernel's tools to an ACP process and say, as JSON, where it works: the
-    conversation this kernel's cells continue (`conversation`), its store (`db`), the working
-    directory (`cwd`), the MCP endpoint (`url`, `token`) and this attachment's id (`attachment`)."""
+    conversation (`conversation`: this kernel's cells' unless given), its store (`db`), the
+    working directory (`cwd`), the MCP endpoint (`url`, `token`) and this attachment's id
+    (`attachment`). The first attachment's conversation names the server's record of the calls."""
     global _served
     from flue_nb import __version__
     from flue_nb.notebook import serve as served_mod
     from flue_nb.runtime.store.url import is_postgres_url
 
     magics = _magics()
-    cid = magics.conversation_id if magics is not None else default_conversation_id()
+    cid = conversation or (magics.conversation_id if magics is not None else default_conversation_id())
     db = (getattr(magics, "db", "") or os.environ.get("FLUE_DB") or "").strip() or None
     if db == ":memory:":
         raise ConfigError(

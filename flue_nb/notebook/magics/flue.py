@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
 
-from flue_nb.notebook.magics._conversations import ConversationMagics
+from flue_nb.notebook.magics._conversations import ACP_PREFIX, ConversationMagics
 from flue_nb.notebook.magics._effects import (
     EFFECT_COMMANDS,
     effects_command,
@@ -365,6 +365,15 @@ class FlueMagics(ConversationMagics):
         return store_key(self._db(args), os.getcwd())
 
     def _use(self, name: str, args: Namespace) -> None:
+        name = name.strip()
+        if name.startswith(ACP_PREFIX) and len(name) > len(ACP_PREFIX):
+            # `%flue use acp:COMMAND ARGS...`: the rest of the line is the agent's command line.
+            cid, db = self._conversation(args), self._db(args)
+            self._hosted(name, cid, db)  # a command line that cannot be read fails here
+            self._choose(cid, db, name)
+            self._switch_open(args)
+            print(f"flue: conversation `{cid}` now talks to the ACP agent `{name}` until you choose another")
+            return
         if not name or len(name.split()) != 1:
             raise UsageError(
                 f"`%flue use` takes one name (got {name!r}): `%flue use AGENT` (an @agent in the "

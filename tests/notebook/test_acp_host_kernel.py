@@ -1,0 +1,138 @@
+"""`%flue chat --agent acp:COMMAND` in a real kernel: a scripted ACP agent (tests/acp_scripted_agent.py)
+in the flue chat: its text streams into the widget, its calls are cards, its permission request is
+answered with the card's Approve, its `python` call goes through this kernel's `%flue serve` (the
+MCP server it was given) and changes the namespace, Stop cancels its turn, and the store keeps
+the conversation."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kernel_helpers import Kernel
+
+pytest.importorskip("acp")
+pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
+
+pytestmark = pytest.mark.kernel
+
+SCRIPTED = Path(__file__).resolve().parents[1] / "acp_scripted_agent.py"
+SPEC = "acp:" + shlex.join([sys.executable, str(SCRIPTED)])
+
+SETUP = f"""\
+import json, time
+import flue_nb as flue
+from flue_nb.notebook.views.chat.widget import open_widgets
+%config FlueMagics.db = 'flue.sqlite'
+%flue chat --agent {json.dumps(SPEC)}
+w = open_widgets()[-1]
+def tool_cards(node):
+    if isinstance(node, dict):
+        found = [node] if node.get("kind") == "tool" else []
+        return found + [c for v in node.values() for c in tool_cards(v)]
+    if isinstance(node, list):
+        return [c for v in node for c in tool_cards(v)]
+    return []
+def wait_for(test, what):
+    for _ in range(600):
+        found = test()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"never {{what}}: {{w.history}} {{w.live}}")
+def settled(n):
+    return wait_for(lambda: [b for b in w.history if b['kind'] == 'submission' and b['outcome']][n - 1:], 'settled')[0]
+"""
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Iterator[tuple[Kernel, Path]]:
+    kernel = Kernel(tmp_path / "jupyter", tmp_path, SCRIPTED_ACP_LOG=str(tmp_path / "agent.log"))
+    try:
+        kernel.ok(SETUP)
+        yield kernel, tmp_path
+    finally:
+        kernel.shutdown()
+
+
+def texts(block: dict[str, Any]) -> list[str]:
+    return [p["text"] for p in block["parts"] if p["kind"] == "text"]
+
+
+def _log(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()]
+
+
+def _out(kernel: Kernel, code: str) -> Any:
+    return json.loads(kernel.ok(code, timeout=120).stdout)
+
+
+def test_the_agents_text_streams_into_the_chat_and_the_store_keeps_it(chat):
+    kernel, tmp_path = chat
+    block, status = _out(kernel, "w.send_message('hello'); print(json.dumps([settled(1), w.status]))")
+    assert (block["text"], block["outcome"]) == ("hello", "completed")
+    assert texts(block) == ["Hello from the scripted agent."]
+    assert [p["text"] for p in block["parts"] if p["kind"] == "thinking"] == ["A greeting."]
+    assert status["agent"] == SPEC
+    [event] = [e for e in _log(tmp_path) if e["event"] == "new_session"]
+    assert event["servers"] == ["flue-kernel"]  # this kernel, through `%flue serve`
+    from flue_nb.notebook.document.identity import default_conversation_id
+    from flue_nb.runtime.session import open_conversation
+
+    [sub] = open_conversation(default_conversation_id({}), db=str(tmp_path / "flue.sqlite")).submissions()
+    assert (sub.text, sub.outcome.value, sub.result) == ("hello", "completed", "Hello from the scripted agent.")
+
+
+def test_the_agents_permission_request_is_answered_with_the_cards_approve(chat):
+    kernel, tmp_path = chat
+    card = _out(
+        kernel,
+        "w.send_message('please write a note')\n"
+        "card = wait_for(lambda: [c for c in tool_cards(w.history + w.live) if c.get('ask')], 'asked')[0]\n"
+        "print(json.dumps(card))",
+    )
+    assert card["name"] == "acp_edit" and card["ask"] == "acp_edit: Write note.txt", card
+    block = _out(kernel, f"assert w.answer({card['call_id']!r}, True)\nprint(json.dumps(settled(1)))")
+    assert (tmp_path / "note.txt").read_text() == "from the scripted agent\n"
+    assert block["outcome"] == "completed" and texts(block)[-1] == "Wrote note.txt."
+    [done] = [p for p in block["parts"] if p["kind"] == "tool"]
+    assert done["status"] == "ok" and done["approval"]["approved"] is True, done
+    assert [e["option"] for e in _log(tmp_path) if e["event"] == "permission"] == ["yes"]
+
+
+def test_the_agent_works_in_this_kernel_through_flue_serve(chat):
+    kernel, tmp_path = chat
+    block = _out(kernel, "w.send_message('use the kernel'); print(json.dumps(settled(1)))")
+    assert texts(block)[-1] == "The kernel says: 42"
+    [card] = [p for p in block["parts"] if p["kind"] == "tool"]
+    assert card["name"] == "acp_execute" and card["status"] == "ok", card
+    assert kernel.ok("print(hosted)").stdout.strip() == "42"  # the agent's code ran in this namespace
+    # The kernel recorded the served call too, beside the conversation that asked for it.
+    calls = _out(
+        kernel,
+        "from flue_nb.runtime.session import open_conversation\n"
+        "from flue_nb.notebook.document.identity import default_conversation_id\n"
+        "c = open_conversation(default_conversation_id() + ':acp-calls', db='flue.sqlite')\n"
+        "print(json.dumps([s.outcome.value for s in c.submissions()]))",
+    )
+    assert calls == ["completed"]
+
+
+def test_stop_cancels_the_agents_turn(chat):
+    kernel, tmp_path = chat
+    block = _out(
+        kernel,
+        "w.send_message('wait for me')\n"
+        "wait_for(lambda: 'Waiting.' in json.dumps(w.live), 'waiting')\n"
+        "w._on_browser_msg(w, {'type': 'stop'}, [])\n"
+        "print(json.dumps(settled(1)))",
+    )
+    assert block["outcome"] == "aborted", block
+    assert "cancel" in [e["event"] for e in _log(tmp_path)]
+    again = _out(kernel, "w.send_message('hello'); print(json.dumps(settled(2)))")
+    assert texts(again) == ["Hello from the scripted agent."]

@@ -1,0 +1,128 @@
+"""flue_nb hosting another ACP agent (`flue_nb.acp.host`), from plain Python: a scripted agent
+(tests/acp_scripted_agent.py, the ACP package's agent side) run as a subprocess; its text and
+thinking stream as a flue_nb run, its tool calls are stand-in calls with their results, its
+permission requests are decided by flue_nb's approval, Stop cancels its turn, and the store keeps
+the conversation."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("acp")
+
+import flue_nb as flue  # noqa: E402
+from flue_nb.acp import host  # noqa: E402
+from flue_nb.acp.hosting import hosted_of  # noqa: E402
+from flue_nb.runtime.events import TextDelta, ThinkingDelta, ToolEnd, ToolStart  # noqa: E402
+
+SCRIPTED = str(Path(__file__).with_name("acp_scripted_agent.py"))
+
+
+def _agent(tmp_path: Path, **kw: Any) -> Any:
+    return host(
+        [sys.executable, SCRIPTED], cwd=str(tmp_path), env={"SCRIPTED_ACP_LOG": str(tmp_path / "agent.log")}, **kw
+    )
+
+
+def _log(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "agent.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _session(agent: Any, tmp_path: Path) -> Any:
+    return flue.init(agent, conversation="hosted", db=str(tmp_path / "flue.sqlite"), cwd=str(tmp_path))
+
+
+def test_its_text_and_thinking_stream_as_a_flue_run_and_are_stored(tmp_path):
+    session = _session(_agent(tmp_path), tmp_path)
+    events = list(session.stream("hello"))
+    assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == "Hello from the scripted agent."
+    assert "".join(e.delta for e in events if isinstance(e, ThinkingDelta)) == "A greeting."
+    assert [e.delta for e in events if isinstance(e, TextDelta)] == ["Hello from ", "the scripted agent."]
+    [sub] = session.submissions()
+    assert (sub.text, sub.outcome.value, sub.result) == ("hello", "completed", "Hello from the scripted agent.")
+    # A second message goes to the same ACP session.
+    assert session.prompt("hello again", timeout=60) == "Hello from the scripted agent."
+    log = _log(tmp_path)
+    assert [e["event"] for e in log] == ["initialize", "new_session", "prompt", "prompt"]
+    assert log[0]["client"] == "flue_nb" and log[1]["servers"] == []  # no kernel outside a kernel
+
+
+@pytest.mark.parametrize(("approval", "written"), [("allow", True), ("deny", False)])
+def test_a_permission_request_is_decided_by_flue_nbs_approval(tmp_path, approval, written):
+    session = _session(_agent(tmp_path, approval=approval), tmp_path)
+    events = list(session.stream("please write a note"))
+    [start] = [e for e in events if isinstance(e, ToolStart)]
+    assert (start.name, start.input["title"], start.input["input"]) == (
+        "acp_edit",
+        "Write note.txt",
+        {"path": "note.txt"},
+    )
+    assert start.input["locations"] == [str(tmp_path / "note.txt")]
+    [end] = [e for e in events if isinstance(e, ToolEnd)]
+    assert end.call_id == start.call_id == "w1"
+    assert (tmp_path / "note.txt").exists() is written
+    [permission] = [e for e in _log(tmp_path) if e["event"] == "permission"]
+    assert permission["option"] == ("yes" if written else "no")
+    if written:
+        assert (end.is_error, end.content) == (False, "wrote note.txt")
+        assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == "Let me write it. Wrote note.txt."
+        assert session.submissions()[0].result == "Wrote note.txt."  # the reply after the call
+    else:
+        assert end.is_error and end.approval is not None and end.approval.reason == "policy"
+        assert "denies this `acp_edit` call" in end.content
+
+
+def test_ask_puts_the_agents_permission_request_to_flue_nbs_approver(tmp_path):
+    from flue_nb.notebook.kernel.approve import use_host_approver
+
+    asked: list[Any] = []
+
+    async def approver(request: Any) -> bool:
+        asked.append(request)
+        return True
+
+    stop = use_host_approver(approver)
+    try:
+        session = _session(_agent(tmp_path), tmp_path)
+        assert session.prompt("write it", timeout=60) == "Wrote note.txt."
+    finally:
+        stop()
+    [request] = asked
+    assert (request.tool_name, request.call_id, request.summary) == ("acp_edit", "w1", "acp_edit: Write note.txt")
+    assert request.ballot is not None  # recorded in the store: another view could have answered
+    [end] = [e for e in session.events() if isinstance(e, ToolEnd)]
+    assert end.approval is not None and (end.approval.reason, end.approval.approved) == ("approved", True)
+
+
+def test_stop_cancels_the_agents_turn_and_the_run_settles_aborted(tmp_path):
+    session = _session(_agent(tmp_path), tmp_path)
+    waiting = threading.Event()
+    stop = session.observe(lambda e: waiting.set() if isinstance(e, TextDelta) and "Waiting" in e.delta else None)
+    receipt = session.dispatch("wait for me")
+    assert waiting.wait(60)
+    stop()
+    session.abort()
+    settled = session.wait(receipt, timeout=60)
+    assert settled.outcome.value == "aborted"
+    for _ in range(100):  # the agent hears the cancel
+        if any(e["event"] == "cancel" for e in _log(tmp_path)):
+            break
+        threading.Event().wait(0.1)
+    assert [e["event"] for e in _log(tmp_path)][-1] == "cancel"
+    # The session goes on: the next message is a new prompt.
+    assert session.prompt("hello", timeout=60) == "Hello from the scripted agent."
+
+
+def test_an_agent_that_cannot_start_fails_the_run_saying_why(tmp_path):
+    agent = host([sys.executable, "-c", "import sys; print('no ACP here', file=sys.stderr); sys.exit(3)"])
+    session = _session(agent, tmp_path)
+    with pytest.raises(flue.ProviderError, match="could not start the ACP agent.*no ACP here"):
+        session.prompt("hello", timeout=60)
+    assert hosted_of(agent) is not None and hosted_of(object()) is None
