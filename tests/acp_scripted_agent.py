@@ -6,7 +6,8 @@
   directory if allowed ("Wrote note.txt.") or not ("Not written.");
 - "kernel": a `python` call through the MCP server named `flue-kernel` it was given in
   `session/new` (the host's kernel), whose first line it reports ("The kernel says: ...");
-- "wait": "Waiting." and nothing more until `session/cancel` (stop reason `cancelled`).
+- "wait": "Waiting." and nothing more until `session/cancel` (stop reason `cancelled`);
+- "die": "Going." then it exits with status 5, saying "dying now" on stderr.
 
 With SCRIPTED_ACP_LOG set it appends what it was told (one JSON line per event) to that file.
 """
@@ -91,6 +92,10 @@ class Scripted:
             return await self.write(sid)
         if "kernel" in text:
             return await self.kernel(sid)
+        if "die" in text:
+            await self.say(sid, "Going.")
+            print("dying now", file=sys.stderr, flush=True)
+            os._exit(5)
         if "wait" in text:
             await self.say(sid, "Waiting.")
             await self.cancelled.wait()

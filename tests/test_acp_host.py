@@ -126,3 +126,12 @@ def test_an_agent_that_cannot_start_fails_the_run_saying_why(tmp_path):
     with pytest.raises(flue.ProviderError, match="could not start the ACP agent.*no ACP here"):
         session.prompt("hello", timeout=60)
     assert hosted_of(agent) is not None and hosted_of(object()) is None
+
+
+def test_an_agent_that_dies_mid_turn_fails_the_run_and_the_next_message_starts_it_again(tmp_path):
+    session = _session(_agent(tmp_path), tmp_path)
+    with pytest.raises(flue.ProviderError, match=r"exited \(status 5\).*dying now"):
+        session.prompt("die now", timeout=60)
+    assert [s.outcome.value for s in session.submissions()] == ["failed"]
+    assert session.prompt("hello", timeout=60) == "Hello from the scripted agent."
+    assert [e["event"] for e in _log(tmp_path)].count("new_session") == 2  # a fresh process and session

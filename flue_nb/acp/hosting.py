@@ -196,6 +196,7 @@ class Hosted:
         self.pending: list[str] = []
         """Messages that joined a turn the agent was still running: the next prompt."""
         self._conn: Any = None
+        self._proc: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._starting: asyncio.Lock | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="flue-acp-", suffix=".log", delete=False)  # noqa: SIM115
@@ -234,7 +235,7 @@ class Hosted:
 
         stack = contextlib.AsyncExitStack()
         self._stack = stack
-        conn, _proc = await stack.enter_async_context(
+        conn, self._proc = await stack.enter_async_context(
             spawn_agent_process(
                 cast("Client", self),
                 self.command[0],
@@ -271,7 +272,8 @@ class Hosted:
         return f"; it said: {' | '.join(lines[-5:])}" if lines else ""
 
     async def _stop(self) -> None:
-        stack, self._stack, self._conn = self._stack, None, None
+        stack, self._stack, self._conn, self._proc = self._stack, None, None, None
+        self.session_id = None
         if stack is not None:
             with contextlib.suppress(Exception):
                 await stack.aclose()
@@ -306,7 +308,15 @@ class Hosted:
                 done = await conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
             except Exception as exc:  # noqa: BLE001 - handed to the model reply that waits for it
                 self._end_open_calls("the agent's turn failed before this call ended")
-                await turn.queue.put(("error", exc))
+                why = str(exc) or type(exc).__name__
+                if self._proc is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._proc.wait(), 2)  # a closed connection: did it exit?
+                if self._proc is not None and self._proc.returncode is not None:
+                    # It died: the next message starts it again, in a fresh session.
+                    why = f"the agent exited (status {self._proc.returncode}){self._stderr_tail()}"
+                    await self._stop()
+                await turn.queue.put(("error", why))
                 return
             self._end_open_calls("the agent's turn ended before this call did")
             await turn.queue.put(("done", done))
@@ -475,12 +485,18 @@ def _details(call: _Call) -> dict[str, Any]:
     return {"tool_call_id": call.id, "kind": call.kind, "status": call.status, "title": call.title}
 
 
-def _new_text(messages: list[Any]) -> str:
-    """The user messages after the model's last reply (one, or several that arrived together)."""
+def _new_text(messages: list[Any], *, one_submission: bool) -> str:
+    """The user messages after the model's last reply: those that arrived together (`joined` a
+    running turn), or only the newest submission's (a message that failed before it is not sent
+    again: its sender saw it fail)."""
     texts: list[str] = []
+    newest: str | None = None
     for message in reversed(messages):
         if not isinstance(message, UserMessage):
             break
+        if one_submission and texts and message.submission_id != newest:
+            break
+        newest = message.submission_id
         texts.append(message.text)
     return "\n\n".join(reversed(texts))
 
@@ -513,9 +529,9 @@ class AcpModel:
         if request.purpose == "compaction":
             yield _done([TextPart("(The hosted agent keeps its own context; nothing to summarise.)")], "end_turn")
             return
-        text = _new_text(request.messages)
         turn = hosted.turn
         running = turn is not None and (turn.task is None or not turn.task.done() or not turn.queue.empty())
+        text = _new_text(request.messages, one_submission=not running)
         if not running:
             if not text:
                 yield _done([], "end_turn")  # a recovered run whose calls are all answered

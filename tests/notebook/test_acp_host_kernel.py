@@ -136,3 +136,17 @@ def test_stop_cancels_the_agents_turn(chat):
     assert "cancel" in [e["event"] for e in _log(tmp_path)]
     again = _out(kernel, "w.send_message('hello'); print(json.dumps(settled(2)))")
     assert texts(again) == ["Hello from the scripted agent."]
+
+
+def test_flue_use_makes_the_cells_talk_to_the_acp_agent(tmp_path):
+    kernel = Kernel(tmp_path / "jupyter", tmp_path)
+    try:
+        kernel.ok("%config FlueMagics.db = 'flue.sqlite'")
+        chose = kernel.ok(f"%flue use {SPEC}")
+        cell = kernel.ok("%%flue --no-widget\nhello", timeout=120)
+        again = kernel.ok("%flue status")
+    finally:
+        kernel.shutdown()
+    assert f"now talks to the ACP agent `{SPEC}`" in chose.stdout
+    assert "Hello from the scripted agent." in cell.all_text()
+    assert SPEC in again.all_text()
