@@ -6,7 +6,8 @@
   directory if allowed ("Wrote note.txt.") or not ("Not written.");
 - "kernel": a `python` call through the MCP server named `flue-kernel` it was given in
   `session/new` (the host's kernel), whose first line it reports ("The kernel says: ...");
-- "wait": "Waiting." and nothing more until `session/cancel` (stop reason `cancelled`);
+- "wait": "Waiting." and nothing more until `session/cancel`, then "Cancelled, late." (stop
+  reason `cancelled`);
 - "die": "Going." then it exits with status 5, saying "dying now" on stderr.
 
 With SCRIPTED_ACP_LOG set it appends what it was told (one JSON line per event) to that file.
@@ -99,6 +100,7 @@ class Scripted:
         if "wait" in text:
             await self.say(sid, "Waiting.")
             await self.cancelled.wait()
+            await self.say(sid, "Cancelled, late.")  # after the cancel: belongs to no later reply
             return PromptResponse(stop_reason="cancelled")
         await self.conn.session_update(sid, update_agent_thought_text("A greeting."))
         await self.say(sid, "Hello from ")

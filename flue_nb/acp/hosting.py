@@ -168,6 +168,8 @@ class _Turn:
 
     queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[Any] | None = None
+    cancelled: bool = False
+    """Cancelled (Stop): what it still streams belongs to no reply."""
 
 
 class Hosted:
@@ -204,6 +206,11 @@ class Hosted:
 
     def __repr__(self) -> str:
         return f"<flue_nb hosted ACP agent {self.name!r} session={self.session_id!r}>"
+
+    @property
+    def started(self) -> bool:
+        """Whether its process runs now."""
+        return self._conn is not None
 
     # --- the process and the session ------------------------------------------------------
 
@@ -334,6 +341,8 @@ class Hosted:
 
     async def cancel(self) -> None:
         """`session/cancel` for the running turn; pending permission requests are answered cancelled."""
+        if self.turn is not None:
+            self.turn.cancelled = True
         for call in self.calls.values():
             for ask in call.asks:
                 _cancel_ask(ask)
@@ -344,6 +353,8 @@ class Hosted:
 
     def cancel_soon(self) -> None:
         """`cancel()` without waiting (from a task being cancelled)."""
+        if self.turn is not None:
+            self.turn.cancelled = True  # at once: the next message must not take its leftovers
         asyncio.ensure_future(self.cancel())
 
     # --- the ACP client's methods -------------------------------------------------------------
@@ -530,7 +541,11 @@ class AcpModel:
             yield _done([TextPart("(The hosted agent keeps its own context; nothing to summarise.)")], "end_turn")
             return
         turn = hosted.turn
-        running = turn is not None and (turn.task is None or not turn.task.done() or not turn.queue.empty())
+        running = (
+            turn is not None
+            and not turn.cancelled
+            and (turn.task is None or not turn.task.done() or not turn.queue.empty())
+        )
         text = _new_text(request.messages, one_submission=not running)
         if not running:
             if not text:
@@ -642,9 +657,12 @@ def host(
     in_kernel = _in_kernel()
     give_kernel = in_kernel if serve_kernel is None else bool(serve_kernel)
     extra = [_mcp_server(s) for s in mcp_servers]
+    # Served now, from the caller's thread: from a cell that is the kernel's main thread, where
+    # the agent's code then runs between cells as a cell's would (`%flue serve`'s rule).
+    kernel = [_kernel_server(conversation)] if give_kernel else []
 
     def servers() -> list[Any]:
-        return ([_kernel_server(conversation)] if give_kernel else []) + extra
+        return kernel + extra
 
     hosted = Hosted(argv, cwd=cwd, env=env, mcp_servers=servers, name=label)
     _opened.append(hosted)
@@ -731,12 +749,18 @@ def _mcp_server(spec: Mapping[str, Any]) -> Any:
 @atexit.register
 def _close_all() -> None:
     """Stop the agent processes this kernel started (each is closed on the runtime's loop)."""
-    if not _opened:
+    started = [h for h in _opened if h.started]
+    for h in _opened:
+        if not h.started:
+            with contextlib.suppress(OSError):
+                h._log.close()
+                os.unlink(h._log.name)
+    if not started:
         return
     from flue_nb.runtime.coordinator import coordinator
 
     async def close() -> None:
-        await asyncio.gather(*(h.close() for h in _opened), return_exceptions=True)
+        await asyncio.gather(*(h.close() for h in started), return_exceptions=True)
 
     with contextlib.suppress(Exception):
         coordinator().submit(close()).result(10)

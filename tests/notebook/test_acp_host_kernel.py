@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,11 @@ def wait_for(test, what):
             return found
         time.sleep(0.05)
     raise AssertionError(f"never {{what}}: {{w.history}} {{w.live}}")
+def done(n):
+    found = [b for b in w.history if b['kind'] == 'submission' and b['outcome']]
+    return found[n - 1] if len(found) >= n else None
 def settled(n):
-    return wait_for(lambda: [b for b in w.history if b['kind'] == 'submission' and b['outcome']][n - 1:], 'settled')[0]
+    return wait_for(lambda: done(n), 'settled')
 """
 
 
@@ -70,6 +74,19 @@ def _log(tmp_path: Path) -> list[dict[str, Any]]:
 
 def _out(kernel: Kernel, code: str) -> Any:
     return json.loads(kernel.ok(code, timeout=120).stdout)
+
+
+def _poll(kernel: Kernel, expression: str, what: str, timeout: float = 120.0) -> Any:
+    """`expression` evaluated by short cells until it is truthy: between them the kernel's main
+    thread is free, and the agent's calls into the kernel run there (between cells, as a cell's)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = _out(kernel, f"print(json.dumps({expression}))")
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {what}")
+        time.sleep(0.2)
 
 
 def test_the_agents_text_streams_into_the_chat_and_the_store_keeps_it(chat):
@@ -107,7 +124,8 @@ def test_the_agents_permission_request_is_answered_with_the_cards_approve(chat):
 
 def test_the_agent_works_in_this_kernel_through_flue_serve(chat):
     kernel, tmp_path = chat
-    block = _out(kernel, "w.send_message('use the kernel'); print(json.dumps(settled(1)))")
+    kernel.ok("w.send_message('use the kernel')")
+    block = _poll(kernel, "done(1)", "settled")
     assert texts(block)[-1] == "The kernel says: 42"
     [card] = [p for p in block["parts"] if p["kind"] == "tool"]
     assert card["name"] == "acp_execute" and card["status"] == "ok", card
