@@ -227,6 +227,8 @@ def serve(
             f"this kernel already serves at {running.url}; `%flue serve stop` (or `.stop()` on what serve() returned) first"
         )
     try:
+        import mcp  # noqa: F401 - the endpoint imports it only when built: say so here, in our words
+
         from flue_nb.notebook.serve._http import Endpoint
     except ImportError as exc:
         raise ConfigError(f"serving needs the MCP SDK: pip install 'flue_nb[mcp]' ({exc})") from None
