@@ -48,8 +48,12 @@ class Session:
     def lease(self):
         return None
 
+class Fold:
+    blocks = {}  # nothing shown as running: the follower's stale check has nothing to redraw
+
 class Widget:
     session = Session()
+    fold = Fold()
     def redraw_from_store(self):
         rebuild_events(store, "team:follow")
         times.append(time.time())

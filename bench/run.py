@@ -167,6 +167,7 @@ def main() -> None:
     opts = ap.parse_args()
     only = {s.strip() for s in opts.only.split(",") if s.strip()}
     rows: list[Result] = []
+    broken: list[str] = []
     t0 = time.perf_counter()
     _log(load_line())
     for key, title, fn in BENCHES:
@@ -179,6 +180,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
             traceback.print_exc()
             rows.append(Result(title, "error", f"{type(exc).__name__}: {exc}"[:120], "", "n/a"))
+            broken.append(title)
         _log(f"{title}: {time.perf_counter() - start:.1f} s")
     print()
     print(
@@ -186,6 +188,10 @@ def main() -> None:
         f"{time.perf_counter() - t0:.0f} s in all; Python {sys.version.split()[0]})"
     )
     print_table(rows)
+    if broken:
+        # Every other row is printed first; a benchmark that errors is still a broken build.
+        print(f"\n{len(broken)} benchmark(s) raised an error: {'; '.join(broken)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
