@@ -321,9 +321,12 @@ class Containment:
 
 def _needed_under_private(argv: Sequence[str], workspace: str) -> list[str]:
     """What a command needs that lives under a private tmpfs (a venv or a checkout in /tmp): this
-    Python, its installation, flue_nb's own files (the forwarder) and the program run, read-only.
-    Without it a venv under /tmp was not there inside (`bwrap: execvp ...: No such file`)."""
-    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.path.dirname(_FORWARDER)]
+    Python, its installation, flue_nb's own package (the forwarder; the whole package for a
+    sandboxed kernel, which imports it from an editable checkout there) and the program run,
+    read-only. Without it a venv under /tmp was not there inside (`bwrap: execvp ...: No such
+    file`), and a kernel in a checkout under /tmp had no flue_nb."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(_FORWARDER)))
+    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), package]
     if argv and os.path.isabs(argv[0]):
         wanted.append(os.path.dirname(argv[0]))
     out: list[str] = []
