@@ -75,6 +75,17 @@ def test_the_gauge_says_what_the_conversation_cost_at_list_prices(tmp_path: Path
     w.flush()
     assert w.status["cost"] == "≈ $0.0040"  # the explanation is the tooltip
     assert w.status["cost_note"].startswith("≈ $0.0040 at list prices of ")
+    assert w.status["tokens_reported"] is True
+
+
+def test_the_gauge_says_when_the_model_server_reported_no_tokens(tmp_path: Path) -> None:
+    # It drew "in 0 · out 0" as if measured; `%flue status` says "not reported".
+    session = _session(tmp_path, ScriptedModel([reply("ok")]), cid="unreported")
+    w = ChatWidget(session)
+    session.prompt("hi")
+    w.flush()
+    assert w.status["tokens_reported"] is False
+    assert ChatWidget(session).status["tokens_reported"] is False  # a view drawn from the store too
 
 
 def test_streaming_is_batched_and_the_final_text_is_identical(tmp_path: Path) -> None:

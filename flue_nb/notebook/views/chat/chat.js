@@ -598,7 +598,10 @@ function gauge(st) {
   const mark = thr && win ? `<div class="flue-gauge-mark" style="left:${Math.min(100, (100 * thr) / win)}%" title="compacts at ${fmtTokens(thr)}"></div>` : "";
   const ctxText = win ? `${fmtTokens(used ?? 0)} / ${fmtTokens(win)} tokens` + (thr ? ` · compacts at ${fmtTokens(thr)}` : "") : "context window unknown";
   const cached = st.cache_share != null ? ` (${Math.round(st.cache_share * 100)} % cached)` : "";
-  const full = `${ctxText} · in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${cached}`;
+  const counts = st.tokens_reported === false
+    ? "tokens not reported by the model server"
+    : `in ${fmtTokens(u.input || 0)} · out ${fmtTokens(u.output || 0)} · cache read ${fmtTokens(u.cache_read || 0)} · cache write ${fmtTokens(u.cache_write || 0)}${cached}`;
+  const full = `${ctxText} · ${counts}`;
   return `<div class="flue-gauge" role="meter" aria-label="context used" aria-valuemin="0" aria-valuemax="${win || 0}" aria-valuenow="${used || 0}"><div class="flue-gauge-fill" style="width:${pct}%"></div>${mark}</div>` +
     `<div class="flue-gauge-text" title="${esc(full)}${st.cost_note ? " · " + esc(st.cost_note) : ""}">${esc(full)}${st.cost ? ` · ${esc(st.cost)}` : ""}</div>`;
 }

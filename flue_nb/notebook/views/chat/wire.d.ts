@@ -169,6 +169,7 @@ export interface StatusJSON {
   cost: string;
   cost_note: string;
   cache_share: number | null;
+  tokens_reported: boolean;
 }
 
 /** One item of a run's changes panel (`views.changes.PanelItem`). */

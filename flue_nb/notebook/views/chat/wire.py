@@ -251,6 +251,9 @@ class StatusJSON(TypedDict):
     cost_note: str
     cache_share: float | None
     """Share of prompt tokens read from the provider's cache (None before any prompt)."""
+    tokens_reported: bool
+    """False when the model server reported no token usage for any response (the counts are 0
+    for want of figures, not measured)."""
 
 
 class ChangeItemJSON(TypedDict):
