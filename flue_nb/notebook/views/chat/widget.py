@@ -403,9 +403,7 @@ class ChatWidget(anywidget.AnyWidget):
             "cost": cost_text(get("cost_usd"), short=True),
             "cost_note": cost_text(get("cost_usd"), get("unpriced_responses") or 0),
             "cache_share": share_of(usage),
-            "tokens_reported": not (
-                (get("unreported_responses") or self.fold.unreported) and not any(usage.values())
-            ),
+            "tokens_reported": not ((get("unreported_responses") or self.fold.unreported) and not any(usage.values())),
         }
 
     # --- the browser's requests (kernel main thread) ------------------------------------------
