@@ -120,21 +120,19 @@ def test_run_fails_when_a_background_submission_fails_or_never_finishes(tmp_path
         "endless = ScriptedModel([' '.join(f'e{i}' for i in range(2000))], delay=0.01)\n"
         "%config FlueMagics.db = ':memory:'"
     )
-    # The next cell waits until the store has the background submission settled (a fixed 1 s after
-    # the model was asked failed under load), then gives its final display update 1 s to go out.
-    wait = (
-        "import time\n"
-        "m = get_ipython().magics_manager.registry['FlueMagics']\n"
-        "def settled():\n"
-        "    ss = [s for _a, s in m._agents.values()]\n"
-        "    return bool(ss) and not any(s.store.submissions(s.conversation_id, unsettled=True) for s in ss)\n"
-        "for _ in range(1200):\n"
-        "    if bad.requests and settled():\n"
-        "        break\n"
-        "    time.sleep(0.05)\n"
-        "time.sleep(1)"
+    # The next cell waits until the background cell's final display update has gone out (a
+    # pass-through hook on the display publisher sees its last line name the outcome), not for
+    # a fixed time after the store settled it (1 s was not enough once under load).
+    hook = (
+        "\nsent, publish = [], get_ipython().display_pub.publish\n"
+        "def watch(data, *args, **kw):\n"
+        "    publish(data, *args, **kw)\n"
+        "    last = data.get('text/plain', '').rstrip().splitlines()[-1:] or ['']\n"
+        "    sent.append(bool(kw.get('update')) and last[0].startswith('[') and 'fail' in last[0])\n"
+        "get_ipython().display_pub.publish = watch"
     )
-    nb = _notebook(tmp_path / "bgfail.ipynb", setup, "%flue -m bad --background go", wait)
+    wait = "import time\ndeadline = time.monotonic() + 60\nwhile not any(sent) and time.monotonic() < deadline:\n    time.sleep(0.05)"
+    nb = _notebook(tmp_path / "bgfail.ipynb", setup + hook, "%flue -m bad --background go", wait)
     result = _cli(["run", str(nb)], tmp_path)
     assert result.returncode == 1 and "cell 1: submission failed" in result.stderr, result.stderr
     nb = _notebook(tmp_path / "bgopen.ipynb", setup, "%flue -c other -m endless --background go")
