@@ -224,8 +224,15 @@ def test_without_bwrap_the_install_and_the_start_refuse(tmp_path: Path) -> None:
 
 
 def test_the_model_providers_hosts_are_the_ones_allowed() -> None:
-    assert model_hosts({}) == ["api.anthropic.com:443"]
+    from urllib.parse import urlsplit
+
+    from flue_nb.notebook.kernel.contained import ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL
+    from flue_nb.runtime.providers.openai import OPENAI_BASE_URL
+
+    assert OPENAI_DEFAULT_URL == OPENAI_BASE_URL  # the launcher's copy of the provider's default
+    anthropic, openai = (f"{urlsplit(u).hostname}:443" for u in (ANTHROPIC_DEFAULT_URL, OPENAI_DEFAULT_URL))
+    assert model_hosts({}) == [anthropic]
     assert model_hosts({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123/"}) == ["127.0.0.1:8123"]
-    both = model_hosts({"OPENAI_API_KEY": "k", "AZURE_OPENAI_ENDPOINT": "https://me.openai.azure.com"})
-    assert both == ["api.anthropic.com:443", "api.openai.com:443", "me.openai.azure.com:443"]
+    both = model_hosts({"OPENAI_API_KEY": "k", "AZURE_OPENAI_ENDPOINT": "https://azure.example.test"})
+    assert both == [anthropic, openai, "azure.example.test:443"]
     assert model_hosts({"OPENAI_BASE_URL": "http://[::1]:11434/v1"})[1] == "[::1]:11434"

@@ -31,7 +31,7 @@ def value(kernel: Kernel, name: str) -> str:
         ("lease_ttl", "float('inf')", "from 1 to 86400"),
         ("model", "'anthropic/claude sonnet'", "no spaces"),
         ("db", "'a_folder'", "is a directory"),
-        ("allow_hosts", "['https://pypi.org/simple']", "not URLs"),
+        ("allow_hosts", "['https://models.example.test/simple']", "not URLs"),
     ],
 )
 def test_a_bad_setting_is_refused_when_set_and_the_old_value_stays(kernel: Kernel, name: str, bad: str, says: str):
@@ -51,5 +51,5 @@ def test_good_settings_are_taken_and_a_model_spec_is_trimmed(kernel: Kernel):
     kernel.ok("%config FlueMagics.db = 'a_folder/flue.sqlite'")
     assert value(kernel, "db") == "'a_folder/flue.sqlite'"
     assert value(kernel, "sandbox") == "'auto'"  # contained by default
-    kernel.ok("%config FlueMagics.allow_hosts = ['PyPI.org', '*.pythonhosted.org']")
-    assert value(kernel, "allow_hosts") == "['pypi.org', '*.pythonhosted.org']"
+    kernel.ok("%config FlueMagics.allow_hosts = ['Models.Example.test', '*.files.example.test']")
+    assert value(kernel, "allow_hosts") == "['models.example.test', '*.files.example.test']"

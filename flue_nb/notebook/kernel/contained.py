@@ -40,7 +40,16 @@ from urllib.parse import urlsplit
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.contain import KERNEL_SANDBOX_ENV, containment, unavailable
 
-__all__ = ["KERNEL_NAME", "MODEL_CREDENTIALS", "install", "kernel_spec", "main", "model_hosts"]
+__all__ = [
+    "ANTHROPIC_DEFAULT_URL",
+    "KERNEL_NAME",
+    "MODEL_CREDENTIALS",
+    "OPENAI_DEFAULT_URL",
+    "install",
+    "kernel_spec",
+    "main",
+    "model_hosts",
+]
 
 KERNEL_NAME = "flue-sandboxed"
 """The kernelspec's default name."""
@@ -50,8 +59,8 @@ MODEL_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KE
 
 # The providers' defaults (`providers/anthropic.py`, `providers/openai.py`), not imported: the
 # launcher starts with every kernel and stays light.
-_ANTHROPIC = "https://api.anthropic.com"
-_OPENAI = "https://api.openai.com/v1"
+ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 _CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 _CONNECT_TRIES = 1200  # x 50 ms: how long a relayed connection waits for the kernel's socket
 
@@ -60,9 +69,9 @@ def model_hosts(env: Mapping[str, str]) -> list[str]:
     """The `host:port`s the configured model providers are reached at: `ANTHROPIC_BASE_URL` (else
     Anthropic's API), `OPENAI_BASE_URL` (else OpenAI's, when `OPENAI_API_KEY` is set) and
     `AZURE_OPENAI_ENDPOINT`."""
-    urls = [env.get("ANTHROPIC_BASE_URL") or _ANTHROPIC]
+    urls = [env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_URL]
     if env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
-        urls.append(env.get("OPENAI_BASE_URL") or _OPENAI)
+        urls.append(env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_URL)
     if env.get("AZURE_OPENAI_ENDPOINT"):
         urls.append(env["AZURE_OPENAI_ENDPOINT"])
     out: list[str] = []
