@@ -151,7 +151,7 @@ class OpenAIWire(Wire):
         self.server = server
 
     def model(self, key: str = "test-key", **kwargs: Any) -> Any:
-        # gpt-4o's limits and image support, as the table gives them for api.openai.com.
+        # gpt-4o's limits and image support, as the table gives them for OpenAI's own API.
         return OpenAIModel(
             "gpt-4o", api_key=key, base_url=self.server.base_url, context_window=128_000, vision=True, **kwargs
         )
