@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,19 +173,7 @@ def find(*, timeout: float, environ: Mapping[str, str] | None = None, connection
     if not candidates:
         raise Unavailable("no running Jupyter server was found for this kernel (no jpserver-*.json in its runtime dir)")
     notes: list[str] = []
-    for server in candidates:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            notes.append(f"{server.url}: not asked, the {timeout:g} s budget ran out")
-            break
-        try:
-            sessions = _sessions(server, left)
-        except urllib.error.HTTPError as exc:
-            notes.append(f"{server.url}: /api/sessions answered HTTP {exc.code}")
-            continue
-        except (OSError, ValueError) as exc:
-            notes.append(f"{server.url}: /api/sessions failed ({type(exc).__name__}: {exc})")
-            continue
+    for server, sessions in _asked(candidates, deadline, timeout, notes):
         for session in sessions:
             kernel = session.get("kernel")
             if isinstance(kernel, dict) and kernel.get("id") == kid:
@@ -223,19 +211,7 @@ def notebook_kernel(
             f"{', '.join(str(d) for d in _runtime_dirs(env, None)) or '(none)'})"
         )
     notes: list[str] = []
-    for server in candidates:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            notes.append(f"{server.url}: not asked, the {timeout:g} s budget ran out")
-            break
-        try:
-            sessions = _sessions(server, left)
-        except urllib.error.HTTPError as exc:
-            notes.append(f"{server.url}: /api/sessions answered HTTP {exc.code}")
-            continue
-        except (OSError, ValueError) as exc:
-            notes.append(f"{server.url}: /api/sessions failed ({type(exc).__name__}: {exc})")
-            continue
+    for server, sessions in _asked(candidates, deadline, timeout, notes):
         open_here = []
         for session in sessions:
             path, kernel = _path_of(session), session.get("kernel")
@@ -264,3 +240,24 @@ def _same_notebook(server: Server, path: str, wanted: Path) -> bool:
         return Path(server.root_dir, path).expanduser().resolve() == wanted
     parts = Path(path).parts
     return bool(parts) and wanted.parts[-len(parts) :] == parts
+
+
+def _asked(
+    candidates: list[Server], deadline: float, timeout: float, notes: list[str]
+) -> Iterator[tuple[Server, list[dict[str, Any]]]]:
+    """Each server's sessions (`/api/sessions`), asked in turn while the time lasts; what went
+    wrong with one is added to `notes` and the next is asked."""
+    for server in candidates:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            notes.append(f"{server.url}: not asked, the {timeout:g} s budget ran out")
+            return
+        try:
+            sessions = _sessions(server, left)
+        except urllib.error.HTTPError as exc:
+            notes.append(f"{server.url}: /api/sessions answered HTTP {exc.code}")
+            continue
+        except (OSError, ValueError) as exc:
+            notes.append(f"{server.url}: /api/sessions failed ({type(exc).__name__}: {exc})")
+            continue
+        yield server, sessions
