@@ -105,13 +105,23 @@ def children_running(marker: str) -> list[int]:
 
 
 def kill_child(marker: str) -> int:
-    """SIGKILL this process's one child running `marker`, wait for it to go; its pid."""
+    """SIGKILL this process's one child running `marker`, wait until it has ended; its pid."""
     [pid] = children_running(marker)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while pid in children_running(marker) and time.monotonic() < deadline:
+    # Until it is a zombie or reaped, not until its command line reads empty: that happens
+    # early in its exit, while its pipes are still open (a call sent then fails as "went away").
+    while not _ended(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return pid
+
+
+def _ended(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(b")", 1)[-1].split()[:1] in ([b"Z"], [b"X"])
 
 
 def free_port() -> int:
