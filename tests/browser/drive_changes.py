@@ -97,9 +97,11 @@ def whole(page: Page, lab: bool) -> None:
         f"{where}: opened: the file's and the cell's diffs, coloured, and the variable's summary (panel-open-{tag}.png)"
     )
 
+    expect(cell(page, 3).locator(".flue-agent-label")).to_have_count(1)  # the tab marks the agent's edit
     cell_item.locator(".flue-undo").click()
     expect(cell_item.locator(".flue-undone")).to_have_text("undone", timeout=TIMEOUT)
     expect(editor(page, 3)).to_have_text(re.compile(r"^\s*" + re.escape(ORIGINAL) + r"\s*$"), timeout=TIMEOUT)
+    expect(cell(page, 3).locator(".flue-agent-label")).to_have_count(0)  # undone: the user's cell again
     said = panel.locator(".flue-chg-said")
     expect(said).to_contain_text("Undone 1 item")
     expect(said).to_contain_text("in your open tab")

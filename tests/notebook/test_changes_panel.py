@@ -175,3 +175,24 @@ def test_the_chats_saved_copy_keeps_each_runs_panel_with_what_was_undone(run: An
     assert "2.1 python: rows: list len 4 → len 2 [undone]" in bundle["text/plain"]
     assert "Δ “tidy up”: 2 changes: 1 file, 1 variable — review</summary>" in bundle["text/html"]
     assert '<span class="flue-del">-beta</span>' in bundle["text/html"]
+
+
+def test_a_cells_notebook_is_named_as_the_undo_line_names_it(tmp_path: Path) -> None:
+    import time
+
+    from flue_nb.notebook.views.changes import panel
+    from flue_nb.runtime.effects import CellEffect, Effects
+    from flue_nb.runtime.messages import ToolResultMessage, message_to_dict
+    from flue_nb.runtime.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+    store.admit("c", "go", submission_id="s1", now=time.time())
+    live = CellEffect("edited", "a", "seven/review.ipynb", source_before="x = 1", source_after="x = 2")
+    saved = CellEffect("inserted", "b", str(tmp_path / "nb" / "saved.ipynb"), "code", source_after="y = 1")
+    for n, e in enumerate((live, saved)):
+        msg = ToolResultMessage(f"k{n}", "edit_cell", "done", details={"effects": Effects(cells=(e,)).to_dict()})
+        store.append("c", "s1", [("message", message_to_dict(msg))], now=time.time())
+    changed = undo.changes(store, "c", "s1")
+    items = panel(store, changed, cwd=str(tmp_path))
+    assert [i.summary.split(" (")[0] for i in items] == ["edited in seven/review.ipynb", "inserted in nb/saved.ipynb"]
+    assert changed[0].describe().endswith("cell a edited in seven/review.ipynb")  # the same words

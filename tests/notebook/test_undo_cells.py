@@ -30,6 +30,7 @@ class Tab:
         self.path = path
         self.cells_ = [NotebookCell(i, "code", s) for i, s in cells]
         self.calls: list[tuple[Any, ...]] = []
+        self.metadata: dict[str, Any] = {}
         self.answering = True
 
     def _check(self) -> None:
@@ -43,6 +44,7 @@ class Tab:
     async def edit_cell(self, cell_id: str, source: str, *, metadata: Any = None, expected: Any = None) -> str:
         self._check()
         self.calls.append(("edit", cell_id, source))
+        self.metadata[cell_id] = metadata
         i = next(n for n, c in enumerate(self.cells_) if c.id == cell_id)
         old = self.cells_[i].source
         self.cells_[i] = NotebookCell(cell_id, "code", source)
@@ -127,6 +129,7 @@ def test_an_edit_an_insert_and_a_delete_are_undone_in_the_live_document(tmp_path
     assert set(result.where.values()) == {"in your open tab"}
     assert tab.sources() == ["w = 0", "x = 1", "y = 2"]  # the deleted cell is back at the top
     assert [c[0] for c in tab.calls] == ["delete", "edit", "insert", "move"]
+    assert tab.metadata["b"] == {"flue": None}  # the agent's record and label go: the cell is the user's again
 
 
 def test_a_cell_the_user_typed_in_since_is_not_undone(tmp_path, tab_cells) -> None:
@@ -171,12 +174,21 @@ async def _no_answer(cell_id: str, source: str, **kw: Any) -> str:
 
 def test_a_record_of_another_notebook_is_undone_in_its_saved_file(tmp_path, tab_cells) -> None:
     other = tmp_path / "other.ipynb"
-    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "source": "x = 2", "outputs": [], "execution_count": None}
+    agent = {"flue": {"conversation": "c", "submission": "s1", "tool_call_id": "k0"}, "tags": ["mine"]}
+    cell = {
+        "cell_type": "code",
+        "id": "c1",
+        "metadata": agent,
+        "source": "x = 2",
+        "outputs": [],
+        "execution_count": None,
+    }
     other.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     tab = Tab([("c1", "x = 2")])
     tab_cells(tab)
     store = _store(tmp_path, CellEffect("edited", "c1", str(other), source_before="x = 1", source_after="x = 2"))
     result = undo(store, "c", changes(store, "c", "s1"))
     assert result.done, result.text()
-    assert json.loads(other.read_text())["cells"][0]["source"] == "x = 1"
+    [restored] = json.loads(other.read_text())["cells"]
+    assert restored["source"] == "x = 1" and restored["metadata"] == {"tags": ["mine"]}
     assert tab.calls == [] and tab.sources() == ["x = 2"]

@@ -121,7 +121,11 @@ class FrontEndDocument:
             if current is None:
                 raise DocumentError(f"the notebook has no cell with id {cell_id!r}; call `cells` to see the ids")
         flue = (metadata or {}).get("flue")
-        reply = await self._op("edit", {"id": cell_id, "source": source, "expected": current, "flue": flue})
+        # `{"flue": None}` (an undo): the tab drops the agent's record and its label from the cell.
+        undone = metadata is not None and "flue" in metadata and flue is None
+        reply = await self._op(
+            "edit", {"id": cell_id, "source": source, "expected": current, "flue": flue, "undone": undone}
+        )
         return str(reply.get("old", current))
 
     async def delete_cell(self, cell_id: str, *, expected: str) -> tuple[int, dict[str, Any]]:

@@ -163,12 +163,13 @@ def _merge_metadata(ycell: Map[Any], metadata: Mapping[str, Any] | None) -> None
         return
     ymeta = ycell.get("metadata")
     if not isinstance(ymeta, Map):
-        ycell["metadata"] = Map(dict(metadata))
+        ycell["metadata"] = Map({k: v for k, v in metadata.items() if v is not None})
         return
     for key, value in metadata.items():
         if key in ymeta:
             del ymeta[key]  # a nested value is replaced whole
-        ymeta[key] = value
+        if value is not None:
+            ymeta[key] = value
 
 
 class LiveDocument:

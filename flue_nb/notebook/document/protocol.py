@@ -51,7 +51,8 @@ class Document(Protocol):
     Methods raise `DocumentError` (no such cell, the server went away, a timeout) and never hang:
     every network step has a bounded timeout. `metadata` given to `insert_cell`/`edit_cell` is
     merged into the cell's metadata (the tools pass `{"flue": {conversation, submission,
-    tool_call_id}}`).
+    tool_call_id}}`); a key given as None is removed (an undo passes `{"flue": None}`: the cell is
+    the user's again).
     """
 
     path: str | None

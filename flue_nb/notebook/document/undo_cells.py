@@ -75,6 +75,9 @@ class SavedCells:
         cell = _find(nb, effect.cell_id)
         if effect.action == "edited" and cell is not None and effect.source_before is not None:
             cell["source"] = effect.source_before
+            # The agent's record of the edit goes with it: the cell is the user's again.
+            if isinstance(cell.get("metadata"), dict):
+                cell["metadata"].pop("flue", None)
         elif effect.action == "inserted" and cell is not None:
             cells.remove(cell)
         elif effect.action == "deleted" and cell is None and effect.source_before is not None:
@@ -171,7 +174,7 @@ class DocumentCells(SavedCells):
             return super().apply(effect)
         cell_id = effect.cell_id or ""
         if effect.action == "edited" and effect.source_before is not None:
-            _blocking(lambda: doc.edit_cell(cell_id, effect.source_before or ""))
+            _blocking(lambda: doc.edit_cell(cell_id, effect.source_before or "", metadata={"flue": None}))
         elif effect.action == "inserted":
             cells = _blocking(doc.cells)
             current = next((c for c in cells if c.id == cell_id), None)

@@ -95,7 +95,9 @@ def panel(store: Any, items: Sequence[Change], *, cwd: str | None = None) -> lis
             _file_diff(item, e, blobs, items[n + 1 :])
         else:
             assert isinstance(e, CellEffect)
-            where = os.path.basename(e.notebook) if e.notebook else ""
+            # As the undo line and `%flue changes` name it: the server's path of a live notebook
+            # (`seven/review.ipynb`), a saved file's relative to here.
+            where = _relative(e.notebook, here) if e.notebook and os.path.isabs(e.notebook) else e.notebook or ""
             item.target, item.title = f"cell {e.cell_id or '(new)'}", e.notebook or "the notebook"
             item.summary, item.lang = f"{e.action}{f' in {where}' if where else ''}", _cell_lang(e)
             item.undoable = e.action not in ("ran", "moved")

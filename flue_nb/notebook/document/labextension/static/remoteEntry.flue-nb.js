@@ -46,6 +46,11 @@
     if (label) label.remove();
   }
 
+  function unmarkId(panel, id) {
+    var cell = panel.content.widgets.find(function (w) { return w.model && w.model.id === id; });
+    if (cell && !cell.isDisposed) unmark(cell);
+  }
+
   // Once the operation's change is drawn (a new cell's widget is made after the model changes).
   function mark(panel, id, what) {
     setTimeout(function () {
@@ -82,7 +87,11 @@
     return at;
   }
 
-  function setFlue(cell, flue) {
+  function setFlue(cell, flue, undone) {
+    if (undone) {  // an undo: the agent's record goes, the cell is the user's again
+      if ('flue' in (cell.getMetadata() || {})) cell.deleteMetadata('flue');
+      return;
+    }
     if (!flue) return;
     var metadata = Object.assign({}, cell.getMetadata() || {});
     metadata.flue = flue;
@@ -109,7 +118,7 @@
       var cell = nb.cells[at];
       if (cell.getSource() !== a.expected) return changed(cell, at);
       var old = cell.getSource();
-      nb.transact(function () { cell.setSource(a.source); setFlue(cell, a.flue); });
+      nb.transact(function () { cell.setSource(a.source); setFlue(cell, a.flue, a.undone); });
       return { ok: true, index: at, old: old };
     },
     'delete': function (nb, a) {
@@ -164,7 +173,9 @@
     var args = req.args || {};
     var data = op(panel.content.model.sharedModel, args);
     var id = req.op === 'insert' ? data.id : args.id;
-    if (data.ok && MARKS[req.op] && id) mark(panel, id, MARKS[req.op]);
+    if (data.ok && MARKS[req.op] && id) {
+      if (args.undone) unmarkId(panel, id); else mark(panel, id, MARKS[req.op]);
+    }
     return data;
   }
 
