@@ -34,7 +34,7 @@ from locks import exclusive  # noqa: E402
 
 from tests.openai_server import OpenAIServer, chat, text, tool_call  # noqa: E402
 
-pytestmark = pytest.mark.kernel
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]  # the first run builds .venv-fast-agent from PyPI
 
 FAST_AGENT = "fast-agent-mcp==0.10.48"
 VENV = ROOT / ".venv-fast-agent"
