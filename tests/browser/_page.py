@@ -82,10 +82,16 @@ def run_done(page: Page, i: int, timeout: float = TIMEOUT) -> None:
 
 
 def kernel_idle(page: Page, lab: bool = True) -> None:
-    """The kernel is up: Lab's status bar says so, or Notebook 7's execution indicator."""
+    """The kernel is up and this page is connected to it: Lab's status bar says so, or Notebook
+    7's toolbar (the kernel's name) and execution indicator."""
     if lab:
         expect(page.get_by_text("flue test | Idle")).to_be_visible(timeout=TIMEOUT)
     else:
+        # The toolbar names the kernel only once the page's session is connected. Until then the
+        # indicator can already read idle, and a cell run then makes the front end start a kernel
+        # of its own, whose new session shuts down the one it was connecting to (JupyterLab's
+        # runCell calls startKernel() while hasNoKernel): the notebook's kernel is replaced.
+        expect(page.locator(VISIBLE + ".jp-Toolbar-kernelName").first).to_contain_text("flue test", timeout=TIMEOUT)
         idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first
         expect(idle).to_be_attached(timeout=TIMEOUT)
 
