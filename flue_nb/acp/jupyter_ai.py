@@ -112,9 +112,25 @@ def _kernel_python(connection_file: str) -> tuple[str, bool]:
         client.stop_channels()
 
 
+def _closing(persona: Any) -> bool:
+    """Whether jupyter-ai is shutting this persona down (its chat was closed or reloaded)."""
+    return bool(getattr(persona, "_shutting_down", False))
+
+
 class FlueNbAcpClient(JaiAcpClient):  # type: ignore[misc]  # jupyter-ai is not typed (nor installed for mypy)
     """jupyter-ai's ACP client, naming the chat's notebook kernel in each `session/new` and
-    `session/load` (`_meta.flue_nb`)."""
+    `session/load` (`_meta.flue_nb`).
+
+    A session's id is its notebook's conversation, so every persona of a chat on that notebook
+    (jupyter-ai makes a new one each time the chat is opened again, a page reload too) gets the
+    same id, where the base client expects one persona per id. So the persona that sends a message
+    takes the session (`FlueNbPersona.process_message`), a persona being shut down never takes it,
+    and ending the session of one leaves it alone while another persona holds it."""
+
+    def _take(self, session_id: str, persona: Any) -> None:
+        held = self._personas_by_session.get(session_id)
+        if not _closing(persona) or held is None:
+            self._personas_by_session[session_id] = persona
 
     async def create_session(self, persona: Any) -> Any:
         """`session/new` in the chat's notebook kernel."""
@@ -122,8 +138,15 @@ class FlueNbAcpClient(JaiAcpClient):  # type: ignore[misc]  # jupyter-ai is not 
         conn = await self.get_connection()
         mcp_servers = await self._get_mcp_servers(persona)
         session = await conn.new_session(cwd=persona.get_chat_dir(), mcp_servers=mcp_servers, flue_nb=found.meta())
-        self._personas_by_session[session.session_id] = persona
+        self._take(session.session_id, persona)
         return session
+
+    async def end_session(self, session_id: str) -> None:
+        """Clean the session up, unless a persona still open holds it (another view of the chat)."""
+        held = self._personas_by_session.get(session_id)
+        if held is not None and not _closing(held):
+            return
+        await super().end_session(session_id)
 
     async def _load_session_rpc(self, persona: Any, session_id: str) -> Any:
         """`session/load` in the chat's notebook kernel (as the base class's, with `_meta`)."""
@@ -133,7 +156,7 @@ class FlueNbAcpClient(JaiAcpClient):  # type: ignore[misc]  # jupyter-ai is not 
         response = await conn.load_session(
             cwd=persona.get_chat_dir(), session_id=session_id, mcp_servers=mcp_servers, flue_nb=found.meta()
         )
-        self._personas_by_session[session_id] = persona
+        self._take(session_id, persona)
         return response
 
 
@@ -183,6 +206,12 @@ class FlueNbPersona(BaseAcpPersona):  # type: ignore[misc]  # jupyter-ai is not 
                 f"or set {COMMAND_ENV} to a `flue-nb acp` command, then restart Jupyter."
             )
         self._executable = [python, "-m", "flue_nb.cli", "acp"]
+
+    async def process_message(self, message: Any) -> None:
+        """Take the session for this chat (see `FlueNbAcpClient`), then send the message."""
+        client = await self.get_client()
+        client._personas_by_session[await self.get_session_id()] = self
+        await super().process_message(message)
 
     async def handle_uncaught_exception(self, exc: Exception) -> None:
         """A missing notebook kernel is said plainly; anything else as jupyter-ai says it."""
