@@ -36,4 +36,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-browser .venv-live .venv-browser.lock .venv-live.lock .mcp-servers .pytest_cache build dist
+	rm -rf $(VENV) .venv-browser .venv-live .venv-jupyter-ai .venv-browser.lock .venv-live.lock .venv-jupyter-ai.lock .mcp-servers .pytest_cache build dist

@@ -390,7 +390,7 @@ def _cmd_acp(args: argparse.Namespace) -> int:
 
     if args.cwd is not None and not os.path.isdir(args.cwd):
         raise CliError(f"--cwd {args.cwd}: not a directory")
-    target = None
+    target = kernel_agents = None
     if args.kernel is not None or args.notebook is not None:
         from flue_nb.acp.kernel import KernelTarget, kernel_agent
 
@@ -413,10 +413,16 @@ def _cmd_acp(args: argparse.Namespace) -> int:
             found = load_object(args.agent)
             make = lambda cwd, approver, mcp: found  # noqa: E731
         else:
-            make = default_agent(_acp_model(args.model))
+            from flue_nb.acp.kernel import kernel_agent
+
+            model = _acp_model(args.model)
+            make = default_agent(model)
+            # A session may name its kernel (`_meta`, as jupyter-ai's flue_nb persona does).
+            kernel_agents = lambda target: kernel_agent(model, target)  # noqa: E731
     except (ConfigError, ImportError, AttributeError) as exc:
         raise CliError(str(exc)) from None
-    serve(make, db=args.db, cwd=os.path.abspath(args.cwd) if args.cwd else None, kernel=target)
+    cwd = os.path.abspath(args.cwd) if args.cwd else None
+    serve(make, db=args.db, cwd=cwd, kernel=target, kernel_agents=kernel_agents)
     return 0
 
 

@@ -7,7 +7,9 @@ sessions. An ACP session is a flue_nb conversation of the same id in the store (
 `session/prompt` admits the message durably and streams its run, `session/cancel` aborts it.
 Attached to a running kernel (`--kernel`, `--notebook`: `flue_nb.acp.kernel`), a session is the
 conversation that kernel's `%flue` cells continue, in the kernel's store, and its tools are the
-kernel's.
+kernel's. A session may also name its kernel itself, in `session/new`'s `_meta`
+(`{"flue_nb": {"kernel": CONNECTION_FILE}}`): jupyter-ai's flue_nb persona
+(`flue_nb.acp.jupyter_ai`) serves each chat from one process that way, each in its notebook's kernel.
 An `ask` approval becomes `session/request_permission`; the request is also the store's ballot,
 so a chat of the same conversation elsewhere can answer it and every view agrees on the answer.
 
@@ -62,6 +64,9 @@ changed."""
 AgentFactory = Callable[[str, Callable[..., Any], list[dict[str, Any]]], Any]
 """Builds the agent of a session from its working directory, the ACP approver and the client's
 MCP servers (as `use_mcp` keyword arguments)."""
+
+KernelAgents = Callable[["KernelTarget"], AgentFactory]
+"""The agent factory of sessions working in a given kernel (`kernel_agent(model, target)`)."""
 
 
 def load_object(ref: str) -> Any:
@@ -153,7 +158,8 @@ def _prompt_text(blocks: list[Any]) -> str:
                 parts.append(f"{res.uri}:\n```\n{text}\n```")
         elif kind == "resource_link":
             parts.append(f"[{b.name}]({b.uri})")
-    return "\n\n".join(p for p in parts if p)
+    # Blank lines around it carry nothing (jupyter-ai joins an empty preamble to the first prompt).
+    return "\n\n".join(p for p in parts if p).strip("\n")
 
 
 class FlueAcpAgent:
@@ -166,11 +172,15 @@ class FlueAcpAgent:
         db: str | None = None,
         cwd: str | None = None,
         kernel: KernelTarget | None = None,
+        kernel_agents: KernelAgents | None = None,
     ) -> None:
         self._make_agent = make_agent
         self._db = db
         self._cwd = cwd
         self._kernel = kernel
+        self._kernel_agents = kernel_agents
+        self._named: dict[str, KernelTarget] = {}
+        """The kernels sessions named in their `_meta`, by connection file (attached once each)."""
         self._sessions: dict[str, _Session] = {}
         self._conn: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -202,10 +212,12 @@ class FlueAcpAgent:
         self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         """A fresh conversation working in `cwd` (or the `--cwd` the agent was started with); with
-        a kernel, the conversation that kernel's cells continue, working in the kernel."""
-        if self._kernel is not None:
-            where = await self._attach()
-            await self._open(where.conversation, where.cwd, mcp_mounts(mcp_servers), db=where.db)
+        a kernel (the agent's, or the one `_meta` names), the conversation that kernel's cells
+        continue, working in the kernel."""
+        target, make = self._kernel_of(kwargs.get("flue_nb"))
+        if target is not None:
+            where = await self._attach(target)
+            await self._open(where.conversation, where.cwd, mcp_mounts(mcp_servers), db=where.db, make=make)
             return NewSessionResponse(session_id=where.conversation)
         sid = f"acp-{uuid.uuid4().hex[:12]}"
         await self._open(sid, self._cwd or cwd, mcp_mounts(mcp_servers))
@@ -216,9 +228,11 @@ class FlueAcpAgent:
     ) -> LoadSessionResponse:
         """Reopen a stored conversation (with a kernel: one of the kernel's store) and replay it to
         the client as updates."""
-        if self._kernel is not None:
-            attached = await self._attach()
-            s = await self._open(session_id, attached.cwd, mcp_mounts(mcp_servers), db=attached.db, existing=True)
+        target, make = self._kernel_of(kwargs.get("flue_nb"))
+        if target is not None:
+            attached = await self._attach(target)
+            mounts = mcp_mounts(mcp_servers)
+            s = await self._open(session_id, attached.cwd, mounts, db=attached.db, existing=True, make=make)
         else:
             s = await self._open(session_id, self._cwd or cwd, mcp_mounts(mcp_servers), existing=True)
         events = await asyncio.to_thread(s.session.events)
@@ -344,16 +358,46 @@ class FlueAcpAgent:
             raise _error(-32602, f"no session {session_id!r}: session/new or session/load it first")
         return s
 
-    async def _attach(self) -> Any:
-        """The kernel's attachment (made at the first session), or a protocol error saying why not."""
-        assert self._kernel is not None
+    def _kernel_of(self, meta: Any) -> tuple[KernelTarget | None, AgentFactory | None]:
+        """The kernel a session works in (the one its `_meta` names, else the agent's, else none)
+        and the factory of its agent (None: the agent's own)."""
+        named = meta.get("kernel") if isinstance(meta, dict) else None
+        if not named:
+            return self._kernel, None
+        if self._kernel is not None:
+            raise _error(-32602, "this agent works in the kernel it was started for: a session cannot name another")
+        if self._kernel_agents is None:
+            raise _error(-32602, "this agent runs its own tools (--agent): a session cannot name a kernel")
+        path = str(named)
+        target = self._named.get(path)
+        if target is None:
+            from flue_nb.acp.kernel import KernelTarget
+
+            target = self._named[path] = KernelTarget(connection_file=path)
+        return target, self._kernel_agents(target)
+
+    async def _attach(self, target: KernelTarget) -> Any:
+        """The kernel's attachment (made at its first session), or a protocol error saying why not."""
         try:
-            return await asyncio.to_thread(self._kernel.attach)
+            return await asyncio.to_thread(target.attach)
         except ConfigError as exc:
             raise _error(-32603, f"cannot attach to the kernel: {exc.message}") from None
 
+    def close(self) -> None:
+        """Detach from the kernels sessions named (the agent's own `kernel` is its caller's)."""
+        for target in self._named.values():
+            target.close()
+        self._named.clear()
+
     async def _open(
-        self, sid: str, cwd: str, mcp: list[dict[str, Any]], *, db: str | None = None, existing: bool = False
+        self,
+        sid: str,
+        cwd: str,
+        mcp: list[dict[str, Any]],
+        *,
+        db: str | None = None,
+        existing: bool = False,
+        make: AgentFactory | None = None,
     ) -> _Session:
         if not os.path.isdir(cwd):
             raise _error(-32602, f"cwd {cwd!r} is not a directory")
@@ -362,7 +406,7 @@ class FlueAcpAgent:
             return found
 
         def open_() -> Session:
-            agent = self._make_agent(cwd, self.approve, mcp)
+            agent = (make or self._make_agent)(cwd, self.approve, mcp)
             session = init(agent, conversation=sid, db=db or self._db, cwd=cwd)
             if existing and not session.submissions():
                 raise _error(-32002, f"no conversation {sid!r} in the store", sessionId=sid)
@@ -394,18 +438,25 @@ class FlueAcpAgent:
 
 
 def serve(
-    make_agent: AgentFactory, *, db: str | None = None, cwd: str | None = None, kernel: KernelTarget | None = None
+    make_agent: AgentFactory,
+    *,
+    db: str | None = None,
+    cwd: str | None = None,
+    kernel: KernelTarget | None = None,
+    kernel_agents: KernelAgents | None = None,
 ) -> None:
-    """Serve ACP on stdin/stdout until the client closes it (then detach from `kernel`, if any)."""
+    """Serve ACP on stdin/stdout until the client closes it (then detach from `kernel` and from the
+    kernels sessions named, if any). `kernel_agents` lets a session name its kernel in `_meta`."""
     from flue_nb.notebook.kernel.approve import use_host_approver
 
-    server = FlueAcpAgent(make_agent, db=db, cwd=cwd, kernel=kernel)
+    server = FlueAcpAgent(make_agent, db=db, cwd=cwd, kernel=kernel, kernel_agents=kernel_agents)
     # An --agent's own `flue.kernel(approval="ask")` asks this client too.
     stop = use_host_approver(server.approve)
     try:
         asyncio.run(_serve_stdio(server))
     finally:
         stop()
+        server.close()
         if kernel is not None:
             kernel.close()
 

@@ -136,17 +136,17 @@ def install_frontend(root: Path) -> dict[str, str]:
 def run_driver(
     python: Path, driver: str, tmp_path: Path, args: list[str], *, timeout: float = 900,
     before_stop: Callable[[], object] | None = None, env: dict[str, str] | None = None,
-    frontend: bool = False,
+    frontend: bool = False, server_env: dict[str, str] | None = None,
 ) -> str:  # fmt: skip
     """Start a Lab on `tmp_path/nb` (kernel: this venv's Python; with `frontend`, flue_nb's
-    live-edit extensions loaded), run `driver` (a script beside this file, with `env` added to its
-    environment) with `URL OUT CHROMIUM *args`, then `before_stop()` while the server still runs,
+    live-edit extensions loaded; `server_env` added to the server's environment), run `driver` (a
+    script beside this file, with `env` added to its environment) with `URL OUT CHROMIUM *args`, then `before_stop()` while the server still runs,
     and fail with the driver's report unless it passed."""
     _spec_manager(tmp_path)
     lab_env = jupyter_env(tmp_path)
     if frontend:
         lab_env.update(install_frontend(tmp_path))
-    lab = Lab(python, tmp_path, lab_env)
+    lab = Lab(python, tmp_path, {**lab_env, **(server_env or {})})
     try:
         done = subprocess.run([str(python), str(Path(__file__).with_name(driver)), lab.url, str(tmp_path), *args],
                               check=False, capture_output=True, text=True, timeout=timeout,

@@ -1,8 +1,8 @@
-"""`flue-nb acp --kernel FILE` and `--notebook PATH` attached to a real kernel, driven by the ACP
-package's own client: the agent's `python` runs in the kernel's namespace, the session is the
-conversation the kernel's `%flue` cells continue (in the kernel's store), a `%flue chat` open in
-the kernel follows the ACP turn and can answer its approval, and the kernel's server stops when
-the ACP process ends."""
+"""`flue-nb acp --kernel FILE`, `--notebook PATH` and a session naming its kernel in `_meta`,
+attached to a real kernel, driven by the ACP package's own client: the agent's `python` runs in
+the kernel's namespace, the session is the conversation the kernel's `%flue` cells continue (in
+the kernel's store), a `%flue chat` open in the kernel follows the ACP turn and can answer its
+approval, and the kernel's server stops when the ACP process ends."""
 
 from __future__ import annotations
 
@@ -294,3 +294,60 @@ def test_notebook_finds_the_kernel_through_the_jupyter_servers_sessions_api(tmp_
     assert again.text("user_message_chunk") == "work in the kernel"
     assert again.text().endswith("The kernel ran it: 42")
     assert "tool_call" in again.kinds()
+
+
+def test_a_session_names_its_kernel_in_meta_and_loads_there_too(tmp_path, notebook):
+    """As jupyter-ai's flue_nb persona does: one process for every chat, each session naming its
+    notebook's kernel in `_meta` (`{"flue_nb": {"kernel": CONNECTION_FILE}}`)."""
+    kernel, path = notebook
+    client = Client()
+    named = {"kernel": kernel.km.connection_file, "notebook": "analysis.ipynb"}
+
+    async def main() -> tuple[str, Any, str]:
+        async with _acp(client, tmp_path) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[], flue_nb=named)).session_id
+            done = await conn.prompt(session_id=sid, prompt=[text_block("\n\ncompute it in the kernel")])
+            # A session naming no kernel is an ordinary one, in the client's directory.
+            plain = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            return sid, done, plain
+
+    sid, done, plain = _run(main())
+    assert done.stop_reason == "end_turn"
+    assert kernel.ok("print(answer)").stdout.strip() == "42"
+    # The notebook's own conversation, in the kernel's store; the blank lines before it dropped.
+    assert sid == _conversation(path)
+    assert _stored(path, sid) == [("compute it in the kernel", "completed")]
+    assert plain.startswith("acp-") and plain != sid
+    again = Client()
+
+    async def load() -> None:
+        async with _acp(again, tmp_path) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[], flue_nb=named)
+
+    _run(load())
+    assert again.text().endswith("The kernel ran it: 42")
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--agent", "acp_models:own_agent"], "runs its own tools"),
+        (["--kernel", "KERNEL"], "works in the kernel it was started for"),
+    ],
+)
+def test_a_session_cannot_name_a_kernel_the_agent_does_not_work_in(tmp_path, notebook, args, refusal):
+    kernel, _path = notebook
+    args = [kernel.km.connection_file if a == "KERNEL" else a for a in args]
+
+    async def main() -> str:
+        async with _acp(Client(), tmp_path, *args) as (conn, _proc):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            try:
+                await conn.new_session(cwd=str(tmp_path), mcp_servers=[], flue_nb={"kernel": "elsewhere.json"})
+            except acp.RequestError as exc:
+                return str(exc.data or exc)
+            return "accepted"
+
+    assert refusal in _run(main())
