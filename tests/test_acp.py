@@ -93,7 +93,7 @@ def test_a_tool_call_asks_permission_and_the_answer_decides(tmp_path, answer, wr
     assert end.status == ("completed" if written else "failed")
     assert end.raw_output["approval"]["reason"] == ("approved" if written else "declined")
     assert (tmp_path / "note.txt").exists() is written
-    assert client.text().endswith("Wrote note.txt." if written else "Refused, so nothing was written.")
+    assert client.text() == "Writing it.\n\n" + ("Wrote note.txt." if written else "Refused, so nothing was written.")
 
 
 def test_cancel_aborts_the_running_prompt(tmp_path):

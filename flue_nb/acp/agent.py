@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from flue_nb.acp.kernel import KernelTarget
 
-from flue_nb.acp.updates import kind_of, locations_of, to_updates
+from flue_nb.acp.updates import Paragraphs, kind_of, locations_of, to_updates
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.events import Event, SubmissionSettled
 from flue_nb.runtime.session import Session, init
@@ -236,8 +236,9 @@ class FlueAcpAgent:
         else:
             s = await self._open(session_id, self._cwd or cwd, mcp_mounts(mcp_servers), existing=True)
         events = await asyncio.to_thread(s.session.events)
+        paragraphs = Paragraphs()
         for ev in events:
-            for update in to_updates(ev, cwd=s.cwd, title=self._title(s), replay=True):
+            for update in to_updates(paragraphs(ev), cwd=s.cwd, title=self._title(s), replay=True):
                 await self._conn.session_update(session_id, update)
         return LoadSessionResponse()
 
@@ -257,6 +258,7 @@ class FlueAcpAgent:
 
         stop = s.session.observe(forward)
         title = self._title(s)
+        paragraphs = Paragraphs()
         try:
             receipt = await asyncio.to_thread(s.session.dispatch, text)
             s.live = receipt.submission_id
@@ -264,7 +266,7 @@ class FlueAcpAgent:
                 ev = await events.get()
                 if ev.submission_id != receipt.submission_id:
                     continue
-                for update in to_updates(ev, cwd=s.cwd, title=title):
+                for update in to_updates(paragraphs(ev), cwd=s.cwd, title=title):
                     await self._conn.session_update(session_id, update)
                 if isinstance(ev, SubmissionSettled):
                     return self._stop_reason(ev)

@@ -3,6 +3,7 @@ kinds and locations, the same mapping for a live prompt and for the replay of `s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,9 +19,17 @@ from acp import (
 )
 from acp.schema import ToolCallLocation, ToolKind
 
-from flue_nb.runtime.events import Event, SubmissionQueued, TextDelta, ThinkingDelta, ToolEnd, ToolStart
+from flue_nb.runtime.events import (
+    Event,
+    MessageEnd,
+    SubmissionQueued,
+    TextDelta,
+    ThinkingDelta,
+    ToolEnd,
+    ToolStart,
+)
 
-__all__ = ["KINDS", "kind_of", "locations_of", "to_updates"]
+__all__ = ["KINDS", "Paragraphs", "kind_of", "locations_of", "to_updates"]
 
 KINDS: dict[str, ToolKind] = {
     "read": "read",
@@ -94,3 +103,23 @@ def to_updates(
     if replay and isinstance(event, SubmissionQueued) and event.text:
         return [update_user_message_text(event.text)]
     return []
+
+
+class Paragraphs:
+    """Puts a blank line between the text of one answer and the next within a prompt: a client
+    appends every `agent_message_chunk` of a prompt to one message, so the answer after a tool
+    call would run on from the text before it ("…it.The kernel ran it")."""
+
+    def __init__(self) -> None:
+        self._gap = False
+
+    def __call__(self, event: Event) -> Event:
+        """`event`, its text preceded by the blank line where a new answer's text begins."""
+        if isinstance(event, SubmissionQueued):
+            self._gap = False  # a new prompt: a message of its own in the client
+        elif isinstance(event, MessageEnd) and event.role == "assistant" and event.task_id is None and event.text:
+            self._gap = True
+        elif isinstance(event, TextDelta) and event.task_id is None and event.delta and self._gap:
+            self._gap = False
+            return dataclasses.replace(event, delta="\n\n" + event.delta)
+        return event

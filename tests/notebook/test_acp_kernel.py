@@ -131,7 +131,7 @@ def test_a_prompt_runs_python_in_the_kernel_in_the_notebooks_own_conversation(tm
     assert call.kind == "execute" and call.title.startswith("python: answer = 6 * 7")
     [start] = [u for _, u in client.updates if u.session_update == "tool_call"]
     assert (start.kind, start.raw_input) == ("execute", {"code": "answer = 6 * 7\nprint(answer)"})
-    assert client.text().endswith("The kernel ran it: 42")
+    assert client.text() == "Running it.\n\nThe kernel ran it: 42"  # one answer a paragraph
     # The chat open in the kernel followed the turn through the store, tool card included.
     seen = json.loads(
         kernel.ok(
@@ -292,7 +292,7 @@ def test_notebook_finds_the_kernel_through_the_jupyter_servers_sessions_api(tmp_
 
     _run(load())
     assert again.text("user_message_chunk") == "work in the kernel"
-    assert again.text().endswith("The kernel ran it: 42")
+    assert again.text() == "Running it.\n\nThe kernel ran it: 42"  # the replay keeps the paragraphs
     assert "tool_call" in again.kinds()
 
 
