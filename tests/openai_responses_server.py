@@ -15,13 +15,12 @@ window look-ups of a compatible server find nothing). Requests are kept in `serv
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fake_http import FakeHandler, FakeServer, RecordedRequest, split
-from tests.openai_server import ErrorReply, RawReply, error
+from tests.fake_http import split
+from tests.openai_server import ErrorReply, OpenAIFake, OpenAIHandler, RawReply, StreamFaults, error
 
 __all__ = [
     "RECORDED",
@@ -39,19 +38,10 @@ RECORDED = Path(__file__).parent / "data" / "openai-responses"
 
 
 @dataclass
-class Stream:
+class Stream(StreamFaults):
     """A 200 stream of events: (type, the event's JSON text)."""
 
     events: list[tuple[str, str]]
-    cut_after: int | None = None
-    """Break the connection after this many events (no `response.completed`)."""
-    stall_after: int | None = None
-    """Send this many events, then nothing for `stall_seconds` (a hung stream)."""
-    stall_seconds: float = 30.0
-    raw_before: dict[int, bytes] = field(default_factory=dict)
-    """Raw bytes sent just before event n (malformed SSE, odd escapes)."""
-    delay: float = 0.0
-    """Seconds to wait before answering at all (a server slow to start)."""
 
     @property
     def dicts(self) -> list[dict[str, Any]]:
@@ -209,72 +199,32 @@ def overflow() -> ErrorReply:
     )
 
 
-class ResponsesServer(FakeServer[Stream | ErrorReply | RawReply]):
+class ResponsesServer(OpenAIFake[Stream | ErrorReply | RawReply]):
     """A threaded loopback Responses API serving queued replies and recording requests."""
 
-    @property
-    def base_url(self) -> str:
-        """The `/v1` base URL to give the SDK."""
-        return f"{self.url}/v1"
-
-    @property
-    def response_requests(self) -> list[RecordedRequest]:
-        """Only the `responses` requests (not the window look-ups)."""
-        return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
-
-    def no_reply_left(self) -> Stream | ErrorReply | RawReply:
-        return error(500, "openai_responses_server: no scripted reply left", type="server_error")
+    endpoint = "/responses"
+    response_requests = OpenAIFake.endpoint_requests
 
 
-class _Handler(FakeHandler):
+class _Handler(OpenAIHandler):
     fake: ResponsesServer
-    request_id_header = "x-request-id"
 
     def do_GET(self) -> None:  # the stdlib dispatches on this name
         self.record("GET")
-        self.send_json(404, {"error": {"message": "not found"}})
+        self.not_found()
 
     def do_POST(self) -> None:  # the stdlib dispatches on this name
         self.record("POST")
-        if not self.path.split("?")[0].endswith("/responses"):
-            self.send_json(404, {"error": {"message": "not found"}})
+        if not self.path.split("?")[0].endswith(self.fake.endpoint):
+            self.not_found()
             return
-        reply = self.fake.next_reply()
-        try:
-            if isinstance(reply, ErrorReply):
-                self.send_json(reply.status, reply.body, reply.headers)
-            elif isinstance(reply, RawReply):
-                self.send_response(reply.status)
-                self.send_header("content-type", reply.content_type)
-                self.send_header("content-length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-            else:
-                self._stream(reply)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        self.answer(self.fake.next_reply(), self._stream)
 
     def _stream(self, reply: Stream) -> None:
-        if reply.delay:
-            time.sleep(reply.delay)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for n, (kind, data) in enumerate(reply.events):
-            if n in reply.raw_before:
-                self.write_chunk(reply.raw_before[n])
-            if reply.stall_after is not None and n == reply.stall_after:
-                time.sleep(reply.stall_seconds)
-            if reply.cut_after is not None and n == reply.cut_after:
-                self.wfile.write(
-                    b'400\r\nevent: response.output_text.delta\ndata: {"type"'
-                )  # announced longer than sent
-                self.wfile.flush()
-                self.close_connection = True
-                return
-            self.write_chunk(f"event: {kind}\ndata: {data}\n\n".encode())
-        self.end_chunks()
+        events = [f"event: {kind}\ndata: {data}\n\n".encode() for kind, data in reply.events]
+        # A cut stream ends in a chunk announced longer than sent.
+        cut = b'400\r\nevent: response.output_text.delta\ndata: {"type"'
+        self.send_events(reply, events, content_type="text/event-stream; charset=utf-8", cut=cut)
 
 
 ResponsesServer.handler = _Handler

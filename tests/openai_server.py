@@ -17,17 +17,22 @@ from `server.lmstudio` like LM Studio's, `GET /props` from `server.props` like l
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from tests.fake_http import FakeHandler, FakeServer, RecordedRequest, split
 
 __all__ = [
     "ChatReply",
     "ErrorReply",
+    "OpenAIFake",
+    "OpenAIHandler",
     "OpenAIServer",
     "RawReply",
     "RecordedRequest",
+    "StreamFaults",
     "chat",
     "error",
     "overflow",
@@ -35,6 +40,8 @@ __all__ = [
     "text",
     "tool_call",
 ]
+
+R = TypeVar("R")
 
 
 def text(value: str, *, chunks: int = 2) -> dict[str, Any]:
@@ -63,8 +70,23 @@ def tool_call(
     return {"type": "tool_call", "id": call_id, "name": name, "pieces": pieces or [""]}
 
 
+@dataclass(kw_only=True)
+class StreamFaults:
+    """What can go wrong in a 200 event stream, by event number (both OpenAI fakes' streams)."""
+
+    delay: float = 0.0
+    """Seconds to wait before answering at all (a server slow to start)."""
+    raw_before: dict[int, bytes] = field(default_factory=dict)
+    """Raw bytes sent just before event n (malformed SSE: bad JSON, bytes that are not UTF-8)."""
+    stall_after: int | None = None
+    """Send this many events, then nothing for `stall_seconds` (a hung stream)."""
+    stall_seconds: float = 30.0
+    cut_after: int | None = None
+    """Break the connection after this many events (no finish, no end of stream)."""
+
+
 @dataclass
-class ChatReply:
+class ChatReply(StreamFaults):
     """A 200 stream of chunks."""
 
     parts: list[dict[str, Any]]
@@ -80,18 +102,10 @@ class ChatReply:
     error_after: int | None = None
     """Send `data: {"error": ...}` after this many chunks (then end the stream)."""
     error_body: dict[str, Any] = field(default_factory=lambda: {"message": "engine failed", "type": "server_error"})
-    cut_after: int | None = None
-    """Break the connection after this many chunks (no finish_reason, no [DONE])."""
     done: bool = True
     """Send `data: [DONE]` at the end."""
     finish: bool = True
     """False: no chunk says why the stream stopped (it just ends)."""
-    delay: float = 0.0
-    raw_before: dict[int, bytes] = field(default_factory=dict)
-    """Raw bytes sent just before chunk n (malformed SSE: bad JSON, bytes that are not UTF-8)."""
-    stall_after: int | None = None
-    """Send this many chunks, then nothing for `stall_seconds` (a hung stream)."""
-    stall_seconds: float = 30.0
 
     def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
         """The chunk objects, in order."""
@@ -215,8 +229,33 @@ def overflow(server: Literal["openai", "vllm", "vllm-new", "llama.cpp"]) -> Erro
     )
 
 
-class OpenAIServer(FakeServer[ChatReply | ErrorReply | RawReply]):
+class OpenAIFake(FakeServer[R]):
+    """What both OpenAI fakes are alike: a `/v1` API with one endpoint of its own, whose script
+    running out is a 500."""
+
+    endpoint: ClassVar[str]
+    """What the paths of the API's own requests end in (the others are window look-ups)."""
+
+    @property
+    def base_url(self) -> str:
+        """The `/v1` base URL to give the SDK."""
+        return f"{self.url}/v1"
+
+    @property
+    def endpoint_requests(self) -> list[RecordedRequest]:
+        """Only the requests to `endpoint` (not the window look-ups)."""
+        return [r for r in self.requests if r.path.split("?")[0].endswith(self.endpoint)]
+
+    def no_reply_left(self) -> R:
+        # Every reply type of an OpenAI fake includes `ErrorReply`.
+        said = f"{type(self).__module__.rpartition('.')[2]}: no scripted reply left"
+        return cast(R, error(500, said, type="server_error"))
+
+
+class OpenAIServer(OpenAIFake[ChatReply | ErrorReply | RawReply]):
     """A threaded loopback chat-completions API serving queued replies and recording requests."""
+
+    endpoint = "/chat/completions"
 
     def __init__(self) -> None:
         super().__init__()
@@ -230,25 +269,65 @@ class OpenAIServer(FakeServer[ChatReply | ErrorReply | RawReply]):
         self.props: dict[str, Any] | None = None
         """llama.cpp's `GET /props` body (None: 404)."""
 
-    @property
-    def base_url(self) -> str:
-        """The `/v1` base URL to give the SDK."""
-        return f"{self.url}/v1"
-
-    @property
-    def chat_requests(self) -> list[RecordedRequest]:
-        """Only the chat-completions requests (not the window look-ups)."""
-        return [r for r in self.requests if r.path.split("?")[0].endswith("/chat/completions")]
-
-    def no_reply_left(self) -> ChatReply | ErrorReply | RawReply:
-        return error(500, "openai_server: no scripted reply left", type="server_error")
+    chat_requests = OpenAIFake.endpoint_requests
 
 
-class _Handler(FakeHandler):
+class OpenAIHandler(FakeHandler):
+    """What both OpenAI fakes answer alike: 404s, error and raw replies, and a faulty event stream."""
+
+    request_id_header = "x-request-id"
+
+    def not_found(self) -> None:
+        """The 404 of a path the fake does not serve."""
+        self.send_json(404, {"error": {"message": "not found"}})
+
+    def answer(self, reply: Any, stream: Callable[[Any], None]) -> None:
+        """Send `reply`: an `ErrorReply` or `RawReply` as it is, anything else through `stream`."""
+        try:
+            if isinstance(reply, ErrorReply):
+                self.send_json(reply.status, reply.body, reply.headers)
+            elif isinstance(reply, RawReply):
+                self.send_response(reply.status)
+                self.send_header("content-type", reply.content_type)
+                self.send_header("content-length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+            else:
+                stream(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def send_events(
+        self, faults: StreamFaults, events: list[bytes], *, content_type: str, cut: bytes, tail: bytes = b""
+    ) -> None:
+        """A chunked 200 of `events` with the `faults` asked for, then `tail` (not an event: no
+        fault is counted at it); `cut` is the chunk a cut-off stream ends in."""
+        if faults.delay:
+            time.sleep(faults.delay)
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for n, event in enumerate(events):
+            if n in faults.raw_before:
+                self.write_chunk(faults.raw_before[n])
+            if faults.stall_after is not None and n == faults.stall_after:
+                time.sleep(faults.stall_seconds)
+            if faults.cut_after is not None and n == faults.cut_after:
+                self.wfile.write(cut)
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.write_chunk(event)
+        if tail:
+            self.write_chunk(tail)
+        self.end_chunks()
+
+
+class _Handler(OpenAIHandler):
     """Answers each request from the fake server's state and replies."""
 
     fake: OpenAIServer
-    request_id_header = "x-request-id"
 
     def do_GET(self) -> None:  # the stdlib dispatches on this name
         self.record("GET")
@@ -267,7 +346,7 @@ class _Handler(FakeHandler):
             ]
             self.send_json(200, {"models": loaded})
         else:
-            self.send_json(404, {"error": {"message": "not found"}})
+            self.not_found()
 
     def do_POST(self) -> None:  # the stdlib dispatches on this name
         body = self.record("POST")
@@ -279,54 +358,21 @@ class _Handler(FakeHandler):
             else:
                 self.send_json(200, {k: v for k, v in found.items() if k != "loaded_context"})
             return
-        if not path.endswith("/chat/completions"):
-            self.send_json(404, {"error": {"message": "not found"}})
+        if not path.endswith(self.fake.endpoint):
+            self.not_found()
             return
-        reply = self.fake.next_reply()
-        try:
-            if isinstance(reply, ErrorReply):
-                self.send_json(reply.status, reply.body, reply.headers)
-            elif isinstance(reply, RawReply):
-                self.send_response(reply.status)
-                self.send_header("content-type", reply.content_type)
-                self.send_header("content-length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-            else:
-                include = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(reply, include)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        include = bool((body.get("stream_options") or {}).get("include_usage"))
+        self.answer(self.fake.next_reply(), lambda reply: self._stream(reply, include))
 
     def _stream(self, reply: ChatReply, include_usage: bool) -> None:
-        if reply.delay:
-            import time
-
-            time.sleep(reply.delay)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for n, chunk in enumerate(reply.chunks(include_usage)):
-            if n in reply.raw_before:
-                self.write_chunk(reply.raw_before[n])
-            if reply.stall_after is not None and n == reply.stall_after:
-                import time
-
-                time.sleep(reply.stall_seconds)
-            if reply.error_after is not None and n == reply.error_after:
-                self.write_chunk(f"data: {json.dumps({'error': reply.error_body})}\n\n".encode())
-                break
-            if reply.cut_after is not None and n == reply.cut_after:
-                self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced longer than sent
-                self.wfile.flush()
-                self.close_connection = True
-                return
-            self.write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
-        else:
-            if reply.done:
-                self.write_chunk(b"data: [DONE]\n\n")
-        self.end_chunks()
+        events = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in reply.chunks(include_usage)]
+        tail = b"data: [DONE]\n\n" if reply.done else b""
+        if reply.error_after is not None and reply.error_after < len(events):
+            # The error object stands in for chunk n and ends the stream (no [DONE]).
+            events = [*events[: reply.error_after], f"data: {json.dumps({'error': reply.error_body})}\n\n".encode()]
+            tail = b""
+        # A cut stream ends in a chunk announced longer than sent.
+        self.send_events(reply, events, content_type="text/event-stream", cut=b'400\r\ndata: {"id"', tail=tail)
 
 
 OpenAIServer.handler = _Handler

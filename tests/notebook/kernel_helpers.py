@@ -84,6 +84,28 @@ class Run:
         return "\n".join([self.stdout, self.stderr, self.text(), self.error_text])
 
 
+def chat_helpers(*, tries: int) -> str:
+    """Kernel-side source of `tool_cards(node)`, every tool card in a chat widget's JSON, and
+    `wait_for(test, what)`, which asks `test` every 0.05 s, `tries` times at most, and fails
+    with the open chat widget `w`'s history and live blocks."""
+    return f"""\
+def tool_cards(node):
+    if isinstance(node, dict):
+        found = [node] if node.get("kind") == "tool" else []
+        return found + [c for v in node.values() for c in tool_cards(v)]
+    if isinstance(node, list):
+        return [c for v in node for c in tool_cards(v)]
+    return []
+def wait_for(test, what):
+    for _ in range({tries}):
+        found = test()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"never {{what}}: {{w.history}} {{w.live}}")
+"""
+
+
 class Kernel:
     """One real kernel started from the venv with isolated dirs, in `cwd`."""
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Kernel
+from kernel_helpers import Kernel, chat_helpers
 
 pytest.importorskip("acp")
 pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
@@ -106,21 +106,7 @@ import json, time
 import flue_nb as flue
 from flue_nb.notebook.views.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
-def tool_cards(node):
-    if isinstance(node, dict):
-        found = [node] if node.get("kind") == "tool" else []
-        return found + [c for v in node.values() for c in tool_cards(v)]
-    if isinstance(node, list):
-        return [c for v in node for c in tool_cards(v)]
-    return []
-def wait_for(test, what):
-    for _ in range(2400):
-        found = test()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"never {what}: {w.history} {w.live}")
-"""
+""" + chat_helpers(tries=2400)
 
 
 def test_fast_agent_works_in_the_kernel_from_the_flue_chat(tmp_path, fast_agent):

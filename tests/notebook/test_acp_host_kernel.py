@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import Kernel
+from kernel_helpers import Kernel, chat_helpers
 
 pytest.importorskip("acp")
 pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
@@ -32,26 +32,12 @@ from flue_nb.notebook.views.chat.widget import open_widgets
 %config FlueMagics.db = 'flue.sqlite'
 %flue chat --agent {json.dumps(SPEC)}
 w = open_widgets()[-1]
-def tool_cards(node):
-    if isinstance(node, dict):
-        found = [node] if node.get("kind") == "tool" else []
-        return found + [c for v in node.values() for c in tool_cards(v)]
-    if isinstance(node, list):
-        return [c for v in node for c in tool_cards(v)]
-    return []
-def wait_for(test, what):
-    for _ in range(600):
-        found = test()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"never {{what}}: {{w.history}} {{w.live}}")
 def done(n):
     found = [b for b in w.history if b['kind'] == 'submission' and b['outcome']]
     return found[n - 1] if len(found) >= n else None
 def settled(n):
     return wait_for(lambda: done(n), 'settled')
-"""
+""" + chat_helpers(tries=600)
 
 
 @pytest.fixture

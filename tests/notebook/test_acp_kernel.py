@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import Kernel
+from kernel_helpers import Kernel, chat_helpers
 
 acp = pytest.importorskip("acp")
 pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extra")
@@ -38,21 +38,7 @@ from flue_nb.models import ScriptedModel
 from flue_nb.notebook.views.chat.widget import open_widgets
 own = ScriptedModel(["the kernel's own assistant answers"])
 %config FlueMagics.model = 'own'
-def tool_cards(node):
-    if isinstance(node, dict):
-        found = [node] if node.get("kind") == "tool" else []
-        return found + [c for v in node.values() for c in tool_cards(v)]
-    if isinstance(node, list):
-        return [c for v in node for c in tool_cards(v)]
-    return []
-def wait_for(test, what):
-    for _ in range(400):
-        found = test()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"never {what}: {w.history} {w.live}")
-"""
+""" + chat_helpers(tries=400)
 
 
 def _env(**extra: str) -> dict[str, str]:

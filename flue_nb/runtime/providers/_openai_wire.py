@@ -8,8 +8,6 @@ without ids, ids and names repeated in every fragment, usage in a last chunk or 
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,22 +16,18 @@ from typing import Any
 from flue_nb.runtime.messages import (
     AssistantMessage,
     AssistantPart,
-    ImagePart,
     Message,
-    SignalMessage,
-    SummaryMessage,
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolResultMessage,
     Usage,
-    UserMessage,
 )
+from flue_nb.runtime.providers._wire_common import UserParts, to_turns, tool_arguments, unique_id
 from flue_nb.runtime.providers.model import StreamEvent, TextChunk, ThinkingChunk, ToolCallDelta, ToolSpec
 from flue_nb.runtime.providers.streaming import parse_tool_input
-from flue_nb.runtime.text import INVALID_INPUT_KEY, clean
+from flue_nb.runtime.text import clean
 
-__all__ = ["STOP_REASONS", "ChunkAssembler", "to_chat_messages", "to_chat_tools", "tool_arguments"]
+__all__ = ["STOP_REASONS", "ChunkAssembler", "to_chat_messages", "to_chat_tools"]
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -85,61 +79,26 @@ def _without_limits(schema: Any) -> Any:
 def to_chat_messages(system: str, messages: list[Message], *, vision: bool, model: str) -> list[dict[str, Any]]:
     """The `messages` array: the system prompt first, tool results as `tool` messages.
 
-    User-role items between two assistant turns merge into one user message (chat templates of
-    local servers reject two user messages in a row). A tool result's images follow the turn's
-    tool messages in a user message, the only place chat completions take images; a model that
-    does not take images gets a note in their place.
+    User-role items between two assistant turns merge into one user message. A tool result's
+    images follow the turn's tool messages in a user message, the only place chat completions
+    take images; a model that does not take images gets a note in their place.
     """
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    pending: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if pending:
-            texts = [p["text"] for p in pending if p["type"] == "text"]
-            if len(texts) == len(pending):
-                wire.append({"role": "user", "content": "\n\n".join(texts)})
-            else:
-                wire.append({"role": "user", "content": list(pending)})
-            pending.clear()
-
-    def add_images(images: list[ImagePart], intro: str) -> None:
-        if images:
-            pending.append({"type": "text", "text": intro})
-            pending.extend(_image_part(p, vision=vision, model=model) for p in images)
-
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            out = _assistant(m)
-            if out is not None:
-                flush()
-                wire.append(out)
-        elif isinstance(m, ToolResultMessage):
-            # `tool` messages must follow their assistant message directly: the user items of
-            # this turn (images included) wait in `pending` until the turn's results are out.
-            content = m.content if m.content.strip() else "(no output)"
-            wire.append({"role": "tool", "tool_call_id": m.call_id, "content": content})
-            add_images(m.images, f"Images from the `{m.name}` call {m.call_id}:")
-        else:
-            text = m.render() if isinstance(m, (SignalMessage, SummaryMessage)) else m.text
-            if text.strip():
-                pending.append({"type": "text", "text": text})
-            if isinstance(m, UserMessage):
-                pending.extend(_image_part(p, vision=vision, model=model) for p in m.images)
-    flush()
-    return wire
+    return wire + to_turns(
+        messages, _USER_PARTS, assistant=_assistant, tool_result=_tool_result, vision=vision, model=model
+    )
 
 
-def _image_part(p: ImagePart, *, vision: bool, model: str) -> dict[str, Any]:
-    if p.data is None:  # the bytes were lost (a damaged store): say what stood there
-        return {"type": "text", "text": f"{p.describe()} (its bytes are no longer available)"}
-    if not vision:
-        note = f"{p.describe()} (not sent: `{model}` does not take images; OpenAIModel(..., vision=True) if it does)"
-        return {"type": "text", "text": note}
-    url = f"data:{p.media_type};base64,{base64.b64encode(p.data).decode('ascii')}"
-    return {"type": "image_url", "image_url": {"url": url}}
+_USER_PARTS = UserParts(
+    text_type="text", image=lambda url: {"type": "image_url", "image_url": {"url": url}}, model_class="OpenAIModel"
+)
 
 
-def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
+def _tool_result(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _assistant(m: AssistantMessage) -> list[dict[str, Any]]:
     # Thinking is not sent back: chat completions has no field for it (servers that stream
     # `reasoning_content` ask clients to drop it from the next request).
     text = "".join(p.text for p in m.parts if isinstance(p, TextPart))
@@ -148,7 +107,7 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
         for c in m.tool_calls
     ]
     if not text and not calls:
-        return None
+        return []
     # No `"content": null` beside tool calls: llama.cpp's server answers it with HTTP 500, and
     # OpenAI takes the key left out as well.
     out: dict[str, Any] = {"role": "assistant"}
@@ -156,16 +115,7 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
         out["content"] = text
     if calls:
         out["tool_calls"] = calls
-    return out
-
-
-def tool_arguments(value: dict[str, Any]) -> str:
-    """A tool call's input as the JSON string the API carries; input the model sent as broken
-    JSON goes back as it was sent, so the model sees its mistake."""
-    raw = value.get(INVALID_INPUT_KEY)
-    if isinstance(raw, str) and len(value) == 1:
-        return raw
-    return json.dumps(value, ensure_ascii=False)
+    return [out]
 
 
 # --- the stream --------------------------------------------------------------------------------
@@ -265,9 +215,8 @@ class ChunkAssembler:
         index = self.alias.get(index, index)
         if call is None:
             # Some local servers send no ids: make one, unique within the conversation.
-            call = _Call(
-                self._unique(call_id) if call_id else f"call_flue_{uuid.uuid4().hex[:20]}", name or "", call_id
-            )
+            made = unique_id(call_id, (c.id for c in self.calls.values())) if call_id else None
+            call = _Call(made or f"call_flue_{uuid.uuid4().hex[:20]}", name or "", call_id)
             self.calls[index] = call
             self.order.append(index)
         elif name and not call.name:
@@ -277,16 +226,6 @@ class ChunkAssembler:
         if call.name and not call.announced:
             call.announced = True
             yield ToolCallDelta(call.id, call.name)
-
-    def _unique(self, call_id: str) -> str:
-        # Two calls under one id would get two results under it, and the model could not tell
-        # which answers which: the second is renamed (its results go back under the new id).
-        taken = {c.id for c in self.calls.values()}
-        unique, n = call_id, 1
-        while unique in taken:
-            n += 1
-            unique = f"{call_id}_{n}"
-        return unique
 
     def _take_usage(self, usage: Any) -> None:
         # OpenAI's prompt_tokens count the cached ones too; ours keep them apart, as Anthropic does.

@@ -24,7 +24,6 @@ call is what keeps it. Other providers never see these parts.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,20 +31,15 @@ from typing import Any
 from flue_nb.runtime.messages import (
     AssistantMessage,
     AssistantPart,
-    ImagePart,
     Message,
     ProviderPart,
-    SignalMessage,
-    SummaryMessage,
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolResultMessage,
     Usage,
-    UserMessage,
 )
 from flue_nb.runtime.providers._openai_errors import stream_failure
-from flue_nb.runtime.providers._openai_wire import tool_arguments
+from flue_nb.runtime.providers._wire_common import UserParts, to_turns, tool_arguments, unique_id
 from flue_nb.runtime.providers.model import StreamEvent, TextChunk, ThinkingChunk, ToolCallDelta, ToolSpec
 from flue_nb.runtime.providers.streaming import parse_tool_input
 from flue_nb.runtime.text import clean, clean_value
@@ -79,53 +73,22 @@ def to_responses_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 def to_responses_input(messages: list[Message], *, vision: bool, model: str) -> list[dict[str, Any]]:
     """The `input` array: user turns as user messages, each assistant turn as its output items,
-    tool results as `function_call_output` items.
-
-    User-role items between two assistant turns merge into one user message; a tool result's
-    images follow the turn's outputs in a user message (a model that does not take images gets a
-    note in their place), as on chat completions.
-    """
-    wire: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if pending:
-            if all(p["type"] == "input_text" for p in pending):
-                wire.append({"role": "user", "content": "\n\n".join(p["text"] for p in pending)})
-            else:
-                wire.append({"role": "user", "content": list(pending)})
-            pending.clear()
-
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            items = _assistant_items(m)
-            if items:
-                flush()
-                wire.extend(items)
-        elif isinstance(m, ToolResultMessage):
-            content = m.content if m.content.strip() else "(no output)"
-            wire.append({"type": "function_call_output", "call_id": m.call_id, "output": content})
-            if m.images:
-                pending.append({"type": "input_text", "text": f"Images from the `{m.name}` call {m.call_id}:"})
-                pending.extend(_image(p, vision=vision, model=model) for p in m.images)
-        else:
-            text = m.render() if isinstance(m, (SignalMessage, SummaryMessage)) else m.text
-            if text.strip():
-                pending.append({"type": "input_text", "text": text})
-            if isinstance(m, UserMessage):
-                pending.extend(_image(p, vision=vision, model=model) for p in m.images)
-    flush()
-    return wire
+    tool results as `function_call_output` items (user-role items merge and images follow the
+    turn's outputs as on chat completions)."""
+    return to_turns(
+        messages, _USER_PARTS, assistant=_assistant_items, tool_result=_tool_result, vision=vision, model=model
+    )
 
 
-def _image(p: ImagePart, *, vision: bool, model: str) -> dict[str, Any]:
-    if p.data is None:  # the bytes were lost (a damaged store): say what stood there
-        return {"type": "input_text", "text": f"{p.describe()} (its bytes are no longer available)"}
-    if not vision:
-        note = f"{p.describe()} (not sent: `{model}` does not take images; OpenAIResponsesModel(..., vision=True) if it does)"
-        return {"type": "input_text", "text": note}
-    url = f"data:{p.media_type};base64,{base64.b64encode(p.data).decode('ascii')}"
-    return {"type": "input_image", "image_url": url, "detail": "auto"}
+_USER_PARTS = UserParts(
+    text_type="input_text",
+    image=lambda url: {"type": "input_image", "image_url": url, "detail": "auto"},
+    model_class="OpenAIResponsesModel",
+)
+
+
+def _tool_result(call_id: str, content: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": content}
 
 
 def _assistant_items(m: AssistantMessage) -> list[dict[str, Any]]:
@@ -264,13 +227,7 @@ class ResponsesAssembler:
         yield chunk(text)
 
     def _unique(self, call_id: str) -> str:
-        # Two calls under one id would get two results under it (see the chat assembler).
-        taken = {i.call_id for i in self.items.values()}
-        unique, n = call_id, 1
-        while unique in taken:
-            n += 1
-            unique = f"{call_id}_{n}"
-        return unique
+        return unique_id(call_id, (i.call_id for i in self.items.values()))
 
     # --- the message ---------------------------------------------------------------------------
 
