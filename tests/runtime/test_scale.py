@@ -22,7 +22,7 @@ from flue_nb.runtime.errors import StoreError
 from flue_nb.runtime.messages import ToolResultMessage
 from flue_nb.runtime.providers import price_of
 from flue_nb.runtime.session import StoredConversation
-from flue_nb.runtime.store import Outcome, Store, SubmissionState, SubmissionUpdate
+from flue_nb.runtime.store import Outcome, Store, SubmissionState, SubmissionUpdate, _pg_schema
 from flue_nb.runtime.store._sqlite_schema import MIGRATIONS, migrate
 from flue_nb.runtime.store.sqlite import SQLiteStore
 from flue_nb.runtime.store.url import open_any
@@ -179,6 +179,143 @@ def test_pages_of_submissions_and_records_are_read_by_bounds(tmp_path: Path) -> 
         everything = store.records("c")
         middle = store.records("c", after_seq=everything[3].seq, before_seq=everything[6].seq)
         assert [r.seq for r in middle] == [r.seq for r in everything[4:6]]
+
+
+class _Steps:
+    """Counts the SQLite virtual machine's instructions run on every connection opened after it is
+    installed: what a statement costs, deterministically (a COUNT over an index range runs one
+    loop per entry; a lookup, the same few instructions however long the conversation)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        connect = sqlite3.connect
+
+        def counting(*args: Any, **kw: Any) -> sqlite3.Connection:
+            conn = connect(*args, **kw)
+            conn.set_progress_handler(self._step, 1)
+            return conn
+
+        monkeypatch.setattr(sqlite3, "connect", counting)
+
+    def _step(self) -> int:
+        self.n += 1
+        return 0  # go on
+
+    def of(self, fn: Any) -> int:
+        """The instructions `fn()` ran."""
+        before = self.n
+        fn()
+        return self.n - before
+
+
+def test_counting_the_submissions_before_one_reads_the_same_at_20_and_at_5000(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "N earlier not shown" (history, a chat's page, its static copy) is the number the store gave
+    # the submission before the page (migration 7): one lookup, not a COUNT over all of them.
+    path = tmp_path / "s.sqlite"
+    bulk_build(path, "short", 20, t0=1_000.0)
+    bulk_build(path, "long", 5_000, t0=2_000.0)
+    steps = _Steps(monkeypatch)
+    with SQLiteStore(path) as store:
+        cost = {}
+        for cid, n in (("short", 20), ("long", 5_000)):
+            page = store.submissions(cid, last=5)
+            assert store.count_submissions(cid) == n
+            assert store.count_submissions(cid, before_seq=page[0].seq) == n - 5
+            assert store.count_submissions(cid, before_seq=page[0].seq - 1) == n - 6
+            cost[cid] = (
+                steps.of(lambda cid=cid: store.count_submissions(cid)),
+                steps.of(lambda cid=cid, seq=page[0].seq: store.count_submissions(cid, before_seq=seq)),
+            )
+        assert store.count_submissions("short", before_seq=1) == 0
+        assert store.count_submissions("nobody") == 0
+    assert cost["long"] == cost["short"], cost
+
+
+def test_a_turn_a_status_a_page_and_history_read_the_same_at_50_and_at_5000(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store work of each, in SQLite instructions (no clock), on two conversations of one file
+    # that differ only in length: a scan of a conversation's submissions or records, or a COUNT,
+    # anywhere on these paths makes the long one's figure grow with it.
+    from flue_nb import cli
+
+    path = tmp_path / "s.sqlite"
+    bulk_build(path, "short", 50, t0=1_000.0)
+    bulk_build(path, "long", 5_000, t0=10_000.0)
+    steps = _Steps(monkeypatch)
+    agent = _agent(tmp_path)
+    cost: dict[str, dict[str, int]] = {}
+    for cid in ("short", "long"):
+        s = flue.init(agent, db=str(path), cwd=str(tmp_path), conversation=cid)
+        assert s.prompt("read it") == "done"  # the first turn reads the window; the first status folds
+        s.status()
+        cost[cid] = {
+            "turn": steps.of(lambda s=s: s.prompt("read it")),
+            "status": steps.of(s.status),
+            "page": steps.of(lambda s=s, cid=cid: rebuild_page(s.store, cid, last=10)),
+            "history": steps.of(lambda cid=cid: cli.history(str(path), cid)),
+        }
+    # Within an instruction or two: SQLite's progress handler is called every so many
+    # instructions, not exactly at each. A COUNT over the long one's 5,000 runs thousands more.
+    assert all(cost["long"][op] <= cost["short"][op] + 5 for op in cost["short"]), cost
+
+
+def test_a_store_of_schema_6_numbers_its_submissions_when_migrated(db: str, tmp_path: Path) -> None:
+    # Two conversations' submissions interleaved, written by a flue_nb of schema 6; then, on the
+    # migrated store, one admitted as this flue_nb does and one inserted as an older one would.
+    # Namespaced ids, which PostgreSQL stores as they are (not under the user's name).
+    def rows(conn: Any, sql: str, *params: Any) -> None:
+        if db.startswith("postgresql"):  # free text is a JSON string there
+            conn.execute(sql.format(text="to_json(?::text)").replace("?", "%s"), params)
+        else:
+            conn.execute(sql.format(text="?"), params)
+
+    insert = (
+        "INSERT INTO submissions (id, conversation_id, text, state, accepted_at) VALUES (?, ?, {text}, 'queued', 1)"
+    )
+    conn = _connect(db)
+    if db.startswith("postgresql"):
+        assert _pg_schema.migrate(conn, "db", _pg_schema.MIGRATIONS[:6]) == 6
+    else:
+        assert migrate(conn, db, MIGRATIONS[:6]) == 6
+    try:
+        for cid in ("team:a", "team:b"):
+            rows(conn, "INSERT INTO conversations (id, created_at) VALUES (?, 1)", cid)
+        for i in range(7):
+            rows(conn, insert, f"s{i}", "team:a" if i % 3 == 0 else "team:b", f"hi {i}")
+    finally:
+        conn.close()
+    store = open_any(db, cwd=str(tmp_path))
+    try:
+        a, b = store.submissions("team:a"), store.submissions("team:b")
+        assert [s.id for s in a] == ["s0", "s3", "s6"] and len(b) == 4
+        assert [store.count_submissions("team:a", before_seq=s.seq + 1) for s in a] == [1, 2, 3]
+        assert [store.count_submissions("team:b", before_seq=s.seq + 1) for s in b] == [1, 2, 3, 4]
+        store.admit("team:a", "new", submission_id="s7", now=2.0)
+        assert store.count_submissions("team:a") == 4 and store.count_submissions("team:b") == 4
+    finally:
+        store.close()
+    conn = _connect(db)
+    try:
+        rows(conn, insert, "s8", "team:b", "as an older flue_nb writes it")
+    finally:
+        conn.close()
+    store = open_any(db, cwd=str(tmp_path))
+    try:
+        assert store.count_submissions("team:b") == 5 and store.count_submissions("team:a") == 4
+    finally:
+        store.close()
+
+
+def _connect(db: str) -> Any:
+    """A plain connection to the store `db` names (its tables on the search path)."""
+    if db.startswith("postgresql"):
+        import psycopg
+
+        return psycopg.connect(db, autocommit=True, options="-c search_path=flue")
+    return sqlite3.connect(db, isolation_level=None)
 
 
 def _shape(events: list[Any]) -> list[tuple[Any, ...]]:

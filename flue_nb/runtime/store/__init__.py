@@ -237,7 +237,11 @@ class Store(Protocol):
         ...
 
     def count_submissions(self, conversation_id: str, *, before_seq: int | None = None) -> int:
-        """How many submissions the conversation has (admitted before `before_seq`, if given)."""
+        """How many submissions the conversation has (admitted before `before_seq`, if given).
+
+        One lookup however long the conversation (the SQL stores number each submission as it is
+        admitted): history and a chat's page ask it for their "N earlier not shown" line.
+        """
         ...
 
     def joined_into(self, submission_id: str) -> list[Submission]:

@@ -126,7 +126,32 @@ _V6 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Each submission's number in its conversation, as in the SQLite store's migration 7 (issue 37),
+# set by a BEFORE INSERT trigger (an older flue_nb's INSERT gets one too). Admissions of one
+# conversation lock its row first (READ COMMITTED: the trigger's read sees the one before).
+_V7 = Migration(
+    7,
+    (
+        "ALTER TABLE submissions ADD COLUMN ordinal bigint",
+        """UPDATE submissions SET ordinal = numbered.n
+            FROM (SELECT seq, row_number() OVER (PARTITION BY conversation_id ORDER BY seq) AS n
+                  FROM submissions) AS numbered
+            WHERE numbered.seq = submissions.seq""",
+        "ALTER TABLE submissions ALTER COLUMN ordinal SET NOT NULL",
+        f"""CREATE FUNCTION {SCHEMA}.number_submission() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.ordinal := 1 + COALESCE(
+                (SELECT p.ordinal FROM {SCHEMA}.submissions AS p
+                 WHERE p.conversation_id = NEW.conversation_id
+                 ORDER BY p.seq DESC LIMIT 1), 0);
+            RETURN NEW;
+        END $$""",
+        f"""CREATE TRIGGER submissions_ordinal BEFORE INSERT ON submissions
+            FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.number_submission()""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -148,7 +148,32 @@ _V6 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Each submission's number in its conversation (1, 2, ...), so "how many before this one" is one
+# index lookup, not a COUNT over every submission the conversation ever had (issue 37: history's
+# and a chat's "N earlier not shown"). The database numbers them, by a trigger, so every writer
+# does (a process of an older flue_nb still running on the migrated file, a test's raw INSERT):
+# one more than the conversation's latest, read along `submissions_by_conversation`. Admissions
+# of one conversation are serialized (`BEGIN IMMEDIATE`), so two never take the same number.
+_V7 = Migration(
+    7,
+    (
+        "ALTER TABLE submissions ADD COLUMN ordinal INTEGER CHECK (ordinal IS NULL OR ordinal > 0)",
+        """UPDATE submissions SET ordinal = numbered.n
+            FROM (SELECT seq, ROW_NUMBER() OVER (PARTITION BY conversation_id ORDER BY seq) AS n
+                  FROM submissions) AS numbered
+            WHERE numbered.seq = submissions.seq""",
+        """CREATE TRIGGER submissions_ordinal AFTER INSERT ON submissions FOR EACH ROW
+        BEGIN
+            UPDATE submissions SET ordinal = 1 + COALESCE(
+                (SELECT p.ordinal FROM submissions AS p
+                 WHERE p.conversation_id = NEW.conversation_id AND p.seq < NEW.seq
+                 ORDER BY p.seq DESC LIMIT 1), 0)
+            WHERE seq = NEW.seq;
+        END""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 """Every migration in order; the last one's version is what this code writes."""
 
 SCHEMA_VERSION: int = MIGRATIONS[-1].version
