@@ -157,7 +157,8 @@ _V6 = Migration(
 _V7 = Migration(
     7,
     (
-        "ALTER TABLE submissions ADD COLUMN ordinal INTEGER CHECK (ordinal IS NULL OR ordinal > 0)",
+        # No CHECK on it: SQLite would read the whole table once more to check the rows it has.
+        "ALTER TABLE submissions ADD COLUMN ordinal INTEGER",
         """UPDATE submissions SET ordinal = numbered.n
             FROM (SELECT seq, ROW_NUMBER() OVER (PARTITION BY conversation_id ORDER BY seq) AS n
                   FROM submissions) AS numbered
