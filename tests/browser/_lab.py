@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -204,12 +205,17 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 class Lab:
     """A JupyterLab server for one test session."""
 
-    def __init__(self, python: Path, root: Path, env: dict[str, str], *, token: str = "") -> None:
+    def __init__(
+        self, python: Path, root: Path, env: dict[str, str], *, token: str = "", hashed_password: str = ""
+    ) -> None:
         self.root = root
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         """The server's token ("" for none: the browser tests open its pages without one)."""
+        self.password = bool(hashed_password)
+        """Whether it asks for a password (`jupyter_server.auth.passwd`'s hash given): then it
+        answers nothing without a login or its token."""
         settings = root / "lab-settings"
         _settings(settings)
         env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(settings),
@@ -217,7 +223,7 @@ class Lab:
         self.log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-             f"--port={self.port}", f"--ServerApp.token={token}", "--ServerApp.password=",
+             f"--port={self.port}", f"--ServerApp.token={token}", f"--ServerApp.password={hashed_password}",
              f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
             cwd=root / "nb", env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -227,6 +233,9 @@ class Lab:
                 with self.open("api/status", timeout=2) as r:
                     if r.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 403 and self.password and not token:
+                    return  # up, and refusing what has no login, as it should
             except OSError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -1,17 +1,20 @@
 """`flue-nb acp --notebook PATH` against a real Jupyter server (issue 38, point 1), no browser.
 
-A JupyterLab server from `.venv-browser` (`_lab.Lab`, with a token as users have it, and without
-one) whose kernels run this venv's Python. A notebook in a folder under the server's root is
-opened the way a front end opens it: `POST /api/sessions` with its path, name and the test
-kernelspec. `flue-nb acp --notebook` then finds that session's kernel through the server's own `jpserver-*.json` and sessions API: the
-agent's `python` runs in the server's kernel (checked through the kernel's connection file in the
-server's runtime dir), and the session is the notebook's own conversation, in its folder's store.
-A notebook the server has no session for is refused at `session/new`, saying to open it first.
+A JupyterLab server from `.venv-browser` (`_lab.Lab`: with a token as users have it, without one,
+and with a password only) whose kernels run this venv's Python. A notebook in a folder under the
+server's root is opened the way a front end opens it: `POST /api/sessions` with its path, name
+and the test kernelspec. `flue-nb acp --notebook` then finds that session's kernel through the
+server's own `jpserver-*.json` and sessions API: the agent's `python` runs in the server's kernel
+(checked through the kernel's connection file in the server's runtime dir), and the session is
+the notebook's own conversation, in its folder's store. A notebook the server has no session for
+is refused at `session/new`, saying to open it first; behind a server that wants a password (so
+tells no sessions to a token-less caller), saying to name the kernel's connection file instead.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from test_acp_kernel import _acp, _conversation, _run, _stored  # noqa: E402 - t
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1200)]
 
 TOKEN = "s3cret-for-the-test"
+PASSWORD = "a-password"
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +43,37 @@ def python() -> Path:
 
 @pytest.fixture
 def lab(request: pytest.FixtureRequest, python: Path, tmp_path: Path) -> Iterator[Lab]:
-    """A server on `tmp_path/nb`, with the token the test names (`TOKEN` unless parametrized)."""
+    """A server on `tmp_path/nb`, with the token the test names (`TOKEN` unless parametrized),
+    or, for `PASSWORD`, a password and no token."""
     (tmp_path / "nb").mkdir()
     _spec_manager(tmp_path)
-    server = Lab(python, tmp_path, jupyter_env(tmp_path), token=getattr(request, "param", TOKEN))
+    token, hashed = getattr(request, "param", TOKEN), ""
+    if token == PASSWORD:
+        code = f"from jupyter_server.auth import passwd; print(passwd({PASSWORD!r}))"
+        done = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True, timeout=60)
+        hashed = done.stdout.strip()
+        token = ""
+    server = Lab(python, tmp_path, jupyter_env(tmp_path), token=token, hashed_password=hashed)
     try:
         yield server
     finally:
         server.stop()
+
+
+def _refusal(lab: Lab, path: Path, tmp_path: Path) -> acp.RequestError | str:
+    """What `session/new` of `flue-nb acp --notebook path` answers, the server's runtime dir seen."""
+
+    async def main() -> acp.RequestError | str:
+        runtime = str(tmp_path / "runtime")
+        async with _acp(Client(), tmp_path, "--notebook", str(path), JUPYTER_RUNTIME_DIR=runtime) as (conn, _p):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            try:
+                await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            except acp.RequestError as exc:
+                return exc
+            return "accepted"
+
+    return _run(main())
 
 
 def _open(lab: Lab, relative: str) -> tuple[Path, dict[str, Any]]:
@@ -116,18 +143,7 @@ def test_a_notebook_the_server_has_no_session_for_is_refused_saying_to_open_it(l
     _open(lab, "other.ipynb")
     path = lab.root / "nb" / "analysis.ipynb"
     write_notebook(path, ["x = 1"])
-
-    async def main() -> acp.RequestError | str:
-        runtime = str(tmp_path / "runtime")
-        async with _acp(Client(), tmp_path, "--notebook", str(path), JUPYTER_RUNTIME_DIR=runtime) as (conn, _p):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            try:
-                await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            except acp.RequestError as exc:
-                return exc
-            return "accepted"
-
-    refused = _run(main())
+    refused = _refusal(lab, path, tmp_path)
     assert isinstance(refused, acp.RequestError), refused
     assert refused.code == -32603
     message = str(refused)
@@ -136,3 +152,17 @@ def test_a_notebook_the_server_has_no_session_for_is_refused_saying_to_open_it(l
     assert f"{lab.url}/: open notebooks: other.ipynb" in message, message
     assert message.endswith("(open the notebook in Jupyter first)"), message
 
+
+@pytest.mark.parametrize("lab", [PASSWORD], ids=["password"], indirect=True)
+def test_a_server_that_wants_a_password_is_named_with_the_way_around_it(lab: Lab, tmp_path: Path) -> None:
+    """A server behind a password and no token announces no token: its sessions cannot be asked,
+    so opening the notebook would not help; its kernel's connection file would."""
+    path = lab.root / "nb" / "analysis.ipynb"
+    write_notebook(path, ["x = 1"])
+    [announce] = [json.loads(f.read_text()) for f in (tmp_path / "runtime").glob("jpserver-*.json")]
+    assert (announce["token"], announce["password"]) == ("", True)
+    refused = _refusal(lab, path, tmp_path)
+    assert isinstance(refused, acp.RequestError), refused
+    message = str(refused)
+    assert f"{lab.url}/: /api/sessions answered HTTP 403" in message, message
+    assert message.endswith("(no server told its sessions: pass the kernel's connection file instead)"), message
