@@ -3,7 +3,7 @@
 - Chromium: Debian's `chromium` package (`apt-get install`, only as root when it is missing).
 - `.venv-browser/`: JupyterLab, Notebook 7, Playwright and the widget front ends, in a venv of
   their own so the main `.venv` never imports them (Playwright downloads no browser).
-- A JupyterLab server on 127.0.0.1 with no token, a temporary root and Jupyter dirs, whose
+- A JupyterLab server on 127.0.0.1 with no token (or the one given), a temporary root and Jupyter dirs, whose
   kernel runs the main venv's Python (flue_nb, anywidget).
 
 Anything that cannot be had raises `Unavailable` saying why; the test skips on it, except under
@@ -19,9 +19,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -98,9 +100,22 @@ def prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> tuple[st
     try:
         return chromium(), browser_venv(venv, packages)
     except Unavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the browser test must run under CI, but: {exc}")
-        pytest.skip(f"no real browser here: {exc}")
+        _unavailable("the browser test", "no real browser here", exc)
+
+
+def server_prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
+    """The browser venv's python alone, for a test that talks to a real Jupyter server without a
+    browser; skips or fails (under CI) as `prerequisites` does."""
+    try:
+        return browser_venv(venv, packages)
+    except Unavailable as exc:
+        _unavailable("the Jupyter server test", "no Jupyter server here", exc)
+
+
+def _unavailable(test: str, here: str, exc: Unavailable) -> NoReturn:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{test} must run under CI, but: {exc}")
+    pytest.skip(f"{here}: {exc}")
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:
@@ -183,13 +198,24 @@ def _settings(settings: Path) -> None:
         path.write_text(json.dumps(value))
 
 
+# The server is on loopback: an HTTP(S)_PROXY in the environment must not route requests to it.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class Lab:
     """A JupyterLab server for one test session."""
 
-    def __init__(self, python: Path, root: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, python: Path, root: Path, env: dict[str, str], *, token: str = "", hashed_password: str = ""
+    ) -> None:
         self.root = root
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token = token
+        """The server's token ("" for none: the browser tests open its pages without one)."""
+        self.password = bool(hashed_password)
+        """Whether it asks for a password (`jupyter_server.auth.passwd`'s hash given): then it
+        answers nothing without a login or its token."""
         settings = root / "lab-settings"
         _settings(settings)
         env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(settings),
@@ -197,22 +223,36 @@ class Lab:
         self.log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-             f"--port={self.port}", "--ServerApp.token=", "--ServerApp.password=",
+             f"--port={self.port}", f"--ServerApp.token={token}", f"--ServerApp.password={hashed_password}",
              f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
             cwd=root / "nb", env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while True:
             try:
-                with urllib.request.urlopen(self.url + "/api/status", timeout=2) as r:
+                with self.open("api/status", timeout=2) as r:
                     if r.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 403 and self.password and not token:
+                    return  # up, and refusing what has no login, as it should
             except OSError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
             time.sleep(0.3)
+
+    def open(self, path: str, *, body: object = None, timeout: float = 30) -> Any:
+        """A request to the server's REST API (`path` under its root; a POST of `body` as JSON when
+        given), with its token; loopback, so no proxy."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{self.url}/{path}", data=data, method="GET" if body is None else "POST")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"token {self.token}")
+        return _DIRECT.open(req, timeout=timeout)
 
     def stop(self) -> None:
         """Shut the server (and its kernels) down."""

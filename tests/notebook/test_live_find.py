@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from flue_nb.notebook.document import live
-from flue_nb.notebook.document.servers import Unavailable, find, kernel_id, servers
+from flue_nb.notebook.document.servers import Unavailable, find, kernel_id, notebook_kernel, servers
 
 
 def _announce(runtime: Path, *, pid: int, url: str, token: str = "t0k") -> None:
@@ -91,6 +91,21 @@ def test_a_refusing_server_is_unavailable_with_the_reason(tmp_path, monkeypatch)
     _announce(runtime, pid=os.getpid(), url=f"http://127.0.0.1:{port}/")
     with pytest.raises(Unavailable, match="api/sessions failed"):
         find(timeout=5, environ=_env(runtime), connection_file=str(runtime / "kernel-abc.json"))
+
+
+def test_a_notebook_whose_servers_tell_no_sessions_is_not_told_to_open_it(tmp_path, monkeypatch):
+    # Opening the notebook would not help: no server could be asked; its connection file would.
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _announce(runtime, pid=os.getpid(), url=f"http://127.0.0.1:{port}/")
+    with pytest.raises(Unavailable) as refused:
+        notebook_kernel(tmp_path / "analysis.ipynb", timeout=5, environ=_env(runtime))
+    message = str(refused.value)
+    assert "api/sessions failed" in message and "open the notebook" not in message, message
+    assert message.endswith("(no server told its sessions: pass the kernel's connection file instead)"), message
 
 
 def test_a_server_that_never_answers_is_given_up_within_the_timeout(tmp_path, monkeypatch):

@@ -211,7 +211,9 @@ def notebook_kernel(
             f"{', '.join(str(d) for d in _runtime_dirs(env, None)) or '(none)'})"
         )
     notes: list[str] = []
+    answered = False
     for server, sessions in _asked(candidates, deadline, timeout, notes):
+        answered = True
         open_here = []
         for session in sessions:
             path, kernel = _path_of(session), session.get("kernel")
@@ -230,7 +232,14 @@ def notebook_kernel(
                 "this machine's Jupyter runtime dir (a remote server?): pass the connection file itself"
             )
         notes.append(f"{server.url}: open notebooks: {', '.join(open_here) or 'none'}")
-    raise Unavailable(f"no running kernel for {wanted}: {'; '.join(notes)} (open the notebook in Jupyter first)")
+    # Opening the notebook helps only where a server told its sessions; one that refused (a
+    # password and no token, say) or did not answer never will: its kernel is named by its file.
+    what = (
+        "open the notebook in Jupyter first"
+        if answered
+        else "no server told its sessions: pass the kernel's connection file instead"
+    )
+    raise Unavailable(f"no running kernel for {wanted}: {'; '.join(notes)} ({what})")
 
 
 def _same_notebook(server: Server, path: str, wanted: Path) -> bool:
