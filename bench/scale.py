@@ -4,8 +4,8 @@ One SQLite file holds a conversation of each size, built once per run by direct 
 from one real submission's records (the model asks for one small `read`, then answers), with a
 compaction every 50 submissions as a long conversation has them. Then, on each conversation:
 
-- a turn: `Session.prompt` (a read and an answer), median of a few after a first one;
-- `status()`: median of 20 calls after a first one;
+- a turn: `Session.prompt` (a read and an answer), median of 15 after a first one;
+- `status()`: median of 40 calls after a first one;
 - opening a chat: `%flue chat` in an in-process IPython shell, from the magic to the widget's
   synced state (the static copy under it included), median of three, wall clock and the
   process's CPU time (the machine is shared: the CPU time is what the open itself costs);
@@ -13,9 +13,12 @@ compaction every 50 submissions as a long conversation has them. Then, on each c
   warm-up; its imports included): once on the store as built (no tally kept: what the first
   open after upgrading from a version that kept none pays, once), then, median of three, with
   the tally that first open kept, and its growth per 10x (target 1.2x);
-- history: `%flue history` and `flue-nb history CONVERSATION`, as printed by default;
+- history: `%flue history` and `flue-nb history CONVERSATION`, as printed by default, median of 15;
 
-and the growth of each per 10x. Targets: a turn and `status()` grow at most 1.2x per 10x,
+and the growth of each per 10x. The turn, `status()`, history and a new process's first open are
+measured round by round across the sizes, so a change in the machine's load falls on all alike;
+in SQLite their growth is that of the process's CPU time per call (the wall clock is printed too),
+on PostgreSQL (whose server is another process) that of the wall clock. Targets: a turn and `status()` grow at most 1.2x per 10x,
 opening a chat takes at most 0.2 s at 1,000 and at 10,000 submissions, history is bounded by
 default (at most 1.2x per 10x). The chat's redraw from the store (what a follower does when
 another kernel changes the conversation) is timed at 200 and 1,000 submissions (target 0.2 s).
@@ -143,6 +146,24 @@ def build(store: Any, cid: str, n: int, tpl: Template, *, t0: float = 1_700_000_
 # -- measuring -----------------------------------------------------------------------------------
 
 
+def _interleaved(fns: dict[int, Callable[[], Any]], reps: int, cpu: dict[int, float] | None = None) -> dict[int, float]:
+    """Median seconds of each size's `fn`, measured round by round across the sizes (one call of
+    each per round), so a change in the shared machine's load falls on every size alike rather
+    than on whichever size was measured last. With `cpu`, each size's median CPU seconds of this
+    process per call go into it (what the call costs, whatever else the machine runs)."""
+    times: dict[int, list[float]] = {n: [] for n in fns}
+    used: dict[int, list[float]] = {n: [] for n in fns}
+    for _ in range(reps):
+        for n, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            times[n].append(time.perf_counter() - t0)
+            used[n].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({n: median(u) for n, u in used.items()})
+    return {n: median(t) for n, t in times.items()}
+
+
 def _samples(fn: Callable[[], Any], reps: int, cpu: list[float] | None = None) -> float:
     """Median seconds of `fn` over `reps` calls; one call only when the first is very slow.
     With `cpu`, the median of the process's CPU seconds per call is appended to it."""
@@ -239,6 +260,7 @@ def measure(sizes: tuple[int, ...] = SIZES, *, postgres: bool = True, profile: b
     out: dict[str, Any] = {"sizes": sizes, "build_s": {}, "turn": {}, "status": {}, "open": {}, "chat": {}}
     out.update({"history": {}, "cli": {}, "redraw": {}, "pg_turn": {}, "pg_status": {}, "profiles": []})
     out.update({"open_cpu": {}, "first_untallied": {}, "first": {}})
+    out.update({"turn_cpu": {}, "status_cpu": {}, "history_cpu": {}, "cli_cpu": {}})
     redraw_sizes = tuple(n for n in REDRAW_SIZES if n <= max(sizes))
     for n in sorted({*sizes, *redraw_sizes}):
         out["build_s"][n] = build(store, f"scale-{n}", n, tpl)
@@ -249,24 +271,32 @@ def measure(sizes: tuple[int, ...] = SIZES, *, postgres: bool = True, profile: b
         out["first_untallied"][n] = _first_open(db, f"scale-{n}", workdir)
     prof = cProfile.Profile() if profile else None
     with _shell(db, agent) as sh:
-        for n in sizes:
-            cid = f"scale-{n}"
-            s = flue.init(agent, db=db, cwd=workdir, conversation=cid)
+        sessions = {n: flue.init(agent, db=db, cwd=workdir, conversation=f"scale-{n}") for n in sizes}
+        for s in sessions.values():
             s.prompt(PROMPT)  # the first turn reads the window from the store
             s.status()
+        turns = {n: (lambda s=s: s.prompt(PROMPT)) for n, s in sessions.items()}
+        out["turn"] = _interleaved(turns, 15, out["turn_cpu"])
+        out["status"] = _interleaved({n: s.status for n, s in sessions.items()}, 40, out["status_cpu"])
+        history = {
+            n: _quiet(lambda cid=f"scale-{n}": sh.run_line_magic("flue", f"history -a scale_agent -c {cid}"))
+            for n in sizes
+        }
+        out["history"] = _interleaved(history, 15, out["history_cpu"])
+        cli_history = {n: (lambda cid=f"scale-{n}": cli.history(db, cid)) for n in sizes}
+        out["cli"] = _interleaved(cli_history, 15, out["cli_cpu"])
+        for n in sizes:
+            cid = f"scale-{n}"
             if prof is not None and n == max(sizes):
                 prof.enable()
-            out["turn"][n] = _samples(lambda s=s: s.prompt(PROMPT), 7)
-            out["status"][n] = _samples(s.status, 20)
+                sessions[n].prompt(PROMPT)
+                sessions[n].status()
+                history[n]()
             chats: list[dict[str, Any]] = []
             cpu: list[float] = []
             out["open"][n] = _samples(lambda cid=cid, chats=chats: chats.append(_open_chat(sh, cid)), 3, cpu)
             out["open_cpu"][n] = cpu[0]
             out["chat"][n] = chats[-1]
-            out["history"][n] = _samples(
-                _quiet(lambda cid=cid: sh.run_line_magic("flue", f"history -a scale_agent -c {cid}")), 3
-            )
-            out["cli"][n] = _samples(lambda cid=cid: cli.history(db, cid), 3)
             if prof is not None and n == max(sizes):
                 prof.disable()
         for n in redraw_sizes:
@@ -274,9 +304,12 @@ def measure(sizes: tuple[int, ...] = SIZES, *, postgres: bool = True, profile: b
             w = ChatWidget(s, follow=False)
             out["redraw"][n] = _samples(w.redraw_from_store, 3)
             w.close()
+    runs: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
+    for _ in range(3):  # round by round across the sizes, as `_interleaved`
+        for n in sizes:
+            runs[n].append(_first_open(db, f"scale-{n}", workdir))
     for n in sizes:
-        runs = [_first_open(db, f"scale-{n}", workdir) for _ in range(3)]
-        out["first"][n] = (median([w for w, _ in runs]), median([c for _, c in runs]))
+        out["first"][n] = (median([w for w, _ in runs[n]]), median([c for _, c in runs[n]]))
     if postgres:
         out["pg_error"] = _postgres(sizes, tpl, agent, workdir, out)
     if prof is not None:
@@ -298,12 +331,12 @@ def _postgres(sizes: tuple[int, ...], tpl: Template, agent: Any, workdir: str, o
             store = open_any(url, cwd=workdir)
             for n in sizes:
                 build(store, f"scale-{n}", n, tpl)
-            for n in sizes:
-                s = flue.init(agent, db=store, cwd=workdir, conversation=f"scale-{n}")
+            sessions = {n: flue.init(agent, db=store, cwd=workdir, conversation=f"scale-{n}") for n in sizes}
+            for s in sessions.values():
                 s.prompt(PROMPT)
                 s.status()
-                out["pg_turn"][n] = _samples(lambda s=s: s.prompt(PROMPT), 7)
-                out["pg_status"][n] = _samples(s.status, 20)
+            out["pg_turn"] = _interleaved({n: (lambda s=s: s.prompt(PROMPT)) for n, s in sessions.items()}, 15)
+            out["pg_status"] = _interleaved({n: s.status for n, s in sessions.items()}, 40)
             store.close()
     except RuntimeError as exc:
         return str(exc)[:80]
@@ -313,17 +346,25 @@ def _postgres(sizes: tuple[int, ...], tpl: Template, agent: Any, workdir: str, o
 # -- the table -----------------------------------------------------------------------------------
 
 
-def _growth_rows(name: str, by_size: dict[int, float], unit: str, *, target: float | None) -> list[Result]:
+def _growth_rows(
+    name: str, by_size: dict[int, float], unit: str, *, target: float | None, cpu: dict[int, float] | None = None
+) -> list[Result]:
+    """The values at each size and the growth per 10x; with `cpu` (an in-process call's CPU time),
+    the growth is the CPU time's: on a shared machine the wall clock measures the load too."""
     sizes = sorted(by_size)
     fmt = (lambda v: f"{v * 1000:.2f} ms") if unit == "ms" else (lambda v: f"{v:.3f} s")
     values = " / ".join(fmt(by_size[n]) for n in sizes)
     rows = [Result("scale", f"{name} at {' / '.join(f'{n:,}' for n in sizes)}", values, "", "info")]
+    grown = by_size
+    if cpu:
+        rows.append(Result("scale", "  its CPU time", " / ".join(fmt(cpu[n]) for n in sizes), "", "info"))
+        grown = cpu
     for a, b in zip(sizes, sizes[1:]):
-        g = by_size[b] / max(by_size[a], 1e-9)
+        g = grown[b] / max(grown[a], 1e-9)
         rows.append(
             Result(
                 "scale",
-                f"{name}: growth {a:,} -> {b:,}",
+                f"{name}: growth {a:,} -> {b:,}{' (CPU time)' if cpu else ''}",
                 f"{g:.2f}x",
                 f"<= {target}x" if target else "",
                 verdict(g <= target) if target else "info",
@@ -343,8 +384,8 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
             "info",
         )
     ]
-    rows += _growth_rows("a turn (read + answer)", m["turn"], "ms", target=GROWTH_TARGET)
-    rows += _growth_rows("status()", m["status"], "ms", target=GROWTH_TARGET)
+    rows += _growth_rows("a turn (read + answer)", m["turn"], "ms", target=GROWTH_TARGET, cpu=m["turn_cpu"])
+    rows += _growth_rows("status()", m["status"], "ms", target=GROWTH_TARGET, cpu=m["status_cpu"])
     rows += _growth_rows("opening %flue chat", m["open"], "s", target=None)
     for n in m["sizes"]:
         if n >= 1000:
@@ -360,15 +401,9 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
     # A new process's first open also imports the widget's libraries (ipywidgets, anywidget,
     # markdown-it: a few tenths of a second whatever the conversation): its growth is the figure.
     first = {n: wall for n, (wall, _) in m["first"].items()}
-    rows += _growth_rows("first %flue chat of a new process (imports included)", first, "s", target=GROWTH_TARGET)
-    rows.append(
-        Result(
-            "scale",
-            "  its CPU time",
-            " / ".join(f"{n:,}: {cpu:.3f} s" for n, (_, cpu) in m["first"].items()),
-            "",
-            "info",
-        )
+    first_cpu = {n: cpu for n, (_, cpu) in m["first"].items()}
+    rows += _growth_rows(
+        "first %flue chat of a new process (imports included)", first, "s", target=GROWTH_TARGET, cpu=first_cpu
     )
     rows.append(
         Result(
@@ -389,8 +424,8 @@ def rows_for(m: dict[str, Any]) -> list[Result]:
                 "info",
             )
         )
-    rows += _growth_rows("%flue history", m["history"], "s", target=GROWTH_TARGET)
-    rows += _growth_rows("flue-nb history", m["cli"], "s", target=GROWTH_TARGET)
+    rows += _growth_rows("%flue history", m["history"], "ms", target=GROWTH_TARGET, cpu=m["history_cpu"])
+    rows += _growth_rows("flue-nb history", m["cli"], "ms", target=GROWTH_TARGET, cpu=m["cli_cpu"])
     for n, v in m["redraw"].items():
         rows.append(
             Result(
