@@ -264,3 +264,22 @@ class Lab:
                 self.proc.kill()
                 self.proc.wait(10)
         self.log.close()
+
+
+def run_in_server_kernel(runtime: Path, code: str, *, only: bool = False) -> str:
+    """Run `code` in a kernel of the server whose runtime dir is `runtime` (through its connection
+    file; `only`: there must be exactly one); its stdout."""
+    from jupyter_client import BlockingKernelClient
+
+    found = sorted(runtime.glob("kernel-*.json"))
+    if only:
+        assert len(found) == 1, f"expected one kernel in {runtime}, found {[f.name for f in found]}"
+    client = BlockingKernelClient(connection_file=str(found[0]))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        out: list[str] = []
+        client.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        return "".join(out)
+    finally:
+        client.stop_channels()

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _lab import run_driver, write_notebook
+from _lab import run_driver, run_in_server_kernel, write_notebook
 from test_chat_browser import browser_and_python  # noqa: F401 - the shared fixture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1200)]
@@ -87,19 +87,7 @@ CELLS = [
 
 
 def _run_in_kernel(tmp_path: Path, code: str) -> str:
-    """Run `code` in one of the server's kernels through its connection file; its stdout."""
-    from jupyter_client import BlockingKernelClient
-
-    conn = sorted((tmp_path / "runtime").glob("kernel-*.json"))[0]
-    client = BlockingKernelClient(connection_file=str(conn))
-    client.load_connection_file()
-    client.start_channels()
-    try:
-        out: list[str] = []
-        client.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
-        return "".join(out)
-    finally:
-        client.stop_channels()
+    return run_in_server_kernel(tmp_path / "runtime", code)
 
 
 def test_the_agent_edits_the_open_tab_without_collaboration(

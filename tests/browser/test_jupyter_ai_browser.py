@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _lab import ROOT, prerequisites, run_driver, write_notebook
+from _lab import ROOT, prerequisites, run_driver, run_in_server_kernel, write_notebook
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(2400)]
 
@@ -35,19 +35,7 @@ ANSWER = "The kernel ran it: 42"  # tests/acp_models.py's answer once `answer = 
 
 
 def _kernel_says(tmp_path: Path, code: str) -> str:
-    """Run `code` in the server's (only) kernel through its connection file; its stdout."""
-    from jupyter_client import BlockingKernelClient
-
-    [conn] = sorted((tmp_path / "runtime").glob("kernel-*.json"))
-    client = BlockingKernelClient(connection_file=str(conn))
-    client.load_connection_file()
-    client.start_channels()
-    try:
-        out: list[str] = []
-        client.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
-        return "".join(out)
-    finally:
-        client.stop_channels()
+    return run_in_server_kernel(tmp_path / "runtime", code, only=True)
 
 
 def test_a_message_to_the_flue_nb_persona_runs_in_the_notebooks_kernel(tmp_path: Path) -> None:
