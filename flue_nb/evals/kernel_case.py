@@ -186,14 +186,17 @@ async def run_case(
         await asyncio.wait_for(_execute(nb, spec, workdir, nb_path, n_setup, flue_index, run), spec.timeout)
     except (asyncio.TimeoutError, CellTimeoutError):
         run.error = f"timeout: the case took longer than {spec.timeout:g} s"
-    except CellExecutionError as exc:
-        run.error = _first_line(str(exc))
-    except DeadKernelError:
-        # The timeout's cancellation shuts the kernel down, and nbclient's liveness check can
-        # report that death before the cancellation arrives: past the deadline it is the timeout.
-        if time.monotonic() - started < spec.timeout:
+    except (CellExecutionError, DeadKernelError) as exc:
+        # The timeout's cancellation stops the kernel's run: the %%flue cell can end with its
+        # abort ("aborted by the user") or nbclient's liveness check report the kernel's death
+        # before the cancellation arrives, and wait_for then raises that. Past the deadline it
+        # is the timeout.
+        if time.monotonic() - started >= spec.timeout:
+            run.error = f"timeout: the case took longer than {spec.timeout:g} s"
+        elif isinstance(exc, CellExecutionError):
+            run.error = _first_line(str(exc))
+        else:
             raise
-        run.error = f"timeout: the case took longer than {spec.timeout:g} s"
     run.duration = time.monotonic() - started
     read_store(spec.db, run)
     return run
