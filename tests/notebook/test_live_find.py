@@ -82,25 +82,26 @@ def test_no_server_file_is_unavailable_at_once(tmp_path, monkeypatch):
     assert time.monotonic() - started < 5
 
 
-def test_a_refusing_server_is_unavailable_with_the_reason(tmp_path, monkeypatch):
+def _refusing_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A runtime dir announcing a server on a port nobody listens on."""
     runtime = tmp_path / "runtime"
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-    with socket.socket() as s:  # a port nobody listens on
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     _announce(runtime, pid=os.getpid(), url=f"http://127.0.0.1:{port}/")
+    return runtime
+
+
+def test_a_refusing_server_is_unavailable_with_the_reason(tmp_path, monkeypatch):
+    runtime = _refusing_server(tmp_path, monkeypatch)
     with pytest.raises(Unavailable, match="api/sessions failed"):
         find(timeout=5, environ=_env(runtime), connection_file=str(runtime / "kernel-abc.json"))
 
 
 def test_a_notebook_whose_servers_tell_no_sessions_is_not_told_to_open_it(tmp_path, monkeypatch):
     # Opening the notebook would not help: no server could be asked; its connection file would.
-    runtime = tmp_path / "runtime"
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _announce(runtime, pid=os.getpid(), url=f"http://127.0.0.1:{port}/")
+    runtime = _refusing_server(tmp_path, monkeypatch)
     with pytest.raises(Unavailable) as refused:
         notebook_kernel(tmp_path / "analysis.ipynb", timeout=5, environ=_env(runtime))
     message = str(refused.value)
