@@ -262,7 +262,10 @@ def read_store(db: str, run: CaseRun) -> None:
         run.submission = last.id
         run.outcome = last.outcome.value if last.outcome else last.state.value
         run.answer = last.result or ""
-        if last.error:  # the submission's own error says more than the cell's
+        # The submission's own error says more than the cell's, except after the case's timeout:
+        # stopping the kernel then aborts the submission ("aborted by the user"), which the
+        # store records or not depending on how far the kernel got.
+        if last.error and not (run.error or "").startswith("timeout:"):
             run.error = f"{last.error.get('type', 'error')}: {last.error.get('message', '')}"
         status = conv.status()
         run.input_tokens = status.usage.input_tokens + status.usage.cache_read_tokens + status.usage.cache_write_tokens

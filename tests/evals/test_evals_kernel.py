@@ -296,3 +296,24 @@ def test_a_case_past_its_timeout_ends_as_an_error_and_the_others_still_run(tmp_p
     assert (by_id["stuck"].error or "").startswith("timeout: the case took longer than 20 s"), by_id["stuck"].error
     assert by_id["quick"].passed is True
     assert report.score == 1 / 2
+
+
+def test_a_timed_out_case_keeps_its_timeout_whatever_the_store_recorded(tmp_path):
+    # Stopping a timed-out case's kernel aborts its submission; on a loaded machine the store has
+    # recorded that abort by the time the result is read, and it must not replace the timeout.
+    from flue_nb.evals.kernel_case import CaseRun, read_store
+    from flue_nb.runtime.store import Outcome
+    from flue_nb.runtime.store.sqlite import SQLiteStore
+
+    db = str(tmp_path / "evals.sqlite")
+    store = SQLiteStore(db)
+    store.admit("c", "[stuck] What is six times seven?", submission_id="s1", now=1.0)
+    aborted = {"type": "submission_aborted", "message": "the submission was aborted by the user"}
+    store.settle("s1", Outcome.ABORTED, error=aborted, now=2.0)
+    store.close()
+    timed_out = CaseRun(case="stuck", conversation="c", error="timeout: the case took longer than 20 s")
+    read_store(db, timed_out)
+    assert timed_out.error == "timeout: the case took longer than 20 s" and timed_out.outcome == "aborted"
+    failed = CaseRun(case="other", conversation="c", error="the prompt failed: KeyboardInterrupt")
+    read_store(db, failed)
+    assert failed.error == "submission_aborted: the submission was aborted by the user"  # says more
