@@ -61,6 +61,18 @@ def full_size_on_click(image: Locator) -> str:
 PLACEHOLDER = re.compile(r"Loading widget|Error displaying widget")
 
 
+def shown_errors(page: Page) -> Locator:
+    """The widget errors a person sees in the open notebook. JupyterLab's widget manager can
+    write "Error displaying widget: model not found" into the chat's own output when its
+    kernel-only restore signals "restored" before the notebook's widget state (the chat's stub)
+    is loaded, a race of the manager's; flue's rule keeps that output hidden under the copy, so
+    only a visible error is a defect, and a hidden one is reported."""
+    hidden = page.locator(VISIBLE).get_by_text(ERROR)
+    if hidden.count():
+        print(f"    (hidden by flue's rule, not shown: {hidden.count()} widget error line(s))", flush=True)
+    return page.locator(VISIBLE + ".jp-OutputArea-output:visible", has_text=ERROR)
+
+
 def reopened(page: Page, path: str, lab: bool, shot: str) -> None:
     """Open `path` and watch it while its kernel starts: the chat's cell shows its static copy
     and no widget placeholder (issue 33.5), from the first moment its outputs are drawn until the
@@ -126,7 +138,7 @@ def readable(page: Page, where: str, *, styled: bool = True) -> None:
         expect(copy).not_to_contain_text(".flue-figure")  # the stripped stylesheet leaves no text
         box = chat_figure.bounding_box()
         clicked = f"{box['width']:.0f} px wide, unstyled" if box else "no box"
-    expect(page.locator(VISIBLE).get_by_text(ERROR)).to_have_count(0)
+    expect(shown_errors(page)).to_have_count(0)
     print(
         f"    readable {where}: cell run + conversation + 3 figures shown (chat's: {clicked}), no '{ERROR}'", flush=True
     )
@@ -183,7 +195,7 @@ def saved(page: Page, lab: bool) -> None:
     figures(copy, 2)  # the copy was rewritten when the chat's message settled, figures and all
     panel = page.locator(VISIBLE)
     expect(panel.get_by_text("Loading widget...")).to_have_count(0, timeout=TIMEOUT)  # the manager restored
-    expect(panel.get_by_text(ERROR)).to_have_count(0)
+    expect(shown_errors(page)).to_have_count(0)
     expect(cell(page, 2).locator(".jupyter-widgets-disconnected:visible")).to_have_count(0)
     step(page, f"{where}: the file saved while the chat was live, reopened: only the copy", f"{tag}-live-copy")
 
