@@ -5,7 +5,10 @@
 - "write": a `Write note.txt` edit call that asks permission first, then writes note.txt in its
   directory if allowed ("Wrote note.txt.") or not ("Not written.");
 - "kernel": a `python` call through the MCP server named `flue-kernel` it was given in
-  `session/new` (the host's kernel), whose first line it reports ("The kernel says: ...");
+  `session/new` (the host's kernel), reported as a tool call but never asked about, whose first
+  line it reports ("The kernel says: ...");
+- "ask first": the same call, after asking permission for it (`session/request_permission`);
+- "sneak": a `python` call into the kernel it reports to no one (no tool call, no permission);
 - "wait": "Waiting." and nothing more until `session/cancel`, then "Cancelled, late." (stop
   reason `cancelled`);
 - "die": "Going." then it exits with status 5, saying "dying now" on stderr.
@@ -91,6 +94,10 @@ class Scripted:
         sid = session_id
         if "write" in text:
             return await self.write(sid)
+        if "sneak" in text:
+            return await self.kernel(sid, report=False)
+        if "ask first" in text:
+            return await self.kernel(sid, ask=True)
         if "kernel" in text:
             return await self.kernel(sid)
         if "die" in text:
@@ -136,19 +143,34 @@ class Scripted:
             await self.say(sid, "Not written.")
         return PromptResponse(stop_reason="end_turn")
 
-    async def kernel(self, sid: str) -> PromptResponse:
+    async def kernel(self, sid: str, *, report: bool = True, ask: bool = False) -> PromptResponse:
         server = next((s for s in self.servers if s.name == "flue-kernel"), None)
         if server is None:
             await self.say(sid, "No kernel was given to me.")
             return PromptResponse(stop_reason="end_turn")
         code = "hosted = 6 * 7\nprint(hosted)"
-        start = start_tool_call(
-            "k1", "python: hosted = 6 * 7", kind="execute", status="in_progress", raw_input={"code": code}
-        )
-        await self.conn.session_update(sid, start)
+        if report:
+            start = start_tool_call(
+                "k1", "python: hosted = 6 * 7", kind="execute", status="in_progress", raw_input={"code": code}
+            )
+            await self.conn.session_update(sid, start)
+        if ask:
+            options = [
+                PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+                PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+            ]
+            call = ToolCallUpdate(tool_call_id="k1", title="python: hosted = 6 * 7", kind="execute")
+            answer = await self.conn.request_permission(session_id=sid, tool_call=call, options=options)
+            log("permission", outcome=answer.outcome.outcome, option=getattr(answer.outcome, "option_id", None))
+            if getattr(answer.outcome, "option_id", None) != "yes":
+                await self.conn.session_update(sid, update_tool_call("k1", status="failed"))
+                await self.say(sid, "Not run.")
+                return PromptResponse(stop_reason="end_turn")
         result = await call_tool(server, "python", {"code": code})
-        done = update_tool_call("k1", status="completed", content=[tool_content(text_block(result))])
-        await self.conn.session_update(sid, done)
+        log("kernel", result=result)
+        if report:
+            done = update_tool_call("k1", status="completed", content=[tool_content(text_block(result))])
+            await self.conn.session_update(sid, done)
         await self.say(sid, f"The kernel says: {result.strip().splitlines()[0]}")
         return PromptResponse(stop_reason="end_turn")
 

@@ -135,3 +135,45 @@ def test_an_agent_that_dies_mid_turn_fails_the_run_and_the_next_message_starts_i
     assert [s.outcome.value for s in session.submissions()] == ["failed"]
     assert session.prompt("hello", timeout=60) == "Hello from the scripted agent."
     assert [e["event"] for e in _log(tmp_path)].count("new_session") == 2  # a fresh process and session
+
+
+def test_a_pass_is_one_call_of_the_same_arguments_and_expires(monkeypatch):
+    from flue_nb.acp import kernel_calls
+    from flue_nb.acp.kernel_calls import PASS_TTL, Passes, arguments_key
+
+    passes = Passes()
+    passes.leave('{"code": "x = 1", "b": [1, 2]}')  # an agent may report its input as JSON text
+    assert not passes.take(arguments_key({"code": "x = 2"}) or "")
+    assert passes.take(arguments_key({"b": [1, 2], "code": "x = 1"}) or "")  # key order does not matter
+    assert not passes.take(arguments_key({"b": [1, 2], "code": "x = 1"}) or "")  # used up
+    passes.leave({"code": "later"})
+    now = kernel_calls.time.monotonic()
+    monkeypatch.setattr(kernel_calls.time, "monotonic", lambda: now + PASS_TTL + 1)
+    assert not passes.take(arguments_key({"code": "later"}) or "")
+    assert arguments_key("not json") is None and arguments_key([1]) is None
+
+
+@pytest.mark.parametrize(
+    ("approval", "runs"),
+    [("allow", True), ("deny", False), ("ask", False), ({"default": "ask", "acp_execute": "allow"}, True)],
+)
+def test_a_call_into_the_kernel_no_card_shows_is_decided_by_the_rules_of_its_kind(monkeypatch, approval, runs):
+    import asyncio
+
+    from flue_nb.acp import kernel_calls
+    from flue_nb.acp.hosting import Hosted
+    from flue_nb.runtime.tools.tool import Tool
+
+    monkeypatch.setattr(kernel_calls, "REPORT_WAIT", 0.05)
+    hosted = Hosted(["unused"])
+    hosted.tools(approval, lambda: None)
+    python = Tool("python", "", dict, None)  # type: ignore[arg-type]  # only its name and flags are read
+    read = Tool("read", "", dict, None, read_only=True)  # type: ignore[arg-type]
+
+    refused = asyncio.run(kernel_calls.gate(hosted, python, {"code": "x = 1"}))
+    assert (refused is None) == runs, refused
+    if refused is not None:
+        assert refused.is_error and refused.content.startswith("Not run: ") and refused.approval is not None
+        assert ("reported no tool call" in refused.content) == (approval == "ask"), refused.content
+    assert asyncio.run(kernel_calls.gate(hosted, read, {"path": "a.txt"})) is None  # read-only: never asked
+    asyncio.run(hosted.close())  # its log file goes

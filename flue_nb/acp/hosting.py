@@ -20,6 +20,8 @@ answers a pending permission request `cancelled`.
 In a kernel the agent gets this kernel as an MCP server in `session/new` (`flue-kernel`: the
 `python`, notebook and file tools of `%flue serve`, through `magics.attach`), so it works in the
 live namespace; each such call is also recorded on the kernel's side, in `<conversation>:acp-calls`.
+Its token is its own, and each call made with it passes flue_nb's approval first (`kernel_calls`):
+an agent that never asks permission still runs nothing there that the approval did not let through.
 
 One hosted agent object is one ACP session, so one conversation: `host()` makes a new one each
 time (the magic makes one per conversation). After a kernel restart the agent starts a fresh
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from flue_nb.acp.kernel_calls import Passes, gate
 from flue_nb.runtime.errors import ConfigError, ProviderError
 from flue_nb.runtime.messages import AssistantMessage, TextPart, ThinkingPart, ToolCall, UserMessage
 from flue_nb.runtime.providers.model import (
@@ -53,6 +56,7 @@ from flue_nb.runtime.providers.model import (
     ThinkingChunk,
     ToolCallDelta,
 )
+from flue_nb.runtime.tools.rules import ApprovalRules
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
 if TYPE_CHECKING:
@@ -88,10 +92,12 @@ class _StandInInput(BaseModel):
 
 @dataclass
 class _Ask:
-    """One `session/request_permission` waiting for flue_nb's answer."""
+    """One `session/request_permission` waiting for flue_nb's answer, or (`for_kernel`) one of the
+    agent's calls into this kernel asked about on its card (`kernel_calls`)."""
 
     options: list[Any]
     answer: asyncio.Future[Any]
+    for_kernel: bool = False
 
 
 @dataclass
@@ -110,6 +116,8 @@ class _Call:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     why_ended: str | None = None
     """Set when the agent's turn ended (or the session went) before the call did."""
+    unfollowed: bool = False
+    """Its stand-in stopped following it (it ended, or was refused): no card asks about it any more."""
 
     @property
     def finished(self) -> bool:
@@ -203,6 +211,15 @@ class Hosted:
         self._starting: asyncio.Lock | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="flue-acp-", suffix=".log", delete=False)  # noqa: SIM115
         self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop it runs on (the runtime's), where its calls into the kernel are decided."""
+        self.rules = ApprovalRules("ask")
+        """How its permission requests and its calls into the kernel are decided (`tools()` sets them)."""
+        self.passes = Passes()
+        self.reported = asyncio.Event()
+        """Set whenever the agent reports or updates a tool call (`kernel_calls` waits for one)."""
+        self.on_close: list[Callable[[], object]] = []
+        """Called once its session ends for good (`close()`): the kernel's grant is revoked."""
 
     def __repr__(self) -> str:
         return f"<flue_nb hosted ACP agent {self.name!r} session={self.session_id!r}>"
@@ -242,6 +259,7 @@ class Hosted:
 
         stack = contextlib.AsyncExitStack()
         self._stack = stack
+        self.loop = asyncio.get_running_loop()
         conn, self._proc = await stack.enter_async_context(
             spawn_agent_process(
                 cast("Client", self),
@@ -290,6 +308,10 @@ class Hosted:
         self.closed = True
         await self.cancel()
         await self._stop()
+        for done in self.on_close:
+            with contextlib.suppress(Exception):
+                done()
+        self.on_close.clear()
         with contextlib.suppress(OSError):
             self._log.close()
             os.unlink(self._log.name)
@@ -373,6 +395,7 @@ class Hosted:
         elif kind in ("tool_call", "tool_call_update"):
             call = self._call(update.tool_call_id, turn)
             call.merge(update)
+            self.reported.set()
 
     def _call(self, call_id: str, turn: _Turn | None) -> _Call:
         """The call of this id, made (and announced to the turn) when first heard of."""
@@ -388,6 +411,7 @@ class Hosted:
         agent's option of that kind."""
         call = self._call(tool_call.tool_call_id, self.turn)
         call.merge(tool_call)
+        self.reported.set()
         ask = _Ask(list(options), asyncio.get_running_loop().create_future())
         call.asks.append(ask)
         call.changed.set()
@@ -398,12 +422,36 @@ class Hosted:
 
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
+    # --- its calls into this kernel ----------------------------------------------------------
+
+    def ask_for_kernel(self, call: _Call) -> _Ask:
+        """Ask about `call` on its card, as if the agent had asked (its call into the kernel
+        waits for the answer: None to run, or the refusal)."""
+        ask = _Ask([], asyncio.get_running_loop().create_future(), for_kernel=True)
+        call.asks.append(ask)
+        call.changed.set()
+        return ask
+
+    async def kernel_gate(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutput | None:
+        """`kernel_calls.gate` for a call into the kernel, from the MCP server's loop."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return ToolOutput("Not run: the hosted agent's session is not open here.", is_error=True)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(gate(self, tool, arguments), loop))
+
     # --- the stand-in tools -------------------------------------------------------------------
 
     def tools(self, approval: Any, approver: Callable[[], Any]) -> list[Tool]:
-        """One stand-in per ACP kind; a permission the agent asks for is decided under `approval`
-        (`ask`: by `approver()`, flue_nb's approver where the call is shown)."""
-        return [_stand_in(self, kind, approval, approver) for kind in KINDS]
+        """One stand-in per ACP kind; a permission the agent asks for, and a call into the kernel,
+        is decided under `approval` (`ask`: by `approver()`, flue_nb's approver where the call is shown)."""
+        self.rules = ApprovalRules.of(approval)
+        return [_stand_in(self, kind, approver) for kind in KINDS]
+
+    @staticmethod
+    def decider(name: str) -> Tool:
+        """The approval wrapper's tool for a stand-in: it decides (and records, and shows) what
+        to answer, and runs nothing."""
+        return Tool(name, "", _StandInInput, _granted, summary_arg="title")
 
 
 def _cancel_ask(ask: _Ask) -> None:
@@ -421,18 +469,15 @@ def _option(options: list[Any], approved: bool) -> Any:
     return None
 
 
-def _stand_in(hosted: Hosted, kind: str, approval: Any, approver: Callable[[], Any]) -> Tool:
+async def _granted(args: BaseModel, ctx: ToolContext) -> ToolOutput:
+    return ToolOutput("approved")
+
+
+def _stand_in(hosted: Hosted, kind: str, approver: Callable[[], Any]) -> Tool:
     from flue_nb.runtime.tools.approval import with_approval
-    from flue_nb.runtime.tools.rules import ApprovalRules
 
     name = stand_in_name(kind)
-    rules = ApprovalRules.of(approval)
-
-    async def granted(args: BaseModel, ctx: ToolContext) -> ToolOutput:
-        return ToolOutput("approved")
-
-    # The approval wrapper around nothing: it decides (and records, and shows) what to answer.
-    decider = Tool(name, "", _StandInInput, granted, summary_arg="title")
+    decider = hosted.decider(name)
 
     async def run(args: BaseModel, ctx: ToolContext) -> ToolOutput:
         call = hosted.calls.get(ctx.call_id)
@@ -442,9 +487,8 @@ def _stand_in(hosted: Hosted, kind: str, approval: Any, approver: Callable[[], A
                 is_error=True,
             )
         try:
-            return await _follow(
-                call, args, ctx, with_approval(decider, rules=rules, approver=approver(), cwd=hosted.cwd)
-            )
+            gate = with_approval(decider, rules=hosted.rules, approver=approver(), cwd=hosted.cwd)
+            return await _follow(call, args, ctx, gate, hosted.passes)
         except asyncio.CancelledError:
             hosted.cancel_soon()  # Stop: the agent is told, as flue_nb's own tools are interrupted
             raise
@@ -458,9 +502,18 @@ def _stand_in(hosted: Hosted, kind: str, approval: Any, approver: Callable[[], A
     )
 
 
-async def _follow(call: _Call, args: BaseModel, ctx: ToolContext, gate: Tool) -> ToolOutput:
-    """Answer the call's permission requests through `gate` (flue_nb's approval) until it ends;
-    what it ended with, or the refusal."""
+async def _follow(call: _Call, args: BaseModel, ctx: ToolContext, gate: Tool, passes: Passes) -> ToolOutput:
+    """Answer the call's permission requests (and its calls into the kernel) through `gate`
+    (flue_nb's approval) until it ends; what it ended with, or the refusal."""
+    try:
+        return await _answer_asks(call, args, ctx, gate, passes)
+    finally:
+        call.unfollowed = True
+        for ask in call.asks:  # no one answers them now: a call into the kernel waiting is refused
+            _cancel_ask(ask)
+
+
+async def _answer_asks(call: _Call, args: BaseModel, ctx: ToolContext, gate: Tool, passes: Passes) -> ToolOutput:
     from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
     facts = None
@@ -475,6 +528,14 @@ async def _follow(call: _Call, args: BaseModel, ctx: ToolContext, gate: Tool) ->
                 decided = ToolOutput(str(decided))
             facts = decided.approval
             approved = facts is None or bool(facts.approved)
+            if ask.for_kernel:
+                if not ask.answer.done():
+                    ask.answer.set_result(None if approved else decided)
+                if not approved:
+                    return decided
+                continue
+            if approved:
+                passes.leave(call.raw_input)  # before the answer: the agent calls the kernel at once
             option = _option(ask.options, approved)
             if not ask.answer.done():
                 outcome = (
@@ -659,12 +720,10 @@ def host(
     extra = [_mcp_server(s) for s in mcp_servers]
     # Served now, from the caller's thread: from a cell that is the kernel's main thread, where
     # the agent's code then runs between cells as a cell's would (`%flue serve`'s rule).
-    kernel = [_kernel_server(conversation)] if give_kernel else []
-
-    def servers() -> list[Any]:
-        return kernel + extra
-
-    hosted = Hosted(argv, cwd=cwd, env=env, mcp_servers=servers, name=label)
+    kernel: list[Any] = []
+    hosted = Hosted(argv, cwd=cwd, env=env, mcp_servers=lambda: kernel + extra, name=label)
+    if give_kernel:
+        kernel.append(_kernel_server(conversation, hosted))
     _opened.append(hosted)
     model = AcpModel(hosted)
 
@@ -717,15 +776,17 @@ def _in_kernel() -> bool:
     return bool(Kernel.initialized())
 
 
-def _kernel_server(conversation: str | None) -> Any:
-    """This kernel's tools for the agent: `%flue serve`, as an attached `flue-nb acp` gets them."""
+def _kernel_server(conversation: str | None, hosted: Hosted) -> Any:
+    """This kernel's tools for the agent: `%flue serve`, as an attached `flue-nb acp` gets them,
+    with a token of its own whose calls pass `hosted.kernel_gate` (flue_nb's approval) first."""
     import json
 
     from acp.schema import HttpHeader, HttpMcpServer
 
-    from flue_nb.notebook.magics.attach import attach
+    from flue_nb.notebook.magics.attach import attach, detach
 
-    served = json.loads(attach("hosted ACP agent", conversation=conversation))
+    served = json.loads(attach("hosted ACP agent", conversation=conversation, gate=hosted.kernel_gate))
+    hosted.on_close.append(lambda: detach(served["attachment"]))
     headers = [HttpHeader(name="Authorization", value=f"Bearer {served['token']}")]
     return HttpMcpServer(type="http", name="flue-kernel", url=served["url"], headers=headers)
 

@@ -1,8 +1,9 @@
 """`%flue chat --agent acp:COMMAND` in a real kernel: a scripted ACP agent (tests/acp_scripted_agent.py)
 in the flue chat: its text streams into the widget, its calls are cards, its permission request is
 answered with the card's Approve, its `python` call goes through this kernel's `%flue serve` (the
-MCP server it was given) and changes the namespace, Stop cancels its turn, and the store keeps
-the conversation."""
+MCP server it was given) and changes the namespace once flue_nb's approval lets it (asked on the
+call's card when the agent did not ask, not asked again when it did, refused when it reported the
+call to no one), Stop cancels its turn, and the store keeps the conversation."""
 
 from __future__ import annotations
 
@@ -108,23 +109,84 @@ def test_the_agents_permission_request_is_answered_with_the_cards_approve(chat):
     assert [e["option"] for e in _log(tmp_path) if e["event"] == "permission"] == ["yes"]
 
 
-def test_the_agent_works_in_this_kernel_through_flue_serve(chat):
-    kernel, tmp_path = chat
-    kernel.ok("w.send_message('use the kernel')")
-    block = _poll(kernel, "done(1)", "settled")
-    assert texts(block)[-1] == "The kernel says: 42"
-    [card] = [p for p in block["parts"] if p["kind"] == "tool"]
-    assert card["name"] == "acp_execute" and card["status"] == "ok", card
-    assert kernel.ok("print(hosted)").stdout.strip() == "42"  # the agent's code ran in this namespace
-    # The kernel recorded the served call too, beside the conversation that asked for it.
-    calls = _out(
+def _asked(kernel: Kernel) -> dict[str, Any]:
+    """The first card of the chat that asks for an answer."""
+    return _out(
+        kernel,
+        "card = wait_for(lambda: [c for c in tool_cards(w.history + w.live) if c.get('ask')], 'asked')[0]\n"
+        "print(json.dumps(card))",
+    )
+
+
+def _served(kernel: Kernel) -> list[str]:
+    """What the kernel's record of the agent's calls into it says of each (`<conversation>:acp-calls`)."""
+    return _out(
         kernel,
         "from flue_nb.runtime.session import open_conversation\n"
         "from flue_nb.notebook.document.identity import default_conversation_id\n"
         "c = open_conversation(default_conversation_id() + ':acp-calls', db='flue.sqlite')\n"
-        "print(json.dumps([s.outcome.value for s in c.submissions()]))",
+        "print(json.dumps([f'{s.outcome.value}: {s.result}' for s in c.submissions()]))",
     )
-    assert calls == ["completed"]
+
+
+def _defined(kernel: Kernel) -> bool:
+    return kernel.ok("print('hosted' in globals())").stdout.strip() == "True"
+
+
+def test_an_agent_that_never_asks_works_in_this_kernel_once_its_calls_card_approves(chat):
+    kernel, tmp_path = chat
+    kernel.ok("w.send_message('use the kernel')")
+    # The agent reported its call but asked nothing: flue_nb asks on that call's card.
+    card = _asked(kernel)
+    assert card["name"] == "acp_execute" and card["ask"] == "acp_execute: python: hosted = 6 * 7", card
+    assert not _defined(kernel)  # nothing ran while the card waited
+    kernel.ok(f"assert w.answer({card['call_id']!r}, True)")
+    block = _poll(kernel, "done(1)", "settled")
+    assert texts(block)[-1] == "The kernel says: 42"
+    [done] = [p for p in block["parts"] if p["kind"] == "tool"]
+    assert done["name"] == "acp_execute" and done["status"] == "ok", done
+    assert done["approval"]["approved"] is True and done["approval"]["reason"] == "approved", done
+    assert kernel.ok("print(hosted)").stdout.strip() == "42"  # the agent's code ran in this namespace
+    # The kernel recorded the served call too, beside the conversation that asked for it.
+    assert _served(kernel) == ["completed: `python` ran; its result went back to the client."]
+
+
+def test_a_call_into_this_kernel_denied_on_its_card_does_not_run(chat):
+    kernel, tmp_path = chat
+    kernel.ok("w.send_message('use the kernel')")
+    card = _asked(kernel)
+    kernel.ok(f"assert w.answer({card['call_id']!r}, False)")
+    block = _poll(kernel, "done(1)", "settled")
+    said = texts(block)[-1]
+    assert said.startswith("The kernel says: ") and "declined" in said, said
+    [done] = [p for p in block["parts"] if p["kind"] == "tool"]
+    assert done["approval"]["approved"] is False and done["approval"]["reason"] == "declined", done
+    assert not _defined(kernel)
+    assert _served(kernel) == ["completed: `python` failed; its result went back to the client."]
+
+
+def test_a_call_the_agent_asked_permission_for_is_not_asked_about_again(chat):
+    kernel, tmp_path = chat
+    kernel.ok("w.send_message('ask first, then use the kernel')")
+    card = _asked(kernel)  # the agent's own request
+    kernel.ok(f"assert w.answer({card['call_id']!r}, True)")
+    # Its call into the kernel runs on the pass the grant left: no second question holds it.
+    block = _poll(kernel, "done(1)", "settled")
+    assert texts(block)[-1] == "The kernel says: 42"
+    assert [e["option"] for e in _log(tmp_path) if e["event"] == "permission"] == ["yes"]
+    assert kernel.ok("print(hosted)").stdout.strip() == "42"
+    assert _served(kernel) == ["completed: `python` ran; its result went back to the client."]
+
+
+def test_a_call_into_this_kernel_the_agent_reports_to_no_one_is_refused(chat):
+    kernel, tmp_path = chat
+    kernel.ok("w.send_message('sneak into the kernel')")
+    block = _poll(kernel, "done(1)", "settled")
+    said = texts(block)[-1]
+    assert "reported no tool call with these arguments" in said and "did not run" in said, said
+    assert [p for p in block["parts"] if p["kind"] == "tool"] == []  # no card: nothing was shown
+    assert not _defined(kernel)
+    assert _served(kernel) == ["completed: `python` failed; its result went back to the client."]
 
 
 def test_stop_cancels_the_agents_turn(chat):

@@ -362,3 +362,50 @@ class _Logged(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+
+def test_a_token_granted_with_a_gate_runs_only_what_the_gate_lets_through(served):
+    # What a hosted ACP agent gets (`Served.grant`): its calls pass the gate first; the server's
+    # own token does not, and a revoked grant is refused at the door.
+    import httpx2
+
+    from flue_nb.runtime.facts import ApprovalFacts
+    from flue_nb.runtime.tools.tool import ToolOutput
+
+    served, ns, sessions = served
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def gate(tool: Any, arguments: dict[str, Any]) -> ToolOutput | None:
+        asked.append((tool.name, arguments))
+        if "no" in arguments.get("code", ""):
+            return ToolOutput("Not run: declined.", is_error=True, approval=ApprovalFacts("declined", approved=False))
+        return None
+
+    token = served.grant(gate)
+
+    def call(tok: str, code: str) -> Any:
+        return asyncio.run(_open(served.url, tok, "hosted", lambda s: s.call_tool("python", {"code": code})))
+
+    refused = call(token, "ran.append('no')")
+    allowed = call(token, "ran.append('yes')")
+    own = call(served.token, "ran.append('own, no gate')")
+    assert refused.is_error and text(refused) == "Not run: declined.", text(refused)
+    assert not allowed.is_error and not own.is_error
+    assert ns["ran"] == ["yes", "own, no gate"]  # the refused call's code never ran
+    assert [a for _, a in asked] == [{"code": "ran.append('no')"}, {"code": "ran.append('yes')"}]
+    # Each call is recorded, the refused one with its refusal as its result, and its approval facts.
+    session = sessions["mcp:hosted"]
+    assert outcomes(session) == ["completed"] * 3
+    from flue_nb.runtime.events import ToolEnd
+
+    ended = [e for e in session.events() if isinstance(e, ToolEnd)]
+    assert [e.is_error for e in ended] == [True, False, False]
+    facts = ended[0].approval
+    assert facts is not None and facts.reason == "declined" and facts.approved is False, ended[0]
+    served.revoke(token)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    with httpx2.Client(trust_env=False, timeout=10) as client:
+        assert client.post(served.url, json=body, headers=headers).status_code == 401
+    served.revoke(served.token)  # the server's own token is never revoked
+    assert not call(served.token, "ran.append('still')").is_error

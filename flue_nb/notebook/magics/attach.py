@@ -8,6 +8,10 @@ as it follows another kernel's, and answers their approvals through the store's 
 served tools run under `allow`: the ACP side asks (its client, and this kernel's chat through
 the ballot) before it calls one that changes something, so a call is never asked about twice.
 The ACP process calls `attach()` through the kernel's shell channel and `detach()` when it ends.
+
+An agent this kernel hosts (`%flue chat --agent acp:...`) is not flue_nb and may call without
+asking: it attaches with a `gate`, and gets a token of its own whose every call passes that gate
+(flue_nb's approval, `acp.kernel_calls`) before it runs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.document.identity import default_conversation_id
@@ -23,6 +28,7 @@ from flue_nb.runtime.errors import ConfigError
 
 if TYPE_CHECKING:
     from flue_nb.notebook.serve import Served
+    from flue_nb.runtime.tools.tool import Tool, ToolOutput
 
 __all__ = ["CALLS_SUFFIX", "attach", "attachments", "detach"]
 
@@ -33,7 +39,8 @@ ran in this kernel, beside the conversation that asked for them."""
 _lock = threading.Lock()
 _served: Served | None = None
 """The server `attach()` started (None: none, or it serves through the user's `%flue serve`)."""
-_attached: set[str] = set()
+_attached: dict[str, str | None] = {}
+"""Attachment id -> the token granted to it alone (None: it uses the server's own)."""
 
 
 def attachments() -> int:
@@ -42,11 +49,18 @@ def attachments() -> int:
         return len(_attached)
 
 
-def attach(client: str = "flue-nb acp", *, conversation: str | None = None) -> str:
+def attach(
+    client: str = "flue-nb acp",
+    *,
+    conversation: str | None = None,
+    gate: Callable[[Tool, dict[str, Any]], Awaitable[ToolOutput | None]] | None = None,
+) -> str:
     """Serve this kernel's tools to an ACP process and say, as JSON, where it works: the
     conversation (`conversation`: this kernel's cells' unless given), its store (`db`), the
     working directory (`cwd`), the MCP endpoint (`url`, `token`) and this attachment's id
-    (`attachment`). The first attachment's conversation names the server's record of the calls."""
+    (`attachment`). The first attachment's conversation names the server's record of the calls.
+    With `gate`, the token is this attachment's own, and each call made with it runs only if
+    `gate(tool, arguments)` returns None (else it is refused with what it returned)."""
     global _served
     from flue_nb import __version__
     from flue_nb.notebook import serve as served_mod
@@ -81,7 +95,8 @@ def attach(client: str = "flue-nb acp", *, conversation: str | None = None) -> s
                 **(magics._containment() if magics is not None else {}),
             )
         attachment = uuid.uuid4().hex[:12]
-        _attached.add(attachment)
+        own = running.grant(gate) if gate is not None else None
+        _attached[attachment] = own
     return json.dumps(
         {
             "attachment": attachment,
@@ -90,7 +105,7 @@ def attach(client: str = "flue-nb acp", *, conversation: str | None = None) -> s
             "db": store,
             "cwd": os.getcwd(),
             "url": running.url,
-            "token": running.token,
+            "token": own or running.token,
             "notebook": os.environ.get("JPY_SESSION_NAME", ""),
             "flue_nb": __version__,
         }
@@ -98,12 +113,18 @@ def attach(client: str = "flue-nb acp", *, conversation: str | None = None) -> s
 
 
 def detach(attachment: str) -> bool:
-    """End an attachment; the server `attach()` started stops with the last one. True if it was one."""
+    """End an attachment (its own token no longer admitted); the server `attach()` started
+    stops with the last one. True if it was one."""
     global _served
+    from flue_nb.notebook import serve as served_mod
+
     with _lock:
         if attachment not in _attached:
             return False
-        _attached.discard(attachment)
+        own = _attached.pop(attachment)
+        running = served_mod.current()
+        if own is not None and running is not None:
+            running.revoke(own)
         if not _attached and _served is not None:
             _served.stop()
             _served = None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.kernel.sandbox import KernelSandbox
-from flue_nb.notebook.serve._calls import CallOutcome, Recorder
+from flue_nb.notebook.serve._calls import REFUSED, CallOutcome, Gate, Recorder
 from flue_nb.notebook.serve._main_thread import CALL, MainThread
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.contain import SandboxLevel
@@ -86,6 +86,9 @@ def _marked(tool: Tool) -> Tool:
     """`tool`, telling the main-thread runner which call (and conversation) its code is for."""
 
     async def run(args: Any, ctx: ToolContext) -> Any:
+        refused = REFUSED.pop(ctx.call_id, None)
+        if refused is not None:  # its gate said no (`Served.grant`): recorded, not run
+            return refused
         token = CALL.set((ctx.call_id, ctx.conversation_id))
         try:
             return await call_run(tool, args, ctx)
@@ -98,13 +101,26 @@ def _marked(tool: Tool) -> Tool:
 class Served:
     """A running MCP server of this kernel: `url`, `token`, `status()`, `stop()`."""
 
-    def __init__(self, endpoint: Any, recorder: Recorder, token: str, approval: str) -> None:
+    def __init__(self, endpoint: Any, recorder: Recorder, token: str, approval: str, gates: dict[str, Gate]) -> None:
         self._endpoint = endpoint
         self._recorder = recorder
         self.token = token
         """The bearer token every request must carry (`Authorization: Bearer <token>`)."""
         self.approval = approval
         self.started_at = time.time()
+        self._gates = gates
+
+    def grant(self, gate: Gate) -> str:
+        """A new bearer token whose every call runs only if `gate(tool, arguments)` returns None
+        (else it is recorded refused with what it returned): for a client this kernel hosts."""
+        token, holder = secrets.token_urlsafe(32), secrets.token_hex(8)
+        self._gates[holder] = gate
+        self._endpoint.guard.admit(token, holder)
+        return token
+
+    def revoke(self, token: str) -> None:
+        """Refuse a token `grant` made from now on."""
+        self._endpoint.guard.revoke(token)
 
     @property
     def url(self) -> str:
@@ -265,14 +281,16 @@ def serve(
     )
     recorder.shown_in = shown_in
 
-    async def call(client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
-        return await recorder.call(client, tool, arguments)
+    gates: dict[str, Gate] = {}
+
+    async def call(client: str, tool: str, arguments: dict[str, Any], holder: str) -> CallOutcome:
+        return await recorder.call(client, tool, arguments, gate=gates.get(holder))
 
     if conversation:
         recorder.session(conversation)  # open now: a `%flue chat -c` on it shows this agent at once
     offered = list(recorder.tools.values())
     endpoint = _endpoint(Endpoint, offered, call, host, port, token, workdir)
-    served = Served(endpoint, recorder, token, approval if isinstance(approval, str) else rules.describe())
+    served = Served(endpoint, recorder, token, approval if isinstance(approval, str) else rules.describe(), gates)
     with _lock:
         _current = served
     if isinstance(box._runner, MainThread):

@@ -17,7 +17,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +26,19 @@ from flue_nb.runtime.events import Event, ToolEnd
 from flue_nb.runtime.messages import ToolCall, ToolResultMessage, UserMessage
 from flue_nb.runtime.providers.model import ModelRequest
 from flue_nb.runtime.providers.offline import FunctionModel, Reply
-from flue_nb.runtime.tools.tool import Tool
+from flue_nb.runtime.tools.tool import Tool, ToolOutput
 
 if TYPE_CHECKING:
     from flue_nb.runtime.agent import AgentDef
     from flue_nb.runtime.session import Session
 
-__all__ = ["CallOutcome", "Recorder", "call_message", "parse_call"]
+__all__ = ["REFUSED", "CallOutcome", "Gate", "Recorder", "call_message", "parse_call"]
+
+Gate = Callable[[Tool, dict[str, Any]], Awaitable[ToolOutput | None]]
+"""`(tool, arguments) -> None` to run the call, or the refusal it is recorded with."""
+
+REFUSED: dict[str, ToolOutput] = {}
+"""Call id -> the refusal its gate gave: the offered tool returns it instead of running."""
 
 _HEAD = re.compile(r"^MCP call from `(?P<client>[^`]*)`: (?P<tool>\S+) \[call (?P<id>[\w-]+)\]$")
 
@@ -204,11 +210,14 @@ class Recorder:
         made: AgentDef = agent(mcp_client, name="mcp-client")  # `agent` is typed for both of its forms
         return made
 
-    async def call(self, client: str, tool: str, arguments: dict[str, Any]) -> CallOutcome:
+    async def call(self, client: str, tool: str, arguments: dict[str, Any], gate: Gate | None = None) -> CallOutcome:
         """Run one call as a submission and wait for it; the tool's result (redacted, bounded).
 
         A call waits for the ones before it in its conversation, at most `busy_timeout`; past
         that, or naming a tool not offered, it is refused and recorded as refused (`failed`).
+        With `gate`, the call runs only if the gate lets it (asked before the call waits its
+        turn: an answer a person takes time over holds no other call); a refusal is recorded as
+        the call's result, with its approval facts.
         """
         session = self.session(client)
         call_id = f"mcp_{uuid.uuid4().hex[:16]}"
@@ -218,17 +227,22 @@ class Recorder:
             why = f"unknown tool `{tool}`; this kernel offers {sorted(self.tools)}"
             await session.arefuse(message, ToolInputValidationError(why))
             return CallOutcome(f"The call did not run: {why}.", True)
+        refusal = await gate(self.tools[tool], arguments) if gate is not None else None
+        if refusal is not None:
+            REFUSED[call_id] = refusal
         key = session.conversation_id
         if not await self._turns.take(key, self.busy_timeout):
             why = (
                 f"the kernel is busy: the calls before this one in `{key}` have been running for over "
                 f"{self.busy_timeout:g} s, so this call did not run. Try again when they have ended"
             )
+            REFUSED.pop(call_id, None)
             await session.arefuse(message, SessionBusyError(why))
             return CallOutcome(f"The call did not run: {why}.", True)
         try:
             return await self._run(session, call_id, message)
         finally:
+            REFUSED.pop(call_id, None)
             self._turns.give(key)
 
     async def _run(self, session: Session, call_id: str, message: str) -> CallOutcome:

@@ -28,8 +28,9 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STOPPED = -32000
 """The JSON-RPC error code (implementation-defined server error) of a call cut short by `stop()`."""
 
-Call = Callable[[str, str, dict[str, Any]], Awaitable[CallOutcome]]
-"""`(client name, tool name, arguments) -> outcome`."""
+Call = Callable[[str, str, dict[str, Any], str], Awaitable[CallOutcome]]
+"""`(client name, tool name, arguments, holder) -> outcome`; the holder names the token the call
+came with ("" for the server's own, else what `Guard.admit` was given)."""
 
 
 class Guard:
@@ -46,7 +47,7 @@ class Guard:
         stopping: Callable[[], asyncio.Event | None] = lambda: None,
     ) -> None:
         self.app = app
-        self._token = token.encode()
+        self._tokens: dict[bytes, str] = {token.encode(): ""}
         self._check_host = check_host
         self._stopping = stopping
 
@@ -64,9 +65,11 @@ class Guard:
             await _bare(send, 403, b"Forbidden")
             return
         scheme, _, credential = headers.get("authorization", b"").strip().partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
+        holder = self._holder(credential.strip()) if scheme.lower() == b"bearer" else None
+        if holder is None:
             await _bare(send, 401, b"")
             return
+        scope["flue.holder"] = holder
         if scope.get("method") == "GET":
             await _until_stopped(self.app, scope, receive, send, self._stopping())
             return
@@ -82,6 +85,22 @@ class Guard:
             await self.app(scope, watching, send)
         finally:
             watching.close()
+
+    def admit(self, token: str, holder: str) -> None:
+        """Accept `token` too; its requests carry `holder` to the call (`Call`)."""
+        self._tokens = {**self._tokens, token.encode(): holder}
+
+    def revoke(self, token: str) -> None:
+        """No longer accept a token `admit` added."""
+        self._tokens = {k: v for k, v in self._tokens.items() if k != token.encode() or v == ""}
+
+    def _holder(self, credential: bytes) -> str | None:
+        """Whose token `credential` is (None: no one's); every token is compared, in constant time."""
+        found = None
+        for token, holder in self._tokens.items():
+            if hmac.compare_digest(credential, token):
+                found = holder
+        return found
 
 
 async def _until_stopped(app: Any, scope: Any, receive: Any, send: Any, stopping: asyncio.Event | None) -> None:
@@ -150,10 +169,14 @@ class _Watch:
             self._after.cancel()
 
 
+def _scope(ctx: Any) -> dict[str, Any]:
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    return scope if isinstance(scope, dict) else {}
+
+
 def _gone_event(ctx: Any) -> asyncio.Event | None:
     """The event `Guard` sets when the client of this request disconnects, if it is watched."""
-    scope = getattr(getattr(ctx, "request", None), "scope", None)
-    gone = scope.get("flue.gone") if isinstance(scope, dict) else None
+    gone = _scope(ctx).get("flue.gone")
     return gone if isinstance(gone, asyncio.Event) else None
 
 
@@ -262,7 +285,9 @@ class Endpoint:
         async def call_tool(ctx: Any, params: Any) -> Any:
             # A tool we do not offer is the recorder's to refuse too: every call is recorded.
             client, arguments = _client_name(ctx), dict(params.arguments or {})
-            return _result(await self._answer(lambda: call(client, params.name, arguments), _gone_event(ctx)))
+            holder = str(_scope(ctx).get("flue.holder") or "")
+            running = lambda: call(client, params.name, arguments, holder)  # noqa: E731
+            return _result(await self._answer(running, _gone_event(ctx)))
 
         server = Server("flue-kernel", on_list_tools=list_tools, on_call_tool=call_tool)
         # `Guard` checks Host (on loopback) and Origin; the SDK's own check compares them
@@ -273,7 +298,8 @@ class Endpoint:
         app = server.streamable_http_app(transport_security=security, host=host, json_response=True)
         self.sock = _bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
-        self._uvicorn = _uvicorn(Guard(app, token, check_host=loopback, stopping=lambda: self._stopping))
+        self.guard = Guard(app, token, check_host=loopback, stopping=lambda: self._stopping)
+        self._uvicorn = _uvicorn(self.guard)
         self._thread = threading.Thread(target=self._serve, name="flue-serve", daemon=True)
         self._started = threading.Event()
         self._thread.start()
