@@ -1158,7 +1158,8 @@ async function render({ model, el }) {
     const st = model.get("status") || {};
     const mode = model.get("mode");
     root.classList.toggle("flue-mode-cell", mode === "cell");
-    $(".flue-title").textContent = `flue · ${st.agent || "agent"}${st.model ? " · " + st.model : ""} · ${model.get("title")}`;
+    const showModel = st.model && st.model !== st.agent; // a hosted ACP agent is its own model: named once
+    $(".flue-title").textContent = `flue · ${st.agent || "agent"}${showModel ? " · " + st.model : ""} · ${model.get("title")}`;
     const live = model.get("live") || [];
     const running = st.running || live.some((b) => b.state === "running");
     const queued = live.filter((b) => b.state === "queued" || b.state === "joining").length;
