@@ -6,10 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test bench browser clean
 
+# uv installs in seconds what pip takes minutes of a 2-core machine for; the tests install their
+# own venvs (the browser's, jupyter-ai's, ...) with this one's uv too (tests/venvs.py).
+UV     := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY)
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q uv
+	$(UV) -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +36,7 @@ browser: $(STAMP)
 	$(PY) -c "import sys; sys.path.insert(0, 'tests/browser'); import _lab; print(_lab.chromium(), _lab.browser_venv())"
 
 bench: $(STAMP)
-	$(PY) -m pip install -q -e '.[bench]'
+	$(UV) -e '.[bench]'
 	$(PY) bench/run.py
 
 clean:

@@ -32,19 +32,15 @@ sys.path.insert(0, str(ROOT / "tests" / "notebook"))
 sys.path.insert(0, str(ROOT / "tests"))
 from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env  # noqa: E402
 from locks import APT, exclusive  # noqa: E402
+from venvs import Unavailable, venv_python  # noqa: E402
 
 VENV = ROOT / ".venv-browser"
-STAMP = VENV / ".installed"
 PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8"]
 # The live-document tests' server: the same plus real-time collaboration, in a venv of its own so
 # the other browser tests keep a Lab without it.
 LIVE_VENV = ROOT / ".venv-live"
 LIVE_PACKAGES = [*PACKAGES, "jupyter-collaboration>=4"]
 CHROMIUM = "/usr/bin/chromium"
-
-
-class Unavailable(Exception):
-    """The browser test's prerequisites cannot be had on this machine."""
 
 
 def chromium() -> str:
@@ -72,26 +68,7 @@ def _install_chromium() -> str:
 
 def browser_venv(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
     """`venv`'s python (`.venv-browser` by default), created (and `packages` installed) when missing."""
-    with exclusive(venv):  # one test worker builds it; the others wait for it
-        return _build_venv(venv, packages)
-
-
-def _build_venv(venv: Path, packages: list[str]) -> Path:
-    python = venv / "bin" / "python"
-    stamp = venv / STAMP.name
-    if stamp.exists() and stamp.read_text() == "\n".join(packages):
-        return python
-    if not python.exists():
-        done = subprocess.run([sys.executable, "-m", "venv", str(venv)],
-                              check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
-        if done.returncode != 0:
-            raise Unavailable(f"could not create {venv}: {done.stderr.strip()[-500:]}")
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages],
-                          check=False, capture_output=True, text=True, timeout=1800)  # fmt: skip
-    if done.returncode != 0:
-        raise Unavailable(f"pip could not install {packages} into {venv}: {done.stderr.strip()[-800:]}")
-    stamp.write_text("\n".join(packages))
-    return python
+    return venv_python(venv, packages)
 
 
 def prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> tuple[str, Path]:

@@ -5,7 +5,7 @@ MCP server the chat gave it; fast-agent asks permission, the chat card's Approve
 code runs in the kernel's namespace, and the answer streams into the chat.
 
 fast-agent needs Python >= 3.12, so it lives in a venv of its own, `.venv-fast-agent/`, built here
-with pip from the package index (`FAST_AGENT`, pinned) on a 3.12+ interpreter: the one
+(`tests/venvs.py`) from the package index (`FAST_AGENT`, pinned) on a 3.12+ interpreter: the one
 `FLUE_TEST_PYTHON312` names, else `python3.13`/`python3.12` on PATH, else pyenv's. Without one
 (or without the index) the test skips saying why, except under CI (`CI=true`), where it fails.
 """
@@ -30,7 +30,7 @@ pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extr
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from locks import exclusive  # noqa: E402
+from venvs import Unavailable, venv_python  # noqa: E402
 
 from tests.openai_server import OpenAIServer, chat, text, tool_call  # noqa: E402
 
@@ -38,10 +38,6 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]  # the first run bu
 
 FAST_AGENT = "fast-agent-mcp==0.10.48"
 VENV = ROOT / ".venv-fast-agent"
-
-
-class Unavailable(Exception):
-    """fast-agent cannot be had here."""
 
 
 def _interpreter() -> str:
@@ -66,29 +62,10 @@ def _interpreter() -> str:
 
 def fast_agent_acp() -> Path:
     """`.venv-fast-agent`'s `fast-agent-acp`, the venv built (and fast-agent installed) when missing."""
-    with exclusive(VENV):
-        script = VENV / "bin" / "fast-agent-acp"
-        stamp = VENV / ".installed"
-        if stamp.exists() and stamp.read_text() == FAST_AGENT and script.exists():
-            return script
-        python = VENV / "bin" / "python"
-        if not python.exists():
-            done = subprocess.run(
-                [_interpreter(), "-m", "venv", str(VENV)], capture_output=True, text=True, check=False, timeout=300
-            )
-            if done.returncode != 0:
-                raise Unavailable(f"could not create {VENV}: {done.stderr.strip()[-500:]}")
-        done = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", FAST_AGENT],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=1800,
-        )
-        if done.returncode != 0 or not script.exists():
-            raise Unavailable(f"pip could not install {FAST_AGENT} into {VENV}: {done.stderr.strip()[-800:]}")
-        stamp.write_text(FAST_AGENT)
-        return script
+    script = venv_python(VENV, [FAST_AGENT], interpreter=_interpreter()).with_name("fast-agent-acp")
+    if not script.exists():
+        raise Unavailable(f"{FAST_AGENT} installed into {VENV} has no fast-agent-acp")
+    return script
 
 
 @pytest.fixture(scope="module")

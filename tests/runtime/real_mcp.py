@@ -28,15 +28,12 @@ from mcp_client import serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from locks import exclusive  # noqa: E402
+from venvs import Unavailable, venv_python  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / ".mcp-servers"
 PINS = Path(__file__).with_name("real_servers")
 PYTHON_PINS = ["mcp-server-time==2026.10.19", "mcp-server-git==2026.10.19"]
-
-
-class Unavailable(Exception):
-    """A reference server cannot be had on this machine."""
 
 
 def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 900) -> None:
@@ -70,16 +67,7 @@ def npm_servers() -> Path:
 
 def python_servers() -> Path:
     """`.mcp-servers/venv/bin`, holding `mcp-server-time` and `mcp-server-git`."""
-    venv = HOME / "venv"
-    want = _stamp(*(p.encode() for p in PYTHON_PINS))
-    stamp = venv / ".installed"
-    with exclusive(venv):  # one test worker installs; the others wait for it
-        if not (stamp.exists() and stamp.read_text() == want):
-            if not (venv / "bin" / "python").exists():
-                _run([sys.executable, "-m", "venv", str(venv)], timeout=300)
-            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *PYTHON_PINS])
-            stamp.write_text(want)
-    return venv / "bin"
+    return venv_python(HOME / "venv", PYTHON_PINS).parent
 
 
 def node_command(package: str, *args: str) -> list[str]:
