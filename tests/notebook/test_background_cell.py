@@ -63,3 +63,30 @@ def test_keyboard_interrupt_raised_by_background_code_leaves_the_runtime_working
     _wait_for(kernel, "len(raiser.requests) >= 2")
     run = kernel.ok("%flue -c kb -m raiser and again", timeout=20)
     assert "next" in run.text() and "[✓ completed]" in run.text()
+
+
+def test_a_background_cell_that_settles_between_cells_is_sent_again_with_the_next_cell(kernel):
+    # Sent between two cells, the final update carries the finished cell's parent header, which
+    # nbclient (`flue-nb run`, nbval) drops: the saved notebook said "running" for a run that had
+    # failed (seen once in a loaded run of tests/test_cli.py). The next cell sends it again.
+    import queue
+
+    kernel.ok("from flue_nb.models import fail\nbad = ScriptedModel([fail('bad_request', 'refused')])")
+    first = kernel.ok("%flue -m bad --background go")
+    [did] = [d for d in first.displays if not d.startswith("_out")]
+    deadline = time.monotonic() + 60
+    status = None
+    while status != "failed":  # the final update, read between cells (no cell runs now)
+        assert time.monotonic() < deadline, f"the background run never settled: {status}"
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=1.0)
+        except queue.Empty:
+            continue
+        if (msg["content"].get("transient") or {}).get("display_id") == did:
+            assert msg["parent_header"]["msg_id"] == first.messages[0]["parent_header"]["msg_id"], msg
+            status = msg["content"].get("metadata", {}).get("flue", {}).get("status")
+    second = kernel.ok("pass")
+    assert second.updates.get(did) == 1, second.displays.keys()  # with this cell's parent, once
+    assert second.displays[did]["metadata"]["flue"]["status"] == "failed"
+    third = kernel.ok("pass")
+    assert did not in third.displays  # once only

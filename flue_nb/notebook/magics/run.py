@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from IPython import get_ipython
 from IPython.display import clear_output, display
 
 from flue_nb.notebook.kernel import drawing
@@ -103,10 +104,14 @@ class CellRun:
         self.watched = background or (_watched_live() if stream is None else stream)
         self.display_id = ""
         self.publish: Callable[[object], None] = _nowhere
+        self.sent: list[object] = []
+        """A background cell's last output sent (`_remembering`)."""
         if self.watched:
             first = self.view if background else BLANK
             handle = display(first if self.chat is None else self.chat.bundle(first), display_id=True)
             self.publish, self.display_id = handle_publisher(handle), handle.display_id
+            if background:
+                self.publish = _remembering(self.publish, self.sent)
         # With the widget, the display is never re-sent while the run streams (a frontend would
         # rebuild the widget's view at each update); the widget updates itself over its comm.
         self.live = LiveOutput(self.view, self.publish if self.chat is None else self.chat.quiet)
@@ -154,6 +159,7 @@ class CellRun:
             # Set before `bind`, which replays early events: a fast run may have settled already.
             def settled() -> None:
                 self.stop()
+                _again_at_next_cell(self.publish, self.sent)  # first: the next cell may start at once
                 self.finish()
 
             self.live.on_settled = settled
@@ -223,6 +229,33 @@ def _watched_live() -> bool:
     from flue_nb.notebook.views.chat.frontend import watched_live
 
     return watched_live()
+
+
+def _remembering(publish: Callable[[object], None], sent: list[object]) -> Callable[[object], None]:
+    """`publish`, keeping the last object it sent in `sent`."""
+
+    def remembered(obj: object) -> None:
+        sent[:] = [obj]
+        publish(obj)
+
+    return remembered
+
+
+def _again_at_next_cell(publish: Callable[[object], None], sent: list[object]) -> None:
+    """Send a background cell's last output (the newest in `sent` then) once more when the next
+    cell starts. Sent between two cells, its final update carried the finished cell's parent
+    header, which nbclient (`flue-nb run`, nbval) drops: the saved notebook kept "running" for a
+    run that had settled. A front end gets the same output twice."""
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def again(*_info: object) -> None:
+        shell.events.unregister("pre_run_cell", again)
+        if sent:
+            publish(sent[-1])
+
+    shell.events.register("pre_run_cell", again)
 
 
 def _cell_chat(session: Session, model: str, background: bool) -> CellChat:
