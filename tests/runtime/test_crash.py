@@ -30,7 +30,10 @@ pytestmark = pytest.mark.crash
 
 CHILD = Path(__file__).with_name("crash_child.py")
 CONVERSATION = "crash"
-REPS = 10
+REPS = int(os.environ.get("FLUE_CRASH_REPS", "5"))
+"""Repetitions per kill point and store: 5 in `make test` (the suite's largest CPU cost on a
+2-core machine, a third of it at 10); `FLUE_CRASH_REPS=50 pytest tests/runtime/test_crash.py`
+for a larger matrix."""
 WORKERS = 4
 MARKER_WAIT = 120.0
 """Bound on how long the parent waits for the child to reach its kill point."""
