@@ -8,12 +8,14 @@ STAMP  := $(VENV)/.installed
 
 # uv installs in seconds what pip takes minutes of a 2-core machine for; the tests install their
 # own venvs (the browser's, jupyter-ai's, ...) with this one's uv too (tests/venvs.py).
+# uv takes the system's certificates, as pip does here (PIP_CERT); pip stays the fallback.
 UV     := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY)
+export UV_NATIVE_TLS := 1
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q uv
-	$(UV) -e '.[test]'
+	$(PY) -m pip install -q uv || true
+	$(UV) -e '.[test]' || $(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -36,7 +38,7 @@ browser: $(STAMP)
 	$(PY) -c "import sys; sys.path.insert(0, 'tests/browser'); import _lab; print(_lab.chromium(), _lab.browser_venv())"
 
 bench: $(STAMP)
-	$(UV) -e '.[bench]'
+	$(UV) -e '.[bench]' || $(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py
 
 clean:

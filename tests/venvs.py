@@ -43,11 +43,14 @@ def venv_python(venv: Path, packages: Sequence[str], *, interpreter: str = sys.e
 
 
 def install(python: Path, packages: Sequence[str], *, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    """Install `packages` (pip's arguments) into the environment of `python`: uv, else pip."""
+    """Install `packages` (pip's arguments) into the environment of `python`: uv, else (or
+    when uv fails) pip."""
     uv = Path(sys.executable).with_name("uv")
     if uv.exists():
         command = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", str(python), *packages]
-        return _run(command, timeout=timeout)
+        done = _run(command, timeout=timeout)
+        if done.returncode == 0:
+            return done
     return _run([str(python), "-m", "pip", "install", "-q", *packages], timeout=timeout)
 
 
