@@ -32,6 +32,22 @@ for _var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", 
 os.environ["FLUE_ALLOW_MODEL_REQUESTS"] = "0"
 
 
+@pytest.fixture(autouse=True)
+def _chats_closed() -> Any:
+    """Close the chat widgets a test left open in this process: a chat left open goes on reading
+    its store from its follower's thread, into the next test of the worker (which once counted
+    another store's statements as its own)."""
+    yield
+    import sys
+
+    widget = sys.modules.get("flue_nb.notebook.views.chat.widget")
+    for w in widget.open_widgets() if widget is not None else ():
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001 - a test may have closed its comm already
+            pass
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """A temporary working directory that is also the process's cwd."""

@@ -88,11 +88,14 @@ class StoreFollower:
         with self._lock:
             self._own = True
 
-    def stop(self) -> None:
-        """Stop following (the chat closed)."""
+    def stop(self, wait: float = 2.0) -> None:
+        """Stop following (the chat closed), and wait up to `wait` s for a look under way to end:
+        a chat closed is one that reads its store no more."""
         with self._lock:
             self._stopped = True
         self._watch.close()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(wait)
 
     def _run(self) -> None:
         while not self._stopped:
