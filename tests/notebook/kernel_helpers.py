@@ -121,14 +121,26 @@ class Kernel:
         """`kernel_name`: a kernelspec installed in `root`'s data dir, instead of the plain one."""
         self.root = root
         self.env = jupyter_env(root, **env)
-        if kernel_name is None:
-            self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root, python))
-        else:
-            specs = KernelSpecManager(kernel_dirs=[str(root / "data" / "kernels")])
-            self.km = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
-        self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
-        self.km.start_kernel(env=self.env, cwd=str(cwd))
-        self.kc = self._client()
+        for attempt in (1, 2):
+            if kernel_name is None:
+                self.km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=_spec_manager(root, python))
+            else:
+                specs = KernelSpecManager(kernel_dirs=[str(root / "data" / "kernels")])
+                self.km = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
+            self.km.connection_file = str(root / "runtime" / f"kernel-{uuid.uuid4().hex[:8]}.json")
+            self.km.start_kernel(env=self.env, cwd=str(cwd))
+            try:
+                self.kc = self._client()
+                break
+            except RuntimeError as exc:
+                # jupyter_client picks the kernel's TCP ports by binding and releasing them: a
+                # kernel another test worker starts at that moment can take one, and this one
+                # dies at start (seen once in a parallel run). A kernel dying for a reason of
+                # its own dies again.
+                if attempt == 2 or "died" not in str(exc):
+                    raise
+                print(f"kernel_helpers: the kernel died at start ({exc}); starting it once more", file=sys.stderr)
+                self.km.shutdown_kernel(now=True)
         self.shown: dict[str, dict[str, Any]] = {}
         """display id -> the data it shows now: every display and update of it applied in the
         order they arrived, whichever cell they came with (as a frontend does)."""
@@ -136,7 +148,11 @@ class Kernel:
     def _client(self) -> Any:
         kc = self.km.client()
         kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+        try:
+            kc.wait_for_ready(timeout=60)
+        except BaseException:
+            kc.stop_channels()
+            raise
         return kc
 
     def send(self, code: str) -> str:
