@@ -420,11 +420,7 @@ class Conversation:
             emit(ev.SubmissionRunning(attempt=attempt, agent=agent.name))
             emit(ev.AgentStart(agent=agent.name))
             try:
-                self._run_task = asyncio.ensure_future(
-                    within(
-                        self._attempt(sub, attempt, agent, now + remaining), remaining, grace=self.settings.settle_grace
-                    )
-                )
+                self._run_task = asyncio.ensure_future(self._attempt_within(sub, attempt, agent, now, remaining))
                 text = await asyncio.shield(self._run_task)
             except BaseException as exc:  # noqa: BLE001 - every failure maps to one decision below
                 if self._run_task is not None and not self._run_task.done():
@@ -526,6 +522,15 @@ class Conversation:
         if self.transcript is None:
             return []
         return close_dangling(self.transcript, self._recorder(sid), sid, text)
+
+    async def _attempt_within(
+        self, sub: Submission, attempt: int, agent: AgentDef, now: float, remaining: float
+    ) -> str:
+        """One attempt within the `remaining` seconds of its submission. Its coroutine is made
+        once this task runs: made beforehand, a Stop that cancels the task before its first
+        step left it never awaited (a RuntimeWarning)."""
+        work = self._attempt(sub, attempt, agent, now + remaining)
+        return await within(work, remaining, grace=self.settings.settle_grace)
 
     async def _attempt(self, sub: Submission, attempt: int, agent: AgentDef, ends_at: float) -> str:
         t = self._load()
