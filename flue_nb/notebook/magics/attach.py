@@ -20,7 +20,6 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from flue_nb.notebook.document.identity import default_conversation_id
@@ -28,7 +27,7 @@ from flue_nb.runtime.errors import ConfigError
 
 if TYPE_CHECKING:
     from flue_nb.notebook.serve import Served
-    from flue_nb.runtime.tools.tool import Tool, ToolOutput
+    from flue_nb.notebook.serve._calls import Gate
 
 __all__ = ["CALLS_SUFFIX", "attach", "attachments", "detach"]
 
@@ -53,7 +52,7 @@ def attach(
     client: str = "flue-nb acp",
     *,
     conversation: str | None = None,
-    gate: Callable[[Tool, dict[str, Any]], Awaitable[ToolOutput | None]] | None = None,
+    gate: Gate | None = None,
 ) -> str:
     """Serve this kernel's tools to an ACP process and say, as JSON, where it works: the
     conversation (`conversation`: this kernel's cells' unless given), its store (`db`), the

@@ -119,8 +119,10 @@ class Served:
         return token
 
     def revoke(self, token: str) -> None:
-        """Refuse a token `grant` made from now on."""
-        self._endpoint.guard.revoke(token)
+        """Refuse a token `grant` made from now on (and forget its gate)."""
+        holder = self._endpoint.guard.revoke(token)
+        if holder:
+            self._gates.pop(holder, None)
 
     @property
     def url(self) -> str:

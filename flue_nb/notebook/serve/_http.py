@@ -90,9 +90,13 @@ class Guard:
         """Accept `token` too; its requests carry `holder` to the call (`Call`)."""
         self._tokens = {**self._tokens, token.encode(): holder}
 
-    def revoke(self, token: str) -> None:
-        """No longer accept a token `admit` added."""
-        self._tokens = {k: v for k, v in self._tokens.items() if k != token.encode() or v == ""}
+    def revoke(self, token: str) -> str | None:
+        """No longer accept a token `admit` added; its holder (None: not one `admit` added)."""
+        holder = self._tokens.get(token.encode())
+        if not holder:
+            return None  # the server's own token stays
+        self._tokens = {k: v for k, v in self._tokens.items() if k != token.encode()}
+        return holder
 
     def _holder(self, credential: bytes) -> str | None:
         """Whose token `credential` is (None: no one's); every token is compared, in constant time."""
