@@ -26,8 +26,7 @@ from flue_nb.notebook.document.identity import default_conversation_id
 from flue_nb.runtime.errors import ConfigError
 
 if TYPE_CHECKING:
-    from flue_nb.notebook.serve import Served
-    from flue_nb.notebook.serve._calls import Gate
+    from flue_nb.notebook.serve import Gate, Served
 
 __all__ = ["CALLS_SUFFIX", "attach", "attachments", "detach"]
 

@@ -32,7 +32,7 @@ from flue_nb.runtime.tools.tool import Tool, ToolContext, call_run
 if TYPE_CHECKING:
     from flue_nb.runtime.agent import AgentDef
 
-__all__ = ["Served", "ServeStatus", "current", "serve", "stop"]
+__all__ = ["Gate", "Served", "ServeStatus", "current", "serve", "stop"]
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a call waits for a running cell to end before it says the kernel is busy."""
