@@ -12,10 +12,10 @@ CI (`CI=true`), where it fails.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -156,10 +156,29 @@ def run_driver(
     return report
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def start_jupyter(argv: list[str], *, cwd: Path, env: dict[str, str], log: Any) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a Jupyter server (`argv` without a port) on a port the OS gives it: the process and
+    that port, read from the server's info file. A port picked here and passed on could be taken
+    meanwhile by a kernel another test worker starts (whose ZMQ socket then answered the readiness
+    check); the server's own pick leaves it no such window. Started once more if it still lost."""
+    runtime = Path(env["JUPYTER_RUNTIME_DIR"])
+    for attempt in (1, 2):
+        proc = subprocess.Popen([*argv, "--port=0", "--ServerApp.port_retries=0"], cwd=cwd, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        info = runtime / f"jpserver-{proc.pid}.json"
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                return proc, int(json.loads(info.read_text())["port"])
+            except (OSError, ValueError, KeyError):  # not written yet, or half-written
+                time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if attempt == 2 or time.monotonic() >= deadline:
+            break
+    log.flush()
+    raise RuntimeError(f"the Jupyter server did not start:\n{Path(log.name).read_text()[-3000:]}")
 
 
 def _settings(settings: Path) -> None:
@@ -186,8 +205,6 @@ class Lab:
         self, python: Path, root: Path, env: dict[str, str], *, token: str = "", hashed_password: str = ""
     ) -> None:
         self.root = root
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         """The server's token ("" for none: the browser tests open its pages without one)."""
         self.password = bool(hashed_password)
@@ -198,12 +215,17 @@ class Lab:
         env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(settings),
                "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces")}  # fmt: skip
         self.log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-             f"--port={self.port}", f"--ServerApp.token={token}", f"--ServerApp.password={hashed_password}",
-             f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
-            cwd=root / "nb", env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        try:
+            self.proc, self.port = start_jupyter(
+                [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
+                 f"--ServerApp.token={token}", f"--ServerApp.password={hashed_password}",
+                 f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
+                cwd=root / "nb", env=env, log=self.log,
+            )  # fmt: skip
+        except BaseException:
+            self.log.close()
+            raise
+        self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -213,7 +235,7 @@ class Lab:
             except urllib.error.HTTPError as exc:
                 if exc.code == 403 and self.password and not token:
                     return  # up, and refusing what has no login, as it should
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

@@ -10,11 +10,11 @@ the server's runtime dir and a session the sessions API knows; `attach()` talks 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,7 +28,7 @@ from jupyter_client import BlockingKernelClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _lab import LIVE_PACKAGES, LIVE_VENV, Unavailable, browser_venv
+from _lab import LIVE_PACKAGES, LIVE_VENV, Unavailable, browser_venv, start_jupyter
 from kernel_helpers import KERNEL_NAME, Kernel, _spec_manager, jupyter_env
 
 
@@ -42,13 +42,6 @@ def live_python() -> Path:
         pytest.skip(f"no Jupyter server with collaboration: {exc}")
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LiveServer:
     """`jupyter server` with jupyter-collaboration, on loopback, for one test module."""
 
@@ -59,24 +52,27 @@ class LiveServer:
         self.nb = root / "nb"
         self.nb.mkdir(parents=True, exist_ok=True)
         self.token = secrets.token_hex(16)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
         self.env = jupyter_env(root, **(env or {}))
         _spec_manager(root)  # the kernelspec running this venv's python, in the server's data dir
         self.log_path = root / "server.log"
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-             f"--port={self.port}", f"--ServerApp.token={self.token}", "--ServerApp.password=",
-             f"--ServerApp.root_dir={self.nb}", *extra],
-            cwd=self.nb, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        try:
+            self.proc, self.port = start_jupyter(
+                [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
+                 f"--ServerApp.token={self.token}", "--ServerApp.password=",
+                 f"--ServerApp.root_dir={self.nb}", *extra],
+                cwd=self.nb, env=self.env, log=self._log,
+            )  # fmt: skip
+        except BaseException:
+            self._log.close()
+            raise
+        self.url = f"http://127.0.0.1:{self.port}/"
         deadline = time.monotonic() + 120
         while True:
             try:
                 self.api("GET", "api/status", timeout=2)
                 return
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
