@@ -6,9 +6,7 @@ import asyncio
 import atexit
 import os
 import queue
-import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +16,7 @@ from flue_nb.runtime.agent.limits import check_limits
 from flue_nb.runtime.coordinator import coordinator
 from flue_nb.runtime.core.conversation import Conversation
 from flue_nb.runtime.core.loop import RunSettings
-from flue_nb.runtime.core.owner import provably_dead
+from flue_nb.runtime.core.owner import new_owner, provably_dead
 from flue_nb.runtime.core.replay import Page, newest_seq, rebuild_page
 from flue_nb.runtime.core.tally import Tally, folded
 from flue_nb.runtime.errors import ConfigError, FlueError, SubmissionAbortedError, error_from_dict
@@ -43,10 +41,25 @@ __all__ = [
     "store_for",
 ]
 
-_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+_OWNER = new_owner()
 _registry_lock = threading.Lock()
 _stores: dict[str, Store] = {}
 _conversations: dict[tuple[int, str], Conversation] = {}
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing's default on Linux) is a new lease owner, and keeps none
+    of its parent's stores or conversations: their connections and event-loop threads stayed in
+    the parent. With the parent's owner string, the child would have passed for the parent as
+    the holder of its leases."""
+    global _OWNER, _registry_lock
+    _OWNER = new_owner()
+    _registry_lock = threading.Lock()
+    _stores.clear()
+    _conversations.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
