@@ -294,7 +294,18 @@ class Child:
         (self.dir / "outcomes.json").write_text(json.dumps(outcomes))
 
 
-def main() -> None:
+def forked(argv: list[str], cwd: str, out: str) -> None:
+    """`main(argv)` in a process forked from one that imported this module (the crash tests'
+    forkserver), as `python crash_child.py ARGV` would run it: in `cwd`, its output in `out`."""
+    os.chdir(cwd)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    main(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "mode",
@@ -315,7 +326,7 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--dir", required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     child = Child(args.mode, args.db, args.conversation, Path(args.dir))
     if args.mode in ("recover", "recover_slow", "recover_keep"):
         child.recover()

@@ -2,7 +2,8 @@
 
 A child process (crash_child.py) runs an agent on a file store and is SIGKILLed at a chosen
 point; a new process opens the same store and conversation and reads every submission to its
-outcome. For every kill point, over REPS repetitions: every accepted submission has exactly one
+outcome. Each is a process of its own, forked from a server process that imported crash_child
+(and flue_nb) once: the suite's largest CPU cost was every child's imports. For every kill point, over REPS repetitions: every accepted submission has exactly one
 terminal outcome, no recorded tool result was produced by a second run of the tool, no
 queued message is lost, and each lifecycle callback ran exactly once (issue 25.4). The matrix of outcomes is printed at the end of the module.
 """
@@ -10,11 +11,12 @@ queued message is lost, and each lifecycle callback ran exactly once (issue 25.4
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import signal
-import subprocess
-import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +27,18 @@ from typing import Any
 import pytest
 
 from flue_nb.runtime.store import Outcome, Record, SubmissionState
+from tests.runtime import crash_child
 
 pytestmark = pytest.mark.crash
 
-CHILD = Path(__file__).with_name("crash_child.py")
+FORKS = multiprocessing.get_context("forkserver")
+"""Where the children come from: a single-threaded process that imported these once (fork from
+the test's own threaded process would not be safe). Each child is forked before it opens any
+store, and is a lease owner of its own (flue_nb's session makes a new owner after a fork)."""
+FORKS.set_forkserver_preload(
+    ["tests.runtime.crash_child", "flue_nb.runtime.session", "flue_nb.runtime.store.url"]
+    + ["flue_nb.runtime.store.sqlite", "flue_nb.runtime.store.postgres"]
+)
 CONVERSATION = "crash"
 REPS = int(os.environ.get("FLUE_CRASH_REPS", "5"))
 """Repetitions per kill point and store: 5 in `make test` (the suite's largest CPU cost on a
@@ -131,18 +141,29 @@ def _prefilled(d: Path) -> set[str]:
     return set(path.read_text().split()) if path.exists() else set()
 
 
-def _child(mode: str, d: Path) -> list[str]:
-    return [
-        sys.executable,
-        str(CHILD),
-        mode,
-        "--db",
-        _db(d),
-        "--conversation",
-        CONVERSATION,
-        "--dir",
-        str(d),
-    ]
+_STATUS = threading.Lock()
+"""multiprocessing reads a child's exit status from a pipe, once, and `Process.start()` polls
+every other child of the process too: two threads reading one status at once leave one of them
+an EOF, which it reports as exit code 255 (seen). Starts, status reads and closes take this lock."""
+
+
+def _child(mode: str, d: Path, out: str) -> Any:
+    """A started child running `crash_child.py MODE` in `d`, its output in `d/out`."""
+    argv = [mode, "--db", _db(d), "--conversation", CONVERSATION, "--dir", str(d)]
+    proc = FORKS.Process(target=crash_child.forked, args=(argv, str(d), str(d / out)), name=f"crash-{mode}")
+    with _STATUS:
+        proc.start()
+    return proc
+
+
+def _ended(proc: Any, timeout: float | None = 0) -> int | None:
+    """The child's exit code once it has ended (waiting up to `timeout`, None: for ever), else None."""
+    if not multiprocessing.connection.wait([proc.sentinel], timeout):
+        return None
+    with _STATUS:
+        code: int = proc.exitcode
+        proc.close()
+    return code
 
 
 def _tail(path: Path) -> str:
@@ -151,42 +172,34 @@ def _tail(path: Path) -> str:
 
 def _kill_at_marker(mode: str, d: Path) -> dict[str, Any]:
     """Start the child, wait (bounded) for its marker, SIGKILL it; return the marker."""
-    with open(d / "child.out", "w") as out:
-        proc = subprocess.Popen(_child(mode, d), stdout=out, stderr=subprocess.STDOUT, cwd=d)
+    proc = _child(mode, d, "child.out")
+    code = None
     try:
         deadline = time.monotonic() + MARKER_WAIT
         while not (d / "marker").exists():
-            if proc.poll() is not None:
+            if (code := _ended(proc)) is not None:
                 raise AssertionError(
-                    f"{d.name}: the child exited ({proc.returncode}) before its kill point:\n{_tail(d / 'child.out')}"
+                    f"{d.name}: the child exited ({code}) before its kill point:\n{_tail(d / 'child.out')}"
                 )
             if time.monotonic() > deadline:
                 raise AssertionError(f"{d.name}: no marker within {MARKER_WAIT} s:\n{_tail(d / 'child.out')}")
             time.sleep(0.005)
         if mode == "admitting":
             time.sleep(random.uniform(0.0, 0.05))  # land anywhere in the admission loop
-        proc.send_signal(signal.SIGKILL)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, (
-        f"{d.name}: child ended with {proc.returncode}:\n{_tail(d / 'child.out')}"
-    )
+        if code is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            code = _ended(proc, None)
+    assert code == -signal.SIGKILL, f"{d.name}: child ended with {code}:\n{_tail(d / 'child.out')}"
     return json.loads((d / "marker").read_text())
 
 
 def _recover(d: Path) -> None:
-    with open(d / "recover.out", "w") as out:
-        proc = subprocess.run(
-            _child("recover", d),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=d,
-            timeout=120,
-            check=False,
-        )
-    assert proc.returncode == 0, f"{d.name}: the recovering process failed:\n{_tail(d / 'recover.out')}"
+    proc = _child("recover", d, "recover.out")
+    if (code := _ended(proc, 120)) is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        code = _ended(proc, None)
+    assert code == 0, f"{d.name}: the recovering process failed ({code}):\n{_tail(d / 'recover.out')}"
 
 
 def _lines(path: Path) -> list[str]:
