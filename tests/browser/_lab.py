@@ -226,21 +226,24 @@ class Lab:
             self.log.close()
             raise
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with self.open("api/status", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except urllib.error.HTTPError as exc:
-                if exc.code == 403 and self.password and not token:
-                    return  # up, and refusing what has no login, as it should
-            except (OSError, http.client.HTTPException):
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
-            time.sleep(0.3)
+        try:  # a server that never answered, or answered garbage, is stopped, not leaked
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    with self.open("api/status", timeout=2) as r:
+                        if r.status == 200:
+                            return
+                except urllib.error.HTTPError as exc:
+                    if exc.code == 403 and self.password and not token:
+                        return  # up, and refusing what has no login, as it should
+                except (OSError, http.client.HTTPException):
+                    pass
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
+                time.sleep(0.3)
+        except BaseException:
+            self.stop()
+            raise
 
     def open(self, path: str, *, body: object = None, timeout: float = 30) -> Any:
         """A request to the server's REST API (`path` under its root; a POST of `body` as JSON when

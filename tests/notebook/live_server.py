@@ -67,17 +67,20 @@ class LiveServer:
             self._log.close()
             raise
         self.url = f"http://127.0.0.1:{self.port}/"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                self.api("GET", "api/status", timeout=2)
-                return
-            except (OSError, http.client.HTTPException):
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the Jupyter server did not start:\n" + self.log_path.read_text()[-3000:])
-            time.sleep(0.3)
+        try:  # a server that never answered, or answered garbage, is stopped, not leaked
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    self.api("GET", "api/status", timeout=2)
+                    return
+                except (OSError, http.client.HTTPException):
+                    pass
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the Jupyter server did not start:\n" + self.log_path.read_text()[-3000:])
+                time.sleep(0.3)
+        except BaseException:
+            self.stop()
+            raise
 
     def api(self, method: str, path: str, body: Any = None, *, timeout: float = 30) -> Any:
         """One authenticated JSON request to the server."""
