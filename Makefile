@@ -21,24 +21,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m flue_nb.cli demo
 
-# Lint and format first (seconds), then every test, TEST_WORKERS at a time (pytest-xdist): most
+# Lint, format and types first, then every test, TEST_WORKERS at a time (pytest-xdist): most
 # tests wait on kernels, servers and child processes, not on the CPU. tests/conftest.py keeps a
 # module's tests on one worker (they may share a kernel or server) and starts the longest first.
 # The checkout's bytecode is compiled first: every kernel and child process the tests start imports
 # flue_nb, and where PYTHONDONTWRITEBYTECODE is set (as here, and for the tests' kernels) each one
-# compiled it again. mypy (80 s from a cold cache) runs beside pytest, niced, on the CPU the tests
-# leave idle; its report follows theirs, and either failing fails the target.
+# compiled it again. (mypy beside pytest, niced, was tried: its one full run was no faster.)
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m compileall -q flue_nb tests
-	@echo "$(PY) -m mypy (beside pytest; its report follows)"
-	@nice -n 10 $(PY) -m mypy > .mypy.log 2>&1 & mypy=$$!; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
-	wait $$mypy; types=$$?; echo "$(PY) -m mypy"; cat .mypy.log; \
-	if [ $$tests -ne 0 ]; then exit $$tests; fi; exit $$types
+	$(PY) -m mypy
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The browser test (tests/browser) gets these itself when missing: Debian's chromium (apt-get, as
 # root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.

@@ -17,6 +17,9 @@ NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name
 pytestmark = pytest.mark.kernel
 
 
+KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
+
+
 def _nbval(notebook: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "FLUE_MODEL", "JPY_SESSION_NAME")}
     for var in ("IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
@@ -90,7 +93,14 @@ def test_tour_is_a_walk_of_prose_and_flue_cells_with_stored_outputs(name):
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_reruns_to_its_stored_outputs(notebook, tmp_path):
-    result = _nbval(notebook, tmp_path)
+    result = _nbval(notebook, tmp_path / "run")
+    if result.returncode != 0 and KERNEL_DIED_AT_START in result.stdout:
+        # jupyter_client picks a kernel's TCP ports by binding and releasing them: a process
+        # another test worker starts at that moment can take one, and the kernel dies at start
+        # (seen once in a full run, at tour_durability's restart). Each notebook works in a
+        # fresh temporary dir, so it runs once more; a kernel dying for a reason of its own dies again.
+        print(f"{notebook.name}: {KERNEL_DIED_AT_START}; running it once more", file=sys.stderr)
+        result = _nbval(notebook, tmp_path / "again")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
 
