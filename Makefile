@@ -36,8 +36,8 @@ test: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# The browser test (tests/browser) gets these itself when missing: Debian's chromium (apt-get, as
-# root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.
+# The browser test (tests/browser) gets these itself when missing: Debian's chromium-headless-shell
+# (apt-get, as root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.
 browser: $(STAMP)
 	$(PY) -c "import sys; sys.path.insert(0, 'tests/browser'); import _lab; print(_lab.chromium(), _lab.browser_venv())"
 

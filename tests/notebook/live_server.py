@@ -10,12 +10,10 @@ the server's runtime dir and a session the sessions API knows; `attach()` talks 
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -28,7 +26,7 @@ from jupyter_client import BlockingKernelClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _lab import LIVE_PACKAGES, LIVE_VENV, Unavailable, browser_venv, start_jupyter
+from _lab import LIVE_PACKAGES, LIVE_VENV, JupyterServer, Unavailable, browser_venv
 from kernel_helpers import KERNEL_NAME, Kernel, _spec_manager, jupyter_env
 
 
@@ -55,32 +53,20 @@ class LiveServer:
         self.env = jupyter_env(root, **(env or {}))
         _spec_manager(root)  # the kernelspec running this venv's python, in the server's data dir
         self.log_path = root / "server.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        try:
-            self.proc, self.port = start_jupyter(
-                [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-                 f"--ServerApp.token={self.token}", "--ServerApp.password=",
-                 f"--ServerApp.root_dir={self.nb}", *extra],
-                cwd=self.nb, env=self.env, log=self._log,
-            )  # fmt: skip
-        except BaseException:
-            self._log.close()
-            raise
-        self.url = f"http://127.0.0.1:{self.port}/"
-        try:  # a server that never answered, or answered garbage, is stopped, not leaked
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    self.api("GET", "api/status", timeout=2)
-                    return
-                except (OSError, http.client.HTTPException):
-                    pass
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the Jupyter server did not start:\n" + self.log_path.read_text()[-3000:])
-                time.sleep(0.3)
-        except BaseException:
-            self.stop()
-            raise
+        self.url = ""
+        self._server = JupyterServer(
+            [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
+             f"--ServerApp.token={self.token}", "--ServerApp.password=",
+             f"--ServerApp.root_dir={self.nb}", *extra],
+            cwd=self.nb, env=self.env, log_path=self.log_path, ready=self._answers,
+        )  # fmt: skip
+        assert self._server.proc is not None
+        self.proc, self.port = self._server.proc, self._server.port
+
+    def _answers(self, server: JupyterServer) -> bool:
+        self.url = f"http://127.0.0.1:{server.port}/"
+        self.api("GET", "api/status", timeout=2)
+        return True
 
     def api(self, method: str, path: str, body: Any = None, *, timeout: float = 30) -> Any:
         """One authenticated JSON request to the server."""
@@ -129,13 +115,7 @@ class LiveServer:
         """Shut the server (and its kernels) down."""
         if self.proc.poll() is None:
             self.resume()
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
+        self._server.stop()
 
 
 class AttachedKernel(Kernel):
