@@ -67,6 +67,35 @@ def test_allow_runs_bash_without_facts_but_asks_about_startup_files() -> None:
     assert "IPython" in approver.requests[0].question and approver.requests[0].grant is None
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo owned > {ipythondir}/profile_default/startup/00-x.py",  # $IPYTHONDIR's own path
+        "cd {ipythondir} && echo owned > profile_default/startup/00-x.py",
+        "cp x.py profile_work/startup/",  # any profile's startup dir, wherever it is
+    ],
+)
+def test_a_command_naming_ipythondirs_own_path_is_asked_about(tmp_path, monkeypatch, command) -> None:
+    # Found by hand: with IPYTHONDIR set to a path without `.ipython` in it, `bash` wrote a
+    # startup file (code every later kernel runs) under `allow` with nobody asked.
+    from flue_nb.runtime.tools import runs_later
+
+    ipythondir = tmp_path / "ipy"
+    monkeypatch.setenv("IPYTHONDIR", str(ipythondir))
+    runs_later._jupyter_dirs.cache_clear()  # the dirs are read once per process
+    runs_later._jupyter_dirs_as_named.cache_clear()
+    try:
+        calls: list[str] = []
+        wrapped = with_approval(_bash_like(calls), policy="allow", approver=_Approver(False))
+        out = _call(wrapped, {"command": command.format(ipythondir=ipythondir)})
+        assert out.is_error and calls == []
+        assert out.approval is not None and "runs code later" in (out.approval.rule or "")
+        assert runs_later.command_runs_later(f"ls {tmp_path / 'data'}") is None
+    finally:
+        runs_later._jupyter_dirs.cache_clear()
+        runs_later._jupyter_dirs_as_named.cache_clear()
+
+
 def test_deny_refuses_and_says_how_the_user_can_change_it() -> None:
     calls: list[str] = []
     out = _call(with_approval(_bash_like(calls), policy="deny"), {"command": "rm -rf /"})

@@ -52,7 +52,19 @@ _ANYWHERE = (
 
 @lru_cache(maxsize=1)
 def _jupyter_dirs() -> tuple[str, ...]:
-    """Jupyter's config and IPython's profile dirs here (`jupyter_config_path`, `$IPYTHONDIR`)."""
+    """Jupyter's config and IPython's profile dirs here (`jupyter_config_path`, `$IPYTHONDIR`), resolved."""
+    return tuple(os.path.realpath(d) for d in _jupyter_dirs_as_set())
+
+
+@lru_cache(maxsize=1)
+def _jupyter_dirs_as_named() -> tuple[str, ...]:
+    """Those dirs as a command may spell them: as set and resolved, longest first (a command
+    naming `$IPYTHONDIR`'s own path, which need not contain `.ipython`, is asked about too)."""
+    named = {d.rstrip(os.sep) for d in (*_jupyter_dirs_as_set(), *_jupyter_dirs())}
+    return tuple(sorted((d for d in named if d), key=len, reverse=True))
+
+
+def _jupyter_dirs_as_set() -> list[str]:
     dirs: list[str] = []
     try:
         from jupyter_core.paths import jupyter_config_path
@@ -66,7 +78,7 @@ def _jupyter_dirs() -> tuple[str, ...]:
         dirs.append(os.environ["PYTHONSTARTUP"])
     # Only user-owned config dirs: system ones (/usr/etc/jupyter) are read-only to a user anyway,
     # and the environment's own (sys.prefix/etc/jupyter) is caught below by name.
-    return tuple(os.path.realpath(d) for d in dirs)
+    return dirs
 
 
 def write_runs_later(path: str, cwd: str | None = None) -> str | None:
@@ -92,7 +104,10 @@ def write_runs_later(path: str, cwd: str | None = None) -> str | None:
 
 
 _MENTIONS = (
-    (re.compile(r"\.ipython\b|\bipython_config\b|\bipython_kernel_config\b"), "IPython's config or startup dir"),
+    (
+        re.compile(r"\.ipython\b|\bipython_config\b|\bipython_kernel_config\b|\bprofile_\w+/startup\b"),
+        "IPython's config or startup dir",
+    ),
     (re.compile(r"\.jupyter\b|\bjupyter_\w*config\b|\betc/jupyter\b"), "Jupyter's config dir"),
     (
         re.compile(r"\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|envrc)\b"),
@@ -115,4 +130,7 @@ def command_runs_later(command: str) -> str | None:
         m = pattern.search(command)
         if m:
             return f"the command names {what} (`{m.group(0)}`), where a change runs code later"
+    for d in _jupyter_dirs_as_named():
+        if d in command:
+            return f"the command names `{d}`, where IPython or Jupyter runs code from at every start"
     return None
