@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -121,11 +122,14 @@ def test_stop_cancels_the_agents_turn_and_the_run_settles_aborted(tmp_path):
 
 
 def test_an_agent_that_cannot_start_fails_the_run_saying_why(tmp_path):
+    before = set(Path(tempfile.gettempdir()).glob("flue-acp-*"))
     agent = host([sys.executable, "-c", "import sys; print('no ACP here', file=sys.stderr); sys.exit(3)"])
     session = _session(agent, tmp_path)
     with pytest.raises(flue.ProviderError, match="could not start the ACP agent.*no ACP here"):
         session.prompt("hello", timeout=60)
     assert hosted_of(agent) is not None and hosted_of(object()) is None
+    # Its stderr is read from a file with no name: none is left behind if the kernel is killed.
+    assert set(Path(tempfile.gettempdir()).glob("flue-acp-*")) <= before
 
 
 def test_an_agent_that_dies_mid_turn_fails_the_run_and_the_next_message_starts_it_again(tmp_path):

@@ -209,7 +209,9 @@ class Hosted:
         self._proc: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._starting: asyncio.Lock | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="flue-acp-", suffix=".log", delete=False)  # noqa: SIM115
+        # The agent's stderr, in a file with no name: nothing is left in the temp dir, even when
+        # the kernel is killed (a named one was, one per hosted agent).
+        self._log = tempfile.TemporaryFile(prefix="flue-acp-", suffix=".log")  # noqa: SIM115 - closed in close()
         self.closed = False
         self.loop: asyncio.AbstractEventLoop | None = None
         """The loop it runs on (the runtime's), where its calls into the kernel are decided."""
@@ -290,10 +292,13 @@ class Hosted:
 
     def _stderr_tail(self) -> str:
         try:
-            with open(self._log.name, encoding="utf-8", errors="replace") as f:
-                lines = [line.rstrip() for line in f.read()[-2000:].splitlines() if line.strip()]
-        except OSError:
+            # Read where it ends without moving the offset the agent's stderr writes at (shared).
+            fd = self._log.fileno()
+            end = os.fstat(fd).st_size
+            text = os.pread(fd, 2000, max(0, end - 2000)).decode("utf-8", "replace")
+        except (OSError, ValueError):  # closed
             return ""
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
         return f"; it said: {' | '.join(lines[-5:])}" if lines else ""
 
     async def _stop(self) -> None:
@@ -312,9 +317,7 @@ class Hosted:
             with contextlib.suppress(Exception):
                 done()
         self.on_close.clear()
-        with contextlib.suppress(OSError):
-            self._log.close()
-            os.unlink(self._log.name)
+        self._log.close()
 
     # --- prompts ------------------------------------------------------------------------------
 
@@ -813,9 +816,7 @@ def _close_all() -> None:
     started = [h for h in _opened if h.started]
     for h in _opened:
         if not h.started:
-            with contextlib.suppress(OSError):
-                h._log.close()
-                os.unlink(h._log.name)
+            h._log.close()
     if not started:
         return
     from flue_nb.runtime.coordinator import coordinator
