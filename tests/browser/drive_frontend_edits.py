@@ -179,10 +179,15 @@ def wait_for(page: Page, what: str, ok: Any, seconds: float = 60) -> None:
 
 
 def save(page: Page, path: str, holds: str) -> None:
-    """Ctrl+S (the notebook selected), until the file on disk holds `holds`."""
+    """Ctrl+S (the notebook selected), until the file on disk holds `holds` and, in JupyterLab, its
+    tab no longer says unsaved: the page hears of the save after the file is written, and a tab
+    closed in between asks "Save your work?" (seen once, on a loaded machine)."""
     page.locator(VISIBLE + ".jp-Cell .jp-InputPrompt").first.click()
     page.keyboard.press("Control+s")
     wait_for(page, f"{path} saved with {holds!r}", lambda: holds in (OUT / "nb" / path).read_text())
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    if tab.count():
+        expect(tab).not_to_have_class(re.compile(r"(^|\s)jp-mod-dirty(\s|$)"))
 
 
 def edits(page: Page, events: Events, lab: bool) -> None:
