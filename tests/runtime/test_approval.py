@@ -75,7 +75,9 @@ def test_allow_runs_bash_without_facts_but_asks_about_startup_files() -> None:
         "cp x.py profile_work/startup/",  # any profile's startup dir, wherever it is
     ],
 )
-def test_a_command_naming_ipythondirs_own_path_is_asked_about(tmp_path, monkeypatch, command) -> None:
+def test_a_command_naming_ipythondirs_path_or_a_profiles_startup_dir_is_asked_about(
+    tmp_path, monkeypatch, command
+) -> None:
     # Found by hand: with IPYTHONDIR set to a path without `.ipython` in it, `bash` wrote a
     # startup file (code every later kernel runs) under `allow` with nobody asked.
     from flue_nb.runtime.tools import runs_later

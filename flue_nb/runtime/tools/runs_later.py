@@ -53,18 +53,18 @@ _ANYWHERE = (
 @lru_cache(maxsize=1)
 def _jupyter_dirs() -> tuple[str, ...]:
     """Jupyter's config and IPython's profile dirs here (`jupyter_config_path`, `$IPYTHONDIR`), resolved."""
-    return tuple(os.path.realpath(d) for d in _jupyter_dirs_as_set())
+    return tuple(os.path.realpath(d) for d in _jupyter_dirs_unresolved())
 
 
 @lru_cache(maxsize=1)
 def _jupyter_dirs_as_named() -> tuple[str, ...]:
-    """Those dirs as a command may spell them: as set and resolved, longest first (a command
+    """Those dirs as a command may spell them: as given and resolved, longest first (a command
     naming `$IPYTHONDIR`'s own path, which need not contain `.ipython`, is asked about too)."""
-    named = {d.rstrip(os.sep) for d in (*_jupyter_dirs_as_set(), *_jupyter_dirs())}
+    named = {d.rstrip(os.sep) for d in (*_jupyter_dirs_unresolved(), *_jupyter_dirs())}
     return tuple(sorted((d for d in named if d), key=len, reverse=True))
 
 
-def _jupyter_dirs_as_set() -> list[str]:
+def _jupyter_dirs_unresolved() -> list[str]:
     dirs: list[str] = []
     try:
         from jupyter_core.paths import jupyter_config_path
