@@ -275,7 +275,9 @@ class Lab:
         self.server = JupyterServer(
             [str(python), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
              f"--ServerApp.token={token}", f"--ServerApp.password={hashed_password}",
-             f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True"],
+             f"--ServerApp.root_dir={root / 'nb'}", "--ServerApp.disable_check_xsrf=True",
+             # `window.jupyterapp` in both frontends: a driver asks it whether the page has unsaved work
+             "--LabApp.expose_app_in_browser=True", "--JupyterNotebookApp.expose_app_in_browser=True"],
             cwd=root / "nb", env=env, log_path=root / "lab.log", ready=self._answers,
         )  # fmt: skip
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
 URL, OUT, CHROMIUM = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -101,6 +102,31 @@ def open_notebook(page: Page, path: str, *, lab: bool = True) -> None:
     page.goto(f"{URL}/lab/tree/{path}" if lab else f"{URL}/notebooks/{path}")
     expect(page.locator(VISIBLE + ".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
     kernel_idle(page, lab)
+
+
+def save(page: Page, path: str, holds: str = "") -> None:
+    """Ctrl+S with the notebook selected, until nb/`path` on disk is written again (holding
+    `holds`) and the page has no unsaved work. A fixed sleep was not enough on a loaded machine:
+    the page hears of the save after the file is written (a tab closed or a page left in between
+    asks "Save your work?"), and an output the kernel rewrote just after the save (a chat's copy)
+    leaves the page unsaved again: then it saves again, as a person would."""
+    file = OUT / "nb" / path
+    deadline = time.monotonic() + TIMEOUT / 1000
+    while True:
+        before = file.stat().st_mtime_ns
+        page.locator(VISIBLE + ".jp-Cell .jp-InputPrompt").first.click()  # command mode, focus in the notebook
+        page.keyboard.press("Control+s")
+        while file.stat().st_mtime_ns == before or holds not in file.read_text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} was not saved" + (f" with {holds!r}" if holds else ""))
+            page.wait_for_timeout(100)  # pumps the page's events meanwhile (a routed socket is served)
+        try:
+            page.wait_for_function("() => !window.jupyterapp.status.isDirty", timeout=3_000)
+            return
+        except PlaywrightError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} kept changing after each save for {TIMEOUT / 1000:.0f} s") from None
+            step(f"{path}: the page had unsaved work again after the save; saving again")
 
 
 def send(chat: Any, text: str) -> None:

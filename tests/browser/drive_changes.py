@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from typing import Any
 
-from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, open_notebook, run_done, send, step
+from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, open_notebook, run_done, save, send, step
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
@@ -37,12 +36,6 @@ def shot(page: Page, top: Any, bottom: Any, name: str) -> None:
     left, right = min(a["x"], b["x"]), max(a["x"] + a["width"], b["x"] + b["width"])
     clip = {"x": left, "y": a["y"], "width": right - left, "height": b["y"] + b["height"] - a["y"]}
     page.screenshot(path=str(OUT / name), clip=clip)
-
-
-def save(page: Page) -> None:
-    cell(page, 0).locator(".jp-InputPrompt").click()  # command mode, focus in the notebook
-    page.keyboard.press("Control+s")
-    time.sleep(1.5)
 
 
 def shut_down(page: Page) -> None:
@@ -116,9 +109,11 @@ def whole(page: Page, lab: bool) -> None:
     chat.screenshot(path=str(OUT / f"panel-undone-{tag}.png"))
     step(f"{where}: Undo on the file: clean.py is back on disk (panel-undone-{tag}.png)")
 
-    save(page)
+    # The chat's copy under it is rewritten after the click shows: saved once it has both undos.
+    expect(cell(page, 1).locator(".flue-static .flue-chg", has_text="[undone]")).to_have_count(2)
+    save(page, path)
     shut_down(page)
-    save(page)  # with the chat's last copy, written as the kernel went
+    save(page, path)  # with the chat's last copy, written as the kernel went
     page.goto(f"{URL}/lab/tree/{path}" if lab else f"{URL}/notebooks/{path}")
     copy = cell(page, 1).locator(".flue-static .flue-changes")
     expect(copy).to_be_visible(timeout=TIMEOUT)

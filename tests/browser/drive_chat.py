@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from _page import OUT, TIMEOUT, cell, drive, kernel_idle, open_notebook, run_cell, send, step, wait_done
+from _page import OUT, TIMEOUT, cell, drive, kernel_idle, open_notebook, run_cell, save, send, step, wait_done
 from playwright.sync_api import Page, expect
 
 README_PNG = Path(sys.argv[4]) if len(sys.argv) > 4 else None
@@ -146,8 +146,7 @@ def whole(page: Page, lab: bool) -> None:
 
     # 7. Reload the page: the saved notebook's widgets come back from the kernel, and a new
     #    `%flue chat` redraws the whole conversation from the store.
-    page.keyboard.press("Control+s")
-    time.sleep(1.0)
+    save(page, path)
     page.reload()
     expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=TIMEOUT)
     kernel_idle(page, lab)

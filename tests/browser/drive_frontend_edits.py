@@ -23,7 +23,7 @@ import time
 import urllib.request
 from typing import Any
 
-from _page import OUT, TIMEOUT, URL, VISIBLE, drive, kernel_idle, open_notebook, run_done, send, step
+from _page import OUT, TIMEOUT, URL, VISIBLE, drive, kernel_idle, open_notebook, run_done, save, send, step
 from playwright.sync_api import Page, WebSocketRoute, expect
 
 OP_TIMEOUT = 5.0
@@ -176,18 +176,6 @@ def wait_for(page: Page, what: str, ok: Any, seconds: float = 60) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         page.wait_for_timeout(100)
-
-
-def save(page: Page, path: str, holds: str) -> None:
-    """Ctrl+S (the notebook selected), until the file on disk holds `holds` and, in JupyterLab, its
-    tab no longer says unsaved: the page hears of the save after the file is written, and a tab
-    closed in between asks "Save your work?" (seen once, on a loaded machine)."""
-    page.locator(VISIBLE + ".jp-Cell .jp-InputPrompt").first.click()
-    page.keyboard.press("Control+s")
-    wait_for(page, f"{path} saved with {holds!r}", lambda: holds in (OUT / "nb" / path).read_text())
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
-    if tab.count():
-        expect(tab).not_to_have_class(re.compile(r"(^|\s)jp-mod-dirty(\s|$)"))
 
 
 def edits(page: Page, events: Events, lab: bool) -> None:

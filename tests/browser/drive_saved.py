@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, open_notebook, run_done, send
+from _page import OUT, TIMEOUT, URL, VISIBLE, cell, drive, open_notebook, run_done, save, send
 from _page import step as report
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, expect
@@ -27,12 +27,6 @@ ERROR = "Error displaying widget"
 def step(page: Page, text: str, shot: str) -> None:
     page.screenshot(path=str(OUT / f"{shot}.png"), full_page=True)
     report(f"{text} ({shot}.png)")
-
-
-def save(page: Page) -> None:
-    cell(page, 0).locator(".jp-InputPrompt").click()  # command mode, focus in the notebook
-    page.keyboard.press("Control+s")
-    time.sleep(1.5)
 
 
 def figures(where: Locator, count: int) -> Locator:
@@ -162,7 +156,10 @@ def saved(page: Page, lab: bool) -> None:
     expect(cell(page, 1).locator(".flue-chat")).to_have_count(0)
     step(page, f"{where} live: chat drawn, its copy hidden, the settled cell static", f"{tag}-live")
 
-    save(page)
+    # The copy is rewritten after the chat shows the outcome: saved once it holds the answer
+    # (seen on a loaded machine: a file saved before it came reopened without the chat's message).
+    expect(cell(page, 2).locator(".flue-static")).to_contain_text("The chat answers", timeout=TIMEOUT)
+    save(page, f"{d}saved.ipynb", "The chat answers")
     shutil.copy(NB_DIR / f"{d}saved.ipynb", NB_DIR / f"{d}saved-live.ipynb")  # as saved while live
     page.get_by_role("menuitem", name="Kernel", exact=True).click()
     page.get_by_role("menuitem", name=re.compile("Shut Down Kernel")).click()
@@ -174,7 +171,7 @@ def saved(page: Page, lab: bool) -> None:
     time.sleep(1.0)
     readable(page, f"in {where} after the kernel shut down (same page)")
     step(page, f"{where}: kernel shut down from the menu, the page shows the copy", f"{tag}-shutdown")
-    save(page)
+    save(page, f"{d}saved.ipynb")
 
     # A new kernel starts. The chat's output was retired at the shutdown (text only, no widget):
     # the reopening of the file saved while live, below, is the one a placeholder could show in.
