@@ -85,6 +85,15 @@ def prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> tuple[st
         _unavailable("the browser test", "no real browser here", exc)
 
 
+def chromium_prerequisite() -> str:
+    """Chromium alone, for a test that opens a page without Playwright or Jupyter; skips or fails
+    (under CI) as `prerequisites` does."""
+    try:
+        return chromium()
+    except Unavailable as exc:
+        _unavailable("the browser test", "no real browser here", exc)
+
+
 def server_prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
     """The browser venv's python alone, for a test that talks to a real Jupyter server without a
     browser; skips or fails (under CI) as `prerequisites` does."""

@@ -7,6 +7,7 @@ import http.server
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "flue_nb" / "notebook" / "views" / "chat"
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from _lab import chromium_prerequisite  # noqa: E402
 
 
 def _need(program: str) -> str:
@@ -41,7 +44,7 @@ def test_a_view_keeps_a_message_until_the_kernel_takes_it_and_hands_it_back_when
 
 
 def test_hostile_html_in_the_models_text_is_sanitised_in_a_real_browser() -> None:
-    chromium = next((p for p in ("chromium", "chromium-browser") if shutil.which(p)), None) or _need("chromium")
+    chromium = chromium_prerequisite()  # the browser tests' headless shell, installed when missing
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT))
     handler.log_message = lambda *a: None  # type: ignore[attr-defined, method-assign]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
