@@ -170,6 +170,10 @@ def run_driver(
     return report
 
 
+# The server is on loopback: an HTTP(S)_PROXY in the environment must not route requests to it.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class JupyterServer:
     """A Jupyter server process (`argv` without a port) on a port the OS gave it, and its log.
 
@@ -225,6 +229,24 @@ class JupyterServer:
                 raise RuntimeError(f"the Jupyter server did not answer:\n{self.log_tail()}")
             time.sleep(0.3)
 
+    @property
+    def url(self) -> str:
+        """The server's root URL (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, path: str, *, token: str = "", method: str = "", body: object = None, timeout: float = 30) -> Any:
+        """A request to the server's REST API (`path` under its root; `body` sent as JSON, a POST
+        unless `method` says otherwise), with `token` if any; loopback, so no proxy."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.url}/{path}", data=data, method=method or ("GET" if body is None else "POST")
+        )
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"token {token}")
+        return _DIRECT.open(req, timeout=timeout)
+
     def log_tail(self) -> str:
         """The end of the server's log."""
         self._log.flush()
@@ -260,10 +282,6 @@ def _settings(settings: Path) -> None:
         path.write_text(json.dumps(value))
 
 
-# The server is on loopback: an HTTP(S)_PROXY in the environment must not route requests to it.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
 class Lab:
     """A JupyterLab server for one test session."""
 
@@ -276,7 +294,6 @@ class Lab:
         self.password = bool(hashed_password)
         """Whether it asks for a password (`jupyter_server.auth.passwd`'s hash given): then it
         answers nothing without a login or its token."""
-        self.port = 0
         settings = root / "lab-settings"
         _settings(settings)
         env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(settings),
@@ -293,12 +310,11 @@ class Lab:
     @property
     def url(self) -> str:
         """The server's root URL."""
-        return f"http://127.0.0.1:{self.port}"
+        return self.server.url
 
     def _answers(self, server: JupyterServer) -> bool:
-        self.port = server.port
         try:
-            with self.open("api/status", timeout=2) as r:
+            with server.request("api/status", token=self.token, timeout=2) as r:
                 return bool(r.status == 200)
         except urllib.error.HTTPError as exc:
             # up, and refusing what has no login, as it should
@@ -306,14 +322,8 @@ class Lab:
 
     def open(self, path: str, *, body: object = None, timeout: float = 30) -> Any:
         """A request to the server's REST API (`path` under its root; a POST of `body` as JSON when
-        given), with its token; loopback, so no proxy."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.url}/{path}", data=data, method="GET" if body is None else "POST")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"token {self.token}")
-        return _DIRECT.open(req, timeout=timeout)
+        given), with its token."""
+        return self.server.request(path, token=self.token, body=body, timeout=timeout)
 
     def stop(self) -> None:
         """Shut the server (and its kernels) down."""

@@ -16,7 +16,6 @@ import secrets
 import signal
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,6 @@ class LiveServer:
         self.env = jupyter_env(root, **(env or {}))
         _spec_manager(root)  # the kernelspec running this venv's python, in the server's data dir
         self.log_path = root / "server.log"
-        self.url = ""
         self._server = JupyterServer(
             [str(python), "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
              f"--ServerApp.token={self.token}", "--ServerApp.password=",
@@ -61,20 +59,16 @@ class LiveServer:
             cwd=self.nb, env=self.env, log_path=self.log_path, ready=self._answers,
         )  # fmt: skip
         assert self._server.proc is not None
-        self.proc, self.port = self._server.proc, self._server.port
+        self.proc = self._server.proc
+        self.url = self._server.url + "/"
 
     def _answers(self, server: JupyterServer) -> bool:
-        self.url = f"http://127.0.0.1:{server.port}/"
-        self.api("GET", "api/status", timeout=2)
+        server.request("api/status", token=self.token, timeout=2).close()
         return True
 
     def api(self, method: str, path: str, body: Any = None, *, timeout: float = 30) -> Any:
         """One authenticated JSON request to the server."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Authorization", f"token {self.token}")
-        req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with self._server.request(path, token=self.token, method=method, body=body, timeout=timeout) as r:
             return json.loads(r.read() or b"null")
 
     def notebook(self, name: str, sources: list[str]) -> str:
