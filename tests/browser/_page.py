@@ -104,6 +104,15 @@ def open_notebook(page: Page, path: str, *, lab: bool = True) -> None:
     kernel_idle(page, lab)
 
 
+def wait_for(page: Page, what: str, ok: Any, seconds: float = 60) -> None:
+    """Pump the page's events (the routed socket is served meanwhile) until `ok()`."""
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        page.wait_for_timeout(100)
+
+
 def save(page: Page, path: str, holds: str = "") -> None:
     """Ctrl+S with the notebook selected, until nb/`path` on disk is written again (holding
     `holds`) and the page has no unsaved work. A fixed sleep was not enough on a loaded machine:
@@ -116,10 +125,9 @@ def save(page: Page, path: str, holds: str = "") -> None:
         before = file.stat().st_mtime_ns
         page.locator(VISIBLE + ".jp-Cell .jp-InputPrompt").first.click()  # command mode, focus in the notebook
         page.keyboard.press("Control+s")
-        while file.stat().st_mtime_ns == before or holds not in file.read_text():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{path} was not saved" + (f" with {holds!r}" if holds else ""))
-            page.wait_for_timeout(100)  # pumps the page's events meanwhile (a routed socket is served)
+        wait_for(page, f"{path} saved" + (f" with {holds!r}" if holds else ""),
+                 lambda before=before: file.stat().st_mtime_ns != before and holds in file.read_text(),
+                 max(0.0, deadline - time.monotonic()))  # fmt: skip
         try:
             page.wait_for_function("() => !window.jupyterapp.status.isDirty", timeout=3_000)
             return

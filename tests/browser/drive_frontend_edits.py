@@ -19,11 +19,10 @@ import json
 import re
 import sys
 import threading
-import time
 import urllib.request
 from typing import Any
 
-from _page import OUT, TIMEOUT, URL, VISIBLE, drive, kernel_idle, open_notebook, run_done, save, send, step
+from _page import OUT, TIMEOUT, URL, VISIBLE, drive, kernel_idle, open_notebook, run_done, save, send, step, wait_for
 from playwright.sync_api import Page, WebSocketRoute, expect
 
 OP_TIMEOUT = 5.0
@@ -167,15 +166,6 @@ except NotReached as exc:
 out["seconds"] = round(time.monotonic() - t, 2)
 print("RESULT" + json.dumps(out))
 """
-
-
-def wait_for(page: Page, what: str, ok: Any, seconds: float = 60) -> None:
-    """Pump the page's events (the routed socket is served meanwhile) until `ok()`."""
-    deadline = time.monotonic() + seconds
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        page.wait_for_timeout(100)
 
 
 def edits(page: Page, events: Events, lab: bool) -> None:
