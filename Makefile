@@ -27,14 +27,15 @@ demo: $(STAMP)
 # The checkout's bytecode is compiled first: every kernel and child process the tests start imports
 # flue_nb, and where PYTHONDONTWRITEBYTECODE is set (as here, and for the tests' kernels) each one
 # compiled it again. (mypy beside pytest, niced, was tried: its one full run was no faster.)
+# Meanwhile tests/prepare.py gets what the tests fetch from outside (their venvs, Chromium) on the
+# core that ruff and mypy leave idle; the tests wait for a step it has not finished.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m compileall -q flue_nb tests
-	$(PY) -m mypy
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	$(PY) tests/prepare.py & prepared=$$!; \
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m compileall -q flue_nb tests \
+	  && $(PY) -m mypy && $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder; \
+	rc=$$?; wait $$prepared; exit $$rc
 
 # The browser test (tests/browser) gets these itself when missing: Debian's chromium-headless-shell
 # (apt-get, as root) and .venv-browser (JupyterLab, Notebook 7, Playwright), kept out of .venv's imports.

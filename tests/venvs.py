@@ -9,6 +9,9 @@ machine's time; else with pip.
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -17,6 +20,10 @@ from pathlib import Path
 from locks import exclusive
 
 STAMP = ".installed"
+ROOT = Path(__file__).resolve().parents[1]
+# fast-agent (tests/notebook/test_acp_fast_agent.py) needs Python >= 3.12: a venv of its own.
+FAST_AGENT = "fast-agent-mcp==0.10.48"
+FAST_AGENT_VENV = ROOT / ".venv-fast-agent"
 
 
 class Unavailable(Exception):
@@ -52,6 +59,30 @@ def install(python: Path, packages: Sequence[str], *, timeout: float = 1800) -> 
         if done.returncode == 0:
             return done
     return _run([str(python), "-m", "pip", "install", "-q", *packages], timeout=timeout)
+
+
+def fast_agent_acp() -> Path:
+    """`.venv-fast-agent`'s `fast-agent-acp`, the venv built (and fast-agent installed) when missing."""
+    python = venv_python(FAST_AGENT_VENV, [FAST_AGENT], interpreter=_python312())
+    script = python.with_name("fast-agent-acp")
+    if not script.exists():
+        raise Unavailable(f"{FAST_AGENT} installed into {FAST_AGENT_VENV} has no fast-agent-acp")
+    return script
+
+
+def _python312() -> str:
+    """The interpreter `FLUE_TEST_PYTHON312` names, else `python3.13`/`python3.12` on PATH, else pyenv's."""
+    named = os.environ.get("FLUE_TEST_PYTHON312")
+    candidates = [named] if named else []
+    candidates += [shutil.which(n) for n in ("python3.13", "python3.12")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[23]*/bin/python3.1[23]")), reverse=True)
+    for found in candidates:
+        if not found:
+            continue
+        done = _run([found, "-c", "import sys; print(sys.version_info >= (3, 12))"], timeout=60)
+        if done.stdout.strip() == "True":
+            return found
+    raise Unavailable("fast-agent-mcp needs Python >= 3.12 and none was found (set FLUE_TEST_PYTHON312)")
 
 
 def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -41,6 +41,9 @@ PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9"
 # the other browser tests keep a Lab without it.
 LIVE_VENV = ROOT / ".venv-live"
 LIVE_PACKAGES = [*PACKAGES, "jupyter-collaboration>=4"]
+# jupyter-ai's browser test (test_jupyter_ai_browser.py): jupyter-ai 3.x and flue_nb from this checkout.
+JUPYTER_AI_VENV = ROOT / ".venv-jupyter-ai"
+JUPYTER_AI_PACKAGES = ["jupyter-ai>=3,<4", "playwright>=1.40", "-e", str(ROOT)]
 # Debian's build of Chromium's headless shell: what Playwright itself runs for headless pages, and
 # lighter than the full browser's headless mode (one browser test, one run each: Chromium's own
 # CPU 19 s with the full browser, 14 s with the shell; the whole test 46 and 37 busy core-s).

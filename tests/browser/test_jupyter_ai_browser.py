@@ -24,12 +24,18 @@ import json
 from pathlib import Path
 
 import pytest
-from _lab import ROOT, prerequisites, run_driver, run_in_server_kernel, write_notebook
+from _lab import (
+    JUPYTER_AI_PACKAGES,
+    JUPYTER_AI_VENV,
+    ROOT,
+    prerequisites,
+    run_driver,
+    run_in_server_kernel,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(2400)]
 
-VENV = ROOT / ".venv-jupyter-ai"
-PACKAGES = ["jupyter-ai>=3,<4", "playwright>=1.40", "-e", str(ROOT)]
 MESSAGE = "compute it in the kernel"
 ANSWER = "The kernel ran it: 42"  # tests/acp_models.py's answer once `answer = 6 * 7` ran
 
@@ -39,7 +45,7 @@ def _kernel_says(tmp_path: Path, code: str) -> str:
 
 
 def test_a_message_to_the_flue_nb_persona_runs_in_the_notebooks_kernel(tmp_path: Path) -> None:
-    browser, python = prerequisites(VENV, PACKAGES)
+    browser, python = prerequisites(JUPYTER_AI_VENV, JUPYTER_AI_PACKAGES)
     nb = tmp_path / "nb"
     nb.mkdir()
     write_notebook(nb / "analysis.ipynb", ["x = 1"])

@@ -5,19 +5,16 @@ MCP server the chat gave it; fast-agent asks permission, the chat card's Approve
 code runs in the kernel's namespace, and the answer streams into the chat.
 
 fast-agent needs Python >= 3.12, so it lives in a venv of its own, `.venv-fast-agent/`, built here
-(`tests/venvs.py`) from the package index (`FAST_AGENT`, pinned) on a 3.12+ interpreter: the one
+(`tests/venvs.py`) from the package index (`venvs.FAST_AGENT`, pinned) on a 3.12+ interpreter: the one
 `FLUE_TEST_PYTHON312` names, else `python3.13`/`python3.12` on PATH, else pyenv's. Without one
 (or without the index) the test skips saying why, except under CI (`CI=true`), where it fails.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,42 +27,11 @@ pytest.importorskip("anywidget", reason="the chat widget needs the `widget` extr
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from venvs import Unavailable, venv_python  # noqa: E402
+from venvs import Unavailable, fast_agent_acp  # noqa: E402
 
 from tests.openai_server import OpenAIServer, chat, text, tool_call  # noqa: E402
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(1800)]  # the first run builds .venv-fast-agent from PyPI
-
-FAST_AGENT = "fast-agent-mcp==0.10.48"
-VENV = ROOT / ".venv-fast-agent"
-
-
-def _interpreter() -> str:
-    named = os.environ.get("FLUE_TEST_PYTHON312")
-    candidates = [named] if named else []
-    candidates += [shutil.which(n) for n in ("python3.13", "python3.12")]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[23]*/bin/python3.1[23]")), reverse=True)
-    for found in candidates:
-        if not found:
-            continue
-        done = subprocess.run(
-            [found, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-        if done.stdout.strip() == "True":
-            return found
-    raise Unavailable("fast-agent-mcp needs Python >= 3.12 and none was found (set FLUE_TEST_PYTHON312)")
-
-
-def fast_agent_acp() -> Path:
-    """`.venv-fast-agent`'s `fast-agent-acp`, the venv built (and fast-agent installed) when missing."""
-    script = venv_python(VENV, [FAST_AGENT], interpreter=_interpreter()).with_name("fast-agent-acp")
-    if not script.exists():
-        raise Unavailable(f"{FAST_AGENT} installed into {VENV} has no fast-agent-acp")
-    return script
 
 
 @pytest.fixture(scope="module")
