@@ -17,7 +17,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from tests.locks import APT, exclusive
+from tests.locks import apt_install
 
 __all__ = ["PgServer", "bindir", "unavailable"]
 
@@ -36,27 +36,11 @@ def bindir() -> Path | None:
     return Path(on_path).resolve().parent if on_path else None
 
 
-def _install() -> str | None:
-    """Install Debian's `postgresql` when root; return why it could not be done, or None."""
-    if os.geteuid() != 0:
-        return "PostgreSQL is not installed and the tests are not root (apt-get install postgresql)"
-    if shutil.which("apt-get") is None:
-        return "PostgreSQL is not installed and there is no apt-get on this machine"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "postgresql"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            return f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-500:]}"
-    return None if bindir() is not None else "apt-get installed postgresql but no pg_ctl was found"
-
-
 def unavailable() -> str | None:
     """Why a throwaway server cannot be started here (installing it if we can), or None."""
-    if bindir() is None:
-        with exclusive(APT):  # parallel test workers take turns; the first one installs
-            why = _install() if bindir() is None else None
-        if why is not None:
-            return why
+    why = apt_install(["postgresql"], present=lambda: bindir() is not None)
+    if why is not None:
+        return why
     if os.geteuid() == 0:
         import pwd
 

@@ -22,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for _folder in ("tests", "tests/browser", "tests/notebook", "tests/runtime"):
+for _folder in ("", "tests", "tests/browser", "tests/notebook", "tests/runtime"):
     sys.path.insert(0, str(ROOT / _folder))
 
 import _lab  # noqa: E402
 import real_mcp  # noqa: E402
 import venvs  # noqa: E402
+
+from tests import bwrap, pg  # noqa: E402
 
 
 def _rewritten_asserts() -> None:
@@ -38,10 +40,18 @@ def _rewritten_asserts() -> None:
         raise RuntimeError((done.stdout + done.stderr).strip()[-500:])
 
 
-# Longest first: the browser venv and Chromium are what the first tests wait for.
+def _debian_packages() -> None:
+    why = pg.unavailable() or bwrap.install_bwrap()
+    if why is not None:
+        raise RuntimeError(why)
+    _lab.chromium()
+
+
+# First what the first tests wait for: the browser tests, started first as the longest, need
+# Chromium and the browser venv. apt-get installs one package set at a time, so one step has them all.
 STEPS: dict[str, Callable[[], object]] = {
     "pytest's rewritten test modules": _rewritten_asserts,
-    "Chromium (headless shell)": _lab.chromium,
+    "Chromium, PostgreSQL, bubblewrap": _debian_packages,
     ".venv-browser": lambda: _lab.browser_venv(),
     ".venv-live": lambda: _lab.browser_venv(_lab.LIVE_VENV, _lab.LIVE_PACKAGES),
     ".venv-jupyter-ai": lambda: _lab.browser_venv(_lab.JUPYTER_AI_VENV, _lab.JUPYTER_AI_PACKAGES),

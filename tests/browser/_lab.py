@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "notebook"))
 sys.path.insert(0, str(ROOT / "tests"))
 from kernel_helpers import KERNEL_NAME, _spec_manager, jupyter_env  # noqa: E402
-from locks import APT, exclusive  # noqa: E402
+from locks import apt_install  # noqa: E402
 from venvs import Unavailable, venv_python  # noqa: E402
 
 VENV = ROOT / ".venv-browser"
@@ -53,24 +53,9 @@ _PACKAGE = "chromium-headless-shell"
 
 def chromium() -> str:
     """Debian's Chromium headless shell, installed with apt-get when missing and we are root."""
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise Unavailable(f"{CHROMIUM} is missing and installing it (apt-get install {_PACKAGE}) needs root")
-    with exclusive(APT):
-        if os.path.exists(CHROMIUM):  # another test worker installed it meanwhile
-            return CHROMIUM
-        return _install_chromium()
-
-
-def _install_chromium() -> str:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", _PACKAGE]):
-        done = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise Unavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-500:]}")
-    if not os.path.exists(CHROMIUM):
-        raise Unavailable(f"apt-get installed {_PACKAGE} but {CHROMIUM} is not there")
+    why = apt_install([_PACKAGE], present=lambda: os.path.exists(CHROMIUM))
+    if why is not None:
+        raise Unavailable(why)
     return CHROMIUM
 
 
