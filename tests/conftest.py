@@ -135,9 +135,23 @@ def _unit(nodeid: str) -> str:
     return nodeid if module in _SPLIT else module
 
 
-# Tests known to be long, for a clean clone (CI) that has no cache of the last run's times: the
-# fast-agent test builds its own venv first (160 s), which a 5 s guess started last, at the tail.
-_LONG = {"test_acp_fast_agent.py": 180.0, "test_live_document.py": 20.0}
+# Tests known to be long (seconds per test), for a clean clone (CI) that has no cache of the last
+# run's times: the fast-agent test builds its own venv first (160 s), which a 5 s guess started
+# last, at the tail. The others wait on leases, servers and timeouts rather than compute, and a
+# 0.1 s guess started them last: in one clean run the lease tests (47 s in all) ran alone for the
+# last 25 s. Per-test times from that run (a fresh clone, 4 workers).
+_LONG = {
+    "test_acp_fast_agent.py": 180.0,
+    "test_live_document.py": 20.0,
+    "test_two_owners.py": 6.0,
+    "test_mcp_real_everything.py": 1.7,
+    "test_acp.py": 1.7,
+    "test_mcp_hardening.py": 1.7,
+    "test_mcp.py": 1.0,
+    "test_scale.py": 1.0,
+    "test_mcp_real_servers.py": 0.8,
+    "test_postgres_store.py": 1.0,
+}
 
 
 def _guess(item: pytest.Item) -> float:
