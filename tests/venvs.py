@@ -30,8 +30,11 @@ class Unavailable(Exception):
     """Something a test needs from outside (a venv, a package, a program) cannot be had here."""
 
 
-def venv_python(venv: Path, packages: Sequence[str], *, interpreter: str = sys.executable) -> Path:
-    """`venv`'s python, the venv made with `interpreter` and `packages` installed when missing."""
+def venv_python(
+    venv: Path, packages: Sequence[str], *, interpreter: str = sys.executable, compile: bool = True
+) -> Path:
+    """`venv`'s python, the venv made with `interpreter` and `packages` installed when missing
+    (their bytecode compiled unless `compile` is false)."""
     with exclusive(venv):
         python = venv / "bin" / "python"
         stamp = venv / STAMP
@@ -42,19 +45,25 @@ def venv_python(venv: Path, packages: Sequence[str], *, interpreter: str = sys.e
             made = _run([interpreter, "-m", "venv", str(venv)], timeout=300)
             if made.returncode != 0:
                 raise Unavailable(f"could not create {venv}: {made.stderr.strip()[-500:]}")
-        done = install(python, packages)
+        done = install(python, packages, compile=compile)
         if done.returncode != 0:
             raise Unavailable(f"could not install {list(packages)} into {venv}: {done.stderr.strip()[-800:]}")
         stamp.write_text(want)
         return python
 
 
-def install(python: Path, packages: Sequence[str], *, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+def install(
+    python: Path, packages: Sequence[str], *, timeout: float = 1800, compile: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Install `packages` (pip's arguments) into the environment of `python`: uv, else (or
-    when uv fails) pip."""
+    when uv fails) pip. The tests' processes write no bytecode (PYTHONDONTWRITEBYTECODE), so a
+    venv whose programs start many times is compiled whole; one whose program starts once or twice
+    is not (`compile=False`): fast-agent's venv took 16 CPU-s to compile and its one run 2.3 CPU-s
+    more without."""
     uv = Path(sys.executable).with_name("uv")
     if uv.exists():
-        command = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", str(python), *packages]
+        compiling = ["--compile-bytecode"] if compile else []
+        command = [str(uv), "pip", "install", "-q", *compiling, "--python", str(python), *packages]
         done = _run(command, timeout=timeout)
         if done.returncode == 0:
             return done
@@ -63,7 +72,7 @@ def install(python: Path, packages: Sequence[str], *, timeout: float = 1800) -> 
 
 def fast_agent_acp() -> Path:
     """`.venv-fast-agent`'s `fast-agent-acp`, the venv built (and fast-agent installed) when missing."""
-    python = venv_python(FAST_AGENT_VENV, [FAST_AGENT], interpreter=_python312())
+    python = venv_python(FAST_AGENT_VENV, [FAST_AGENT], interpreter=_python312(), compile=False)
     script = python.with_name("fast-agent-acp")
     if not script.exists():
         raise Unavailable(f"{FAST_AGENT} installed into {FAST_AGENT_VENV} has no fast-agent-acp")

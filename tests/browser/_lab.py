@@ -61,7 +61,9 @@ def chromium() -> str:
 
 def browser_venv(venv: Path = VENV, packages: list[str] = PACKAGES) -> Path:
     """`venv`'s python (`.venv-browser` by default), created (and `packages` installed) when missing."""
-    return venv_python(venv, packages)
+    # jupyter-ai's venv (575 MB) serves one server and one driver a run: compiling it whole cost
+    # more than their imports compile (tests/venvs.py).
+    return venv_python(venv, packages, compile=venv != JUPYTER_AI_VENV)
 
 
 def prerequisites(venv: Path = VENV, packages: list[str] = PACKAGES) -> tuple[str, Path]:
