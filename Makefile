@@ -27,8 +27,9 @@ demo: $(STAMP)
 # The checkout's bytecode is compiled first: every kernel and child process the tests start imports
 # flue_nb, and where PYTHONDONTWRITEBYTECODE is set (as here, and for the tests' kernels) each one
 # compiled it again. (mypy beside pytest, niced, was tried: its one full run was no faster.)
-# Meanwhile tests/prepare.py gets what the tests fetch from outside (their venvs, Chromium) on the
-# core that ruff and mypy leave idle; the tests wait for a step it has not finished.
+# Meanwhile tests/prepare.py gets what the tests fetch from outside (Debian's packages, their venvs)
+# and caches pytest's rewritten test modules, on the core that ruff and mypy leave idle; the tests
+# wait for a step it has not finished.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)

@@ -41,10 +41,14 @@ def _rewritten_asserts() -> None:
 
 
 def _debian_packages() -> None:
-    why = pg.unavailable() or bwrap.install_bwrap()
-    if why is not None:
-        raise RuntimeError(why)
-    _lab.chromium()
+    # Each is tried, so one package that cannot be had does not hold back the others.
+    missing = [why for why in (pg.unavailable(), bwrap.install_bwrap()) if why is not None]
+    try:
+        _lab.chromium()
+    except venvs.Unavailable as exc:
+        missing.append(str(exc))
+    if missing:
+        raise RuntimeError("; ".join(missing))
 
 
 # First what the first tests wait for: the browser tests, started first as the longest, need
