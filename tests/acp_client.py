@@ -8,6 +8,12 @@ from typing import Any
 
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
+# For `spawn_agent_process(..., transport_kwargs=TRANSPORT)`: the SDK gives the agent 2 s to exit
+# once its stdin closes, then calls terminate(), which raises ProcessLookupError if the agent exited
+# in between (seen once with `make bench` beside the suite; idle, `flue-nb acp` exits 0.4 s after
+# its stdin closes). 20 s keeps a loaded machine clear of that race.
+TRANSPORT = {"shutdown_timeout": 20.0}
+
 
 class Client:
     """An ACP client that records every update and answers permission requests as told."""

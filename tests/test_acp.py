@@ -15,7 +15,7 @@ import pytest
 acp = pytest.importorskip("acp")
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block  # noqa: E402
-from acp_client import Client  # noqa: E402
+from acp_client import TRANSPORT, Client  # noqa: E402
 
 TESTS = Path(__file__).parent
 
@@ -40,7 +40,7 @@ def _run(coro: Any) -> Any:
 
 def _agent(client: Client, tmp_path: Path, *extra: str) -> Any:
     args = ["-m", "flue_nb.cli", "acp", "--model", "acp_models:model", "--db", str(tmp_path / "flue.sqlite"), *extra]
-    return spawn_agent_process(client, sys.executable, *args, env=_env(), cwd=tmp_path)
+    return spawn_agent_process(client, sys.executable, *args, env=_env(), cwd=tmp_path, transport_kwargs=TRANSPORT)
 
 
 async def _start(conn: Any, tmp_path: Path) -> str:

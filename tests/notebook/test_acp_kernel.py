@@ -27,7 +27,7 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
-from acp_client import Client  # noqa: E402
+from acp_client import TRANSPORT, Client  # noqa: E402
 
 pytestmark = pytest.mark.kernel
 
@@ -56,7 +56,9 @@ def _run(coro: Any) -> Any:
 async def _acp(client: Client, cwd: Path, *args: str, **env: str) -> Any:
     command = ["-m", "flue_nb.cli", "acp", "--model", "acp_models:model", *args]
     try:
-        async with spawn_agent_process(client, sys.executable, *command, env=_env(**env), cwd=cwd) as opened:
+        async with spawn_agent_process(
+            client, sys.executable, *command, env=_env(**env), cwd=cwd, transport_kwargs=TRANSPORT
+        ) as opened:
             yield opened
     except ProcessLookupError:
         # The acp library terminates the agent on exit; an agent that already ended when its
