@@ -5,6 +5,9 @@ turn 1,000 answers; the model reports usage every turn, growing as a real provid
 Each turn is timed from its `turn_start` event to the next (the last one to settlement), taken
 by an observer on the runtime thread. Figures: median ms/turn of turns 1-20 and of turns
 990-1,000, and their ratio (target <= 1.5: token accounting and the store are incremental).
+The same windows in process CPU time are an extra row: on a loaded machine a whole 11-turn
+window can fall in one stretch the process waits for a core, which moves the wall median but not
+the CPU one, so that row says whether the work per turn grew.
 
 `--no-usage` runs the same conversation with a model that reports no usage (the runtime then
 estimates every message itself), as an extra row.
@@ -36,6 +39,7 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
     loop = ReadLoop(workdir, turns, usage=usage)
     s = loop.session(os.path.join(workdir, "flat.sqlite"), f"flat-{usage}")
     starts: list[float] = []
+    cpu: list[float] = []  # process CPU time at each turn_start, then at settlement
     compactions = 0
     end = 0.0
     # Profiles of the early and late windows, switched on and off from the observer, which runs
@@ -46,6 +50,7 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
         nonlocal compactions, end
         if ev.type == "turn_start":
             starts.append(time.perf_counter())
+            cpu.append(time.process_time())
             n = len(starts)
             for (lo, hi), prof in windows.items():
                 if n == lo:
@@ -56,6 +61,7 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
             compactions += 1
         elif ev.type == "submission_settled":
             end = time.perf_counter()
+            cpu.append(time.process_time())
             if n_started() == LATE[1] and LATE in windows:
                 windows[LATE].disable()
 
@@ -74,19 +80,27 @@ def measure(turns: int = TURNS, *, usage: bool = True, profile: bool = False) ->
     )
     marks = [*starts, end]
     per_turn = [(marks[i + 1] - marks[i]) * 1000 for i in range(turns)]  # per_turn[k-1] = turn k
-    early = per_turn[EARLY[0] - 1 : EARLY[1]]
-    late = per_turn[LATE[0] - 1 : LATE[1]] if turns >= LATE[1] else per_turn[-11:]
+    cpu_turn = [(cpu[i + 1] - cpu[i]) * 1000 for i in range(turns)]
+    early, cpu_early = per_turn[EARLY[0] - 1 : EARLY[1]], cpu_turn[EARLY[0] - 1 : EARLY[1]]
+    late, cpu_late = _late(per_turn), _late(cpu_turn)
     return {
         "turns": turns,
         "usage": usage,
         "early_ms": median(early),
         "late_ms": median(late),
         "ratio": median(late) / median(early),
+        "cpu_early_ms": median(cpu_early),
+        "cpu_late_ms": median(cpu_late),
         "turn10_ms": per_turn[9],
         "total_s": total,
         "compactions": compactions,
         "profile": _profile_text(windows) if profile else "",
     }
+
+
+def _late(per_turn: list[float]) -> list[float]:
+    """Turns 990-1,000 of `per_turn` (turn k at index k-1); the last 11 of a shorter run."""
+    return per_turn[LATE[0] - 1 : LATE[1]] if len(per_turn) >= LATE[1] else per_turn[-11:]
 
 
 def _profile_text(windows: dict[tuple[int, int], cProfile.Profile], top: int = 15) -> str:
@@ -132,6 +146,15 @@ def rows_for(m: dict[str, Any], *, target: bool) -> list[Result]:
             "info",
         ),
     ]
+    rows.append(
+        Result(
+            label,
+            "process CPU ms/turn, turns 1-20 / 990-1000 (median)",
+            f"{m['cpu_early_ms']:.2f} / {m['cpu_late_ms']:.2f} ({m['cpu_late_ms'] / max(m['cpu_early_ms'], 1e-9):.2f}x)",
+            "",
+            "info",
+        )
+    )
     note = f" ({m['compactions']} compactions!)" if m["compactions"] else ""
     rows.append(
         Result(
