@@ -1,6 +1,7 @@
 """Approval that covers every effect, in a real kernel (issue 36.1-2, 36.6): a write to IPython's
 startup dir (code that would run at the next kernel start) is refused under `deny` and asked
-about under `ask` and under `allow`; a rule lets `git status` run and asks about `git push`."""
+about under `ask` and under `allow`, and so is the `python` tool's code that names it; a rule lets
+`git status` run and asks about `git push`."""
 
 from __future__ import annotations
 
@@ -71,6 +72,18 @@ def test_a_write_to_ipython_startup_is_refused_or_asked_in_every_mode(kernel, mo
         # Asked even under `allow`, saying why; the person said no.
         assert "declined" in result
         assert "IPython" in result.split("ASKED", 1)[1] and "startup" in result.split("ASKED", 1)[1]
+
+
+def test_the_python_tool_writing_a_startup_file_under_allow_is_asked_about_and_plain_code_runs(kernel) -> None:
+    k, root = kernel
+    code = "open(get_ipython().profile_dir.startup_dir + '/00-x.py', 'w').write('import os')"
+    k.ok(f"m = run_with('allow', [tool_call('python', code={code!r})])")
+    result = k.ok("print(result_of(m)); print('ASKED', asked)").stdout
+    assert not _startup(root).exists()
+    assert "declined" in result and "profile_dir" in result.split("ASKED", 1)[1], result
+    k.ok("m = run_with('allow', [tool_call('python', code='flue_ran = 6 * 7')])")
+    result = k.ok("print(result_of(m)); print('ASKED', asked, flue_ran)").stdout
+    assert "ASKED [] 42" in result, result
 
 
 def test_a_rule_lets_git_status_run_and_asks_about_git_push(kernel) -> None:

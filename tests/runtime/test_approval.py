@@ -14,6 +14,7 @@ from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.facts import ApprovalFacts
 from flue_nb.runtime.tools.approval import ApprovalRequest, request_summary, with_approval
 from flue_nb.runtime.tools.grants import Grant
+from flue_nb.runtime.tools.runs_later import code_runs_later, shell_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, define_tool, execute_tool
 
 
@@ -26,7 +27,8 @@ def _bash_like(calls: list[str]) -> Tool:
         calls.append(args.command)
         return f"ran {args.command}"
 
-    return define_tool("bash", "Run a command.", input=_Cmd, run=run)
+    # As the real `bash` tool (runtime/tools/bash.py): its `runs_later` check reads the command.
+    return replace(define_tool("bash", "Run a command.", input=_Cmd, run=run), runs_later=shell_runs_later)
 
 
 class _Approver:
@@ -47,7 +49,7 @@ def _call(tool: Tool, raw: object) -> ToolOutput:
 
 def test_allow_runs_the_tool_unchanged() -> None:
     calls: list[str] = []
-    inner = replace(_bash_like(calls), name="shell")
+    inner = replace(_bash_like(calls), name="shell", runs_later=None)  # a tool of one's own, no check
     wrapped = with_approval(inner, policy="allow")
     assert wrapped is inner
     out = _call(wrapped, {"command": "ls"})
@@ -96,6 +98,58 @@ def test_a_command_naming_ipythondirs_path_or_a_profiles_startup_dir_is_asked_ab
     finally:
         runs_later._jupyter_dirs.cache_clear()
         runs_later._jupyter_dirs_as_named.cache_clear()
+
+
+class _Code(BaseModel):
+    code: str
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "open('/root/.ipython/profile_default/startup/00-x.py', 'w').write('import os')",
+        "import os\nstartup = get_ipython().profile_dir.startup_dir\nopen(os.path.join(startup, 'x.py'), 'w')",
+        "from IPython.paths import get_ipython_dir\np = get_ipython_dir()",
+        "import site\nopen(site.getsitepackages()[0] + '/evil.pth', 'w')",
+        "import subprocess\nsubprocess.run('echo x >> ~/.bashrc', shell=True)",
+    ],
+)
+def test_python_code_that_reaches_a_place_that_runs_code_later_is_asked_about_under_allow(code) -> None:
+    # Found in review: `write` and `bash` were asked about a startup file under `allow`, the
+    # `python` tool ran `open(startup_dir + "/x.py", "w")` with nobody asked.
+    calls: list[str] = []
+
+    async def run(args: _Code) -> str:
+        calls.append(args.code)
+        return "ran"
+
+    python = replace(define_tool("python", "Run code.", input=_Code, run=run), runs_later=code_runs_later)
+    approver = _Approver(False)
+    wrapped = with_approval(python, policy="allow", approver=approver)
+    out = _call(wrapped, {"code": "x = 1 + 1"})
+    assert not out.is_error and out.approval is None and calls == ["x = 1 + 1"]
+    out = _call(wrapped, {"code": code})
+    assert out.is_error and calls == ["x = 1 + 1"], out.content
+    assert out.approval is not None and "runs code later" in (out.approval.rule or "")
+    assert "the code names" in approver.requests[0].summary and approver.requests[0].grant is None
+
+
+def test_the_tools_that_write_name_their_runs_later_check() -> None:
+    from flue_nb.notebook.kernel.python_tool import python_tool
+    from flue_nb.runtime.sandbox.local import LocalSandbox
+    from flue_nb.runtime.tools import PathLocks, bash_tool, edit_tool, write_tool
+
+    box = LocalSandbox(".")
+    startup = "/root/.ipython/profile_default/startup/x.py"
+    checks = {
+        "bash": (bash_tool(box), {"command": f"echo x > {startup}"}),
+        "write": (write_tool(box, PathLocks()), {"path": startup, "content": "x"}),
+        "edit": (edit_tool(box, PathLocks()), {"path": startup, "old_text": "a", "new_text": "b"}),
+        "python": (python_tool({}), {"code": f"open({startup!r}, 'w')"}),
+    }
+    for name, (tool, data) in checks.items():
+        assert tool.runs_later is not None and tool.runs_later(data, None), name
+        assert tool.runs_later({k: "" for k in data}, None) is None, name
 
 
 def test_deny_refuses_and_says_how_the_user_can_change_it() -> None:

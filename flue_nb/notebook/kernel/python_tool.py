@@ -46,6 +46,7 @@ from flue_nb.runtime.effect_capture import (
 )
 from flue_nb.runtime.effects import EFFECTS_KEY, Bounds, Effects, VariableEffect
 from flue_nb.runtime.facts import NamespaceDiff
+from flue_nb.runtime.tools.runs_later import code_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import Truncation, truncate_tail
 
@@ -203,7 +204,7 @@ def python_tool(
                 result = dataclasses.replace(result, content=f"{result.content}\n{note}")
         return result
 
-    return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code")
+    return Tool("python", _DESCRIPTION, PythonInput, run, summary_arg="code", runs_later=code_runs_later)
 
 
 class FileWatch:

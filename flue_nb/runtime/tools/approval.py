@@ -125,7 +125,7 @@ def with_approval(
     if fallback not in get_args(Fallback):
         raise ConfigError(f"approval fallback for `{tool.name}` must be 'allow' or 'deny', got {fallback!r}")
     rules = rules if rules is not None else ApprovalRules.of(policy or "allow")
-    if tool.read_only or (_always_allowed(rules, tool.name) and tool.name not in ("write", "edit", "bash")):
+    if tool.read_only or (_always_allowed(rules, tool.name) and tool.runs_later is None):
         # Nothing to decide: the tool itself keeps its exact behaviour (e.g. `blocking`).
         return tool
     asks = rules.default == "ask" or tool.name in rules.tools

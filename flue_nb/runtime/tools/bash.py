@@ -16,6 +16,7 @@ from flue_nb.runtime.effect_capture import local_root, record_files, scan, store
 from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox
 from flue_nb.runtime.text import decode
+from flue_nb.runtime.tools.runs_later import shell_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 from flue_nb.runtime.tools.truncate import MAX_BYTES, MAX_LINES, truncate_tail
 
@@ -101,4 +102,4 @@ def bash_tool(sandbox: Sandbox) -> Tool:
             details = record_files(details, changes, ctx, _BOUNDS, scan_cut=scan_cut)
         return ToolOutput("\n\n".join(p for p in [body, *notes] if p), details=details)
 
-    return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command")
+    return Tool("bash", DESCRIPTION, BashInput, run, summary_arg="command", runs_later=shell_runs_later)

@@ -18,6 +18,7 @@ from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
+from flue_nb.runtime.tools.runs_later import path_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["EditInput", "edit_tool"]
@@ -237,7 +238,7 @@ def edit_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                     out.details = record_files(out.details, [(effect, kept)], ctx, _BOUNDS)
             return out
 
-    return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path")
+    return Tool("edit", DESCRIPTION, EditInput, run, summary_arg="path", runs_later=path_runs_later)
 
 
 async def _edit(sandbox: Sandbox, args: EditInput, size: int) -> ToolOutput:

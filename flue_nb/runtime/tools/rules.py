@@ -11,7 +11,7 @@ the code for `python`); the first that matches decides, else the tool's own mode
 1. a read-only tool (`Tool.read_only`) runs;
 2. the tool's rule, else `default`;
 3. a grant of the conversation ("always allow this") turns an `ask` into `allow`;
-4. a write to a place that runs code later (`runs_later`) turns `allow` into `ask`;
+4. a write to a place that runs code later (the tool's `runs_later` check) turns `allow` into `ask`;
 5. the hub policy's `approval.max` turns what it forbids into what it allows (`allow` -> `ask`).
 A `bash` command with shell operators (`;`, `&&`, `|`, `$(`, a backquote, a redirect, a newline)
 matches an `allow` pattern only when the pattern has them too: `git status*` does not let
@@ -30,7 +30,6 @@ from typing import Any, Literal, get_args
 
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.tools.grants import Grant
-from flue_nb.runtime.tools.runs_later import command_runs_later, write_runs_later
 from flue_nb.runtime.tools.summary import summary_text
 from flue_nb.runtime.tools.tool import Tool
 
@@ -189,7 +188,7 @@ class ApprovalRules:
                 if g.tool == tool.name and fnmatch.fnmatchcase(arg, g.pattern):
                     mode, rule = "allow", f"allowed for this conversation: {g.describe()}"
                     break
-        why = _runs_later(tool.name, data, arg, cwd)
+        why = tool.runs_later(data, cwd) if tool.runs_later is not None else None
         if why is not None:
             offer = None  # "always allow" never covers a place that runs code later
             if mode == "allow":
@@ -212,14 +211,6 @@ class ApprovalRules:
                 continue  # a chained command is not the command the pattern allows
             return mode, f"{name}: {pattern!r} -> {mode}"
         return self.default, f"default: {self.default}"
-
-
-def _runs_later(name: str, data: Mapping[str, Any], arg: str, cwd: str | None) -> str | None:
-    if name in ("write", "edit") and arg:
-        return write_runs_later(arg, cwd)
-    if name == "bash" and arg:
-        return command_runs_later(arg)
-    return None
 
 
 def load_rules(path: str) -> ApprovalRules:

@@ -3,7 +3,10 @@ rules ask about it even under `allow` (issue 36.1).
 
 `write_runs_later(path)` judges a path `write` or `edit` is about to change (resolved, symlinks
 followed); `command_runs_later(command)` is the best effort for `bash`: it looks for those places
-named in the command's text. What it cannot see: a path built at run time (`$HOME/.bash""rc`, a
+named in the command's text; `code_runs_later` does the same for the `python` tool's code, and
+also looks for the names Python code finds those places by (`startup_dir`, `get_ipython_dir`,
+`getsitepackages`, ...). Each tool names its check (`Tool.runs_later`: `path_runs_later`,
+`shell_runs_later`, `code_runs_later`); the approval rules call it. What it cannot see: a path built at run time (`$HOME/.bash""rc`, a
 variable, `$(...)`, base64), a relative path after a `cd`, a program or script that writes the
 file itself (`python -c ...`, `sed -i` through a symlink, `git config core.hooksPath`), and
 `pip install`, which puts code in `site-packages` by design. Under the shell sandbox (`sandbox=
@@ -14,9 +17,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
-__all__ = ["command_runs_later", "write_runs_later"]
+__all__ = [
+    "code_runs_later",
+    "command_runs_later",
+    "path_runs_later",
+    "shell_runs_later",
+    "write_runs_later",
+]
 
 _HOME_FILES = {
     ".bashrc": "bash runs it at every interactive shell",
@@ -110,7 +121,10 @@ _MENTIONS = (
     ),
     (re.compile(r"\.jupyter\b|\bjupyter_\w*config\b|\betc/jupyter\b"), "Jupyter's config dir"),
     (
-        re.compile(r"\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|envrc)\b"),
+        # Not after a name, `)` or `]`: `~/.profile` is the file, `torch.profiler.profile(...)` is not.
+        re.compile(
+            r"(?<![\w)\]])\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|envrc)\b"
+        ),
         "a shell's startup file",
     ),
     (re.compile(r"\bPYTHONSTARTUP\b|\.pythonrc\b"), "Python's startup file"),
@@ -123,14 +137,50 @@ _MENTIONS = (
 )
 
 
-def command_runs_later(command: str) -> str | None:
-    """Why a shell command seems to touch a place that runs code later, or None (by its text
-    only: see the module's note for what this misses)."""
+# The names Python code reaches those places by, without spelling their paths.
+_PYTHON_MENTIONS = (
+    (
+        re.compile(r"\b(startup_dir|profile_dir|get_ipython_dir|get_ipython_package_dir|locate_profile)\b"),
+        "IPython's config or startup dir",
+    ),
+    (re.compile(r"\b(jupyter_config_dir|jupyter_config_path)\b"), "Jupyter's config dir"),
+    (re.compile(r"\b(getsitepackages|getusersitepackages|USER_SITE|purelib|platlib)\b"), "Python's site-packages"),
+)
+
+
+def command_runs_later(command: str, *, kind: str = "command") -> str | None:
+    """Why a shell command (or code: `kind`) seems to touch a place that runs code later, or None
+    (by its text only: see the module's note for what this misses)."""
     for pattern, what in _MENTIONS:
         m = pattern.search(command)
         if m:
-            return f"the command names {what} (`{m.group(0)}`), where a change runs code later"
+            return f"the {kind} names {what} (`{m.group(0)}`), where a change runs code later"
     for d in _jupyter_dirs_as_named():
         if d in command:
-            return f"the command names `{d}`, where IPython or Jupyter runs code from at every start"
+            return f"the {kind} names `{d}`, where IPython or Jupyter runs code from at every start"
     return None
+
+
+def path_runs_later(data: Mapping[str, Any], cwd: str | None) -> str | None:
+    """`Tool.runs_later` of a tool whose `path` it writes (`write`, `edit`)."""
+    path = data.get("path")
+    return write_runs_later(path, cwd) if isinstance(path, str) and path else None
+
+
+def shell_runs_later(data: Mapping[str, Any], cwd: str | None) -> str | None:
+    """`Tool.runs_later` of a tool that runs its `command` in a shell (`bash`)."""
+    command = data.get("command")
+    return command_runs_later(command) if isinstance(command, str) and command else None
+
+
+def code_runs_later(data: Mapping[str, Any], cwd: str | None) -> str | None:
+    """`Tool.runs_later` of a tool that runs its `code` as Python (`python`): the places by their
+    paths, as for a command, or by the names Python code finds them with."""
+    code = data.get("code")
+    if not isinstance(code, str) or not code:
+        return None
+    for pattern, what in _PYTHON_MENTIONS:
+        m = pattern.search(code)
+        if m:
+            return f"the code names {what} (`{m.group(0)}`), where a change runs code later"
+    return command_runs_later(code, kind="code")

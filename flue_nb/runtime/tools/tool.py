@@ -152,6 +152,13 @@ class Tool(Generic[InputT]):
     )
     """What a person deciding on a call is shown instead of the question's line, when the tool
     can say more (`edit_cell`: the change as a diff); None or a None answer: the line."""
+    runs_later: Callable[[Mapping[str, Any], str | None], str | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Why a call with this input (and this working directory) would change a place that runs
+    code later (a startup file, a git hook, site-packages), or None: the approval rules then ask
+    even under `allow` (`runs_later.py`: `write`, `edit`, `bash`, `python`). None: the tool writes
+    no such place, and an `allow` rule lets it run unwrapped."""
 
     _spec: ToolSpec | None = field(default=None, repr=False, compare=False)
     _fingerprint: str | None = field(default=None, repr=False, compare=False)

@@ -12,6 +12,7 @@ from flue_nb.runtime.effects import Bounds
 from flue_nb.runtime.sandbox import Sandbox, StreamingWrites
 from flue_nb.runtime.tools._locks import PathLocks
 from flue_nb.runtime.tools.read import PathArg, locate
+from flue_nb.runtime.tools.runs_later import path_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput
 
 __all__ = ["WriteInput", "write_tool"]
@@ -75,4 +76,4 @@ def write_tool(sandbox: Sandbox, locks: PathLocks) -> Tool:
                 details = record_files(None, [(effect, kept)] if effect is not None else [], ctx, _BOUNDS)
         return ToolOutput(f"Wrote {size} bytes to `{args.path}`.", details=details)
 
-    return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path")
+    return Tool("write", DESCRIPTION, WriteInput, run, summary_arg="path", runs_later=path_runs_later)
