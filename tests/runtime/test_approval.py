@@ -112,6 +112,7 @@ class _Code(BaseModel):
         "from IPython.paths import get_ipython_dir\np = get_ipython_dir()",
         "import site\nopen(site.getsitepackages()[0] + '/evil.pth', 'w')",
         "import subprocess\nsubprocess.run('echo x >> ~/.bashrc', shell=True)",
+        "import os\nd = os.environ['IPY' + 'THONDIR']\nopen(os.path.join(d, 'profile_default', 'startup', 'y.py'), 'w')",
     ],
 )
 def test_python_code_that_reaches_a_place_that_runs_code_later_is_asked_about_under_allow(code) -> None:

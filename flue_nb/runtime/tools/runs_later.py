@@ -6,10 +6,11 @@ followed); `command_runs_later(command)` is the best effort for `bash`: it looks
 named in the command's text; `code_runs_later` does the same for the `python` tool's code, and
 also looks for the names Python code finds those places by (`startup_dir`, `get_ipython_dir`,
 `getsitepackages`, ...). Each tool names its check (`Tool.runs_later`: `path_runs_later`,
-`shell_runs_later`, `code_runs_later`); the approval rules call it. What it cannot see: a path built at run time (`$HOME/.bash""rc`, a
-variable, `$(...)`, base64), a relative path after a `cd`, a program or script that writes the
-file itself (`python -c ...`, `sed -i` through a symlink, `git config core.hooksPath`), and
-`pip install`, which puts code in `site-packages` by design. Under the shell sandbox (`sandbox=
+`shell_runs_later`, `code_runs_later`); the approval rules call it. What the text checks cannot
+see: a path built at run time (`$HOME/.bash""rc`, a variable, `$(...)`, base64, strings the code
+joins), a relative path after a `cd`, a program or script that writes the file itself (`python -c
+...`, `sed -i` through a symlink, `git config core.hooksPath`), and `pip install`, which puts code
+in `site-packages` by design. Under the shell sandbox (`sandbox=
 "auto"`) those writes fail anyway: everything outside the workspace is read-only.
 """
 
@@ -143,6 +144,8 @@ _PYTHON_MENTIONS = (
         re.compile(r"\b(startup_dir|profile_dir|get_ipython_dir|get_ipython_package_dir|locate_profile)\b"),
         "IPython's config or startup dir",
     ),
+    # A startup dir joined from parts: `os.path.join(d, "profile_default", "startup", ...)`.
+    (re.compile(r"\bprofile_\w+\b[\s\S]*?\bstartup\b"), "IPython's startup dir"),
     (re.compile(r"\b(jupyter_config_dir|jupyter_config_path)\b"), "Jupyter's config dir"),
     (re.compile(r"\b(getsitepackages|getusersitepackages|USER_SITE|purelib|platlib)\b"), "Python's site-packages"),
 )
