@@ -105,11 +105,11 @@ class Tokenizer:
             if self._loaded:
                 return
             try:
-                import tiktoken
+                from flue_nb.runtime.core.encoding_cache import load_encoding
 
                 # encode_ordinary: chat text may legitimately contain `<|endoftext|>`, which
                 # `encode` would reject.
-                self._encode = tiktoken.get_encoding(self.encoding_name).encode_ordinary
+                self._encode = load_encoding(self.encoding_name).encode_ordinary
             except (ImportError, ValueError, KeyError, OSError) as exc:
                 # ValueError covers an unregistered encoding and a data file failing its hash.
                 problem = exc
