@@ -3,7 +3,8 @@
 
 - "hello": a thought, then "Hello from the scripted agent." in two chunks;
 - "write": a `Write note.txt` edit call that asks permission first, then writes note.txt in its
-  directory if allowed ("Wrote note.txt.") or not ("Not written.");
+  directory if allowed ("Wrote note.txt.") or not ("Not written."); "write to PATH" the same
+  call (id w2) for the file PATH (its location; the title and raw input still say note.txt);
 - "kernel": a `python` call through the MCP server named `flue-kernel` it was given in
   `session/new` (the host's kernel), reported as a tool call but never asked about, whose first
   line it reports ("The kernel says: ...");
@@ -93,7 +94,7 @@ class Scripted:
         self.cancelled.clear()
         sid = session_id
         if "write" in text:
-            return await self.write(sid)
+            return await self.write(sid, text.split("write to ", 1)[1].strip() if "write to " in text else None)
         if "sneak" in text:
             return await self.kernel(sid, report=False)
         if "ask first" in text:
@@ -114,19 +115,20 @@ class Scripted:
         await self.say(sid, "the scripted agent.")
         return PromptResponse(stop_reason="end_turn")
 
-    async def write(self, sid: str) -> PromptResponse:
-        path = os.path.join(self.cwd, "note.txt")
+    async def write(self, sid: str, target: str | None = None) -> PromptResponse:
+        path = target or os.path.join(self.cwd, "note.txt")
+        cid = "w2" if target else "w1"  # a call id is the session's: never used twice
         where = [ToolCallLocation(path=path)]
         await self.say(sid, "Let me write it. ")
         start = start_tool_call(
-            "w1", "Write note.txt", kind="edit", status="pending", locations=where, raw_input={"path": "note.txt"}
+            cid, "Write note.txt", kind="edit", status="pending", locations=where, raw_input={"path": "note.txt"}
         )
         await self.conn.session_update(sid, start)
         options = [
             PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
             PermissionOption(option_id="no", name="Reject", kind="reject_once"),
         ]
-        call = ToolCallUpdate(tool_call_id="w1", title="Write note.txt", kind="edit", status="pending")
+        call = ToolCallUpdate(tool_call_id=cid, title="Write note.txt", kind="edit", status="pending")
         answer = await self.conn.request_permission(session_id=sid, tool_call=call, options=options)
         outcome = answer.outcome
         log("permission", outcome=outcome.outcome, option=getattr(outcome, "option_id", None))
@@ -135,11 +137,11 @@ class Scripted:
         if outcome.option_id == "yes":
             with open(path, "w", encoding="utf-8") as f:
                 f.write("from the scripted agent\n")
-            done = update_tool_call("w1", status="completed", content=[tool_content(text_block("wrote note.txt"))])
+            done = update_tool_call(cid, status="completed", content=[tool_content(text_block("wrote note.txt"))])
             await self.conn.session_update(sid, done)
             await self.say(sid, "Wrote note.txt.")
         else:
-            await self.conn.session_update(sid, update_tool_call("w1", status="failed"))
+            await self.conn.session_update(sid, update_tool_call(cid, status="failed"))
             await self.say(sid, "Not written.")
         return PromptResponse(stop_reason="end_turn")
 

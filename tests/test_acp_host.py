@@ -102,6 +102,67 @@ def test_ask_puts_the_agents_permission_request_to_flue_nbs_approver(tmp_path):
     assert end.approval is not None and (end.approval.reason, end.approval.approved) == ("approved", True)
 
 
+@pytest.fixture
+def ipythondir(tmp_path, monkeypatch):
+    """A fresh `$IPYTHONDIR`, which the runs-later checks read once per process: read again."""
+    from flue_nb.runtime.tools import runs_later
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    runs_later._jupyter_dirs.cache_clear()
+    runs_later._jupyter_dirs_as_named.cache_clear()
+    yield tmp_path / "ipython"
+    runs_later._jupyter_dirs.cache_clear()
+    runs_later._jupyter_dirs_as_named.cache_clear()
+
+
+def test_under_allow_an_agents_write_to_a_startup_dir_is_asked_about_and_a_no_keeps_it_out(tmp_path, ipythondir):
+    # Under `allow` flue_nb's own `write` is asked about before it puts a file where IPython
+    # runs code at every start; a hosted agent's edit of the same file is too, by its location.
+    from flue_nb.notebook.kernel.approve import use_host_approver
+
+    startup = ipythondir / "profile_default" / "startup" / "00-agent.py"
+    startup.parent.mkdir(parents=True)
+    asked: list[Any] = []
+
+    async def approver(request: Any) -> bool:
+        asked.append(request)
+        return False
+
+    stop = use_host_approver(approver)
+    try:
+        session = _session(_agent(tmp_path, approval="allow"), tmp_path)
+        assert session.prompt("please write a note", timeout=60) == "Wrote note.txt."  # not asked
+        assert asked == []
+        assert session.prompt(f"write to {startup}", timeout=60) == "Not written."
+    finally:
+        stop()
+    [request] = asked
+    assert request.tool_name == "acp_edit" and "runs code later" in request.rule
+    assert not startup.exists()
+    assert [e["option"] for e in _log(tmp_path) if e["event"] == "permission"] == ["yes", "no"]
+    end = [e for e in session.events() if isinstance(e, ToolEnd)][-1]
+    assert end.approval is not None and (end.approval.reason, end.approval.approved) == ("declined", False)
+
+
+def test_stand_ins_that_change_files_or_run_commands_carry_a_runs_later_check(tmp_path, ipythondir):
+    from flue_nb.acp.hosting import Hosted
+
+    startup = str(ipythondir / "profile_default" / "startup" / "x.py")
+    for kind in ("read", "search", "fetch", "think", "switch_mode"):
+        assert Hosted.decider(f"acp_{kind}").runs_later is None
+    for kind in ("edit", "delete", "move", "other", "execute"):
+        check = Hosted.decider(f"acp_{kind}").runs_later
+        assert check is not None
+        assert check({"title": "t", "locations": [startup]}, str(tmp_path)) is not None
+        assert check({"title": "t", "locations": [str(tmp_path / "note.txt")]}, str(tmp_path)) is None
+    execute = Hosted.decider("acp_execute").runs_later
+    assert execute is not None
+    assert execute({"title": "Run", "input": {"command": "echo x >> ~/.bashrc"}}, None) is not None
+    assert execute({"title": "Run", "input": {"command": ["sh", "-c", "echo x >> ~/.bashrc"]}}, None) is not None
+    assert execute({"title": "echo x >> ~/.bashrc", "input": None}, None) is not None
+    assert execute({"title": "Run", "input": {"command": "ls -la"}}, None) is None
+
+
 def test_stop_cancels_the_agents_turn_and_the_run_settles_aborted(tmp_path):
     session = _session(_agent(tmp_path), tmp_path)
     waiting = threading.Event()

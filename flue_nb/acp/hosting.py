@@ -57,6 +57,7 @@ from flue_nb.runtime.providers.model import (
     ToolCallDelta,
 )
 from flue_nb.runtime.tools.rules import ApprovalRules
+from flue_nb.runtime.tools.runs_later import command_runs_later, write_runs_later
 from flue_nb.runtime.tools.tool import Tool, ToolContext, ToolOutput, call_run
 
 if TYPE_CHECKING:
@@ -454,7 +455,37 @@ class Hosted:
     def decider(name: str) -> Tool:
         """The approval wrapper's tool for a stand-in: it decides (and records, and shows) what
         to answer, and runs nothing."""
-        return Tool(name, "", _StandInInput, _granted, summary_arg="title")
+        return Tool(name, "", _StandInInput, _granted, summary_arg="title", runs_later=_runs_later(name))
+
+
+# Kinds whose calls only look: the files they name are not changed.
+_LOOKS = ("read", "search", "fetch", "think", "switch_mode")
+
+
+def _runs_later(name: str) -> Callable[[Mapping[str, Any], str | None], str | None] | None:
+    """The stand-in's "runs code later" check (`Tool.runs_later`), so a hosted agent's call is
+    asked about under `allow` where flue_nb's own `write` or `bash` would be: a call that changes
+    a file (`edit`, `delete`, `move`, or a kind ACP does not name) by the files it reports
+    (`locations`); an `execute` call by its command (its raw input's `command`, else its title)."""
+    kind = name.removeprefix("acp_")
+    if kind in _LOOKS:
+        return None
+
+    def check(data: Mapping[str, Any], cwd: str | None) -> str | None:
+        for path in data.get("locations") or ():
+            why = write_runs_later(path, cwd) if isinstance(path, str) and path else None
+            if why is not None:
+                return why
+        if kind != "execute":
+            return None
+        raw = data.get("input")
+        command = raw.get("command") if isinstance(raw, Mapping) else None
+        if isinstance(command, list):  # an argv
+            command = " ".join(str(part) for part in command)
+        text = command if isinstance(command, str) and command else data.get("title")
+        return command_runs_later(text) if isinstance(text, str) and text else None
+
+    return check
 
 
 def _cancel_ask(ask: _Ask) -> None:
