@@ -36,14 +36,20 @@ from locks import apt_install  # noqa: E402
 from venvs import Unavailable, venv_python  # noqa: E402
 
 VENV = ROOT / ".venv-browser"
-PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8"]
+# rfc3987: with it jsonschema checks IRIs by regex and never imports rfc3987-syntax, which builds
+# ~35 Lark parsers at import (jupyter_events -> jsonschema[format-nongpl] brings it; no Jupyter
+# schema uses the IRI formats): a Jupyter server then starts in ~1.5 CPU-s instead of ~3, its
+# `import jsonschema` 0.2 s instead of 2 (python-jsonschema/jsonschema#1428). A test-venv tool
+# (GPL-3), never part of flue_nb.
+FAST_JSONSCHEMA = "rfc3987"
+PACKAGES = ["jupyterlab>=4", "notebook>=7", "playwright>=1.40", "anywidget>=0.9", "ipywidgets>=8", FAST_JSONSCHEMA]
 # The live-document tests' server: the same plus real-time collaboration, in a venv of its own so
 # the other browser tests keep a Lab without it.
 LIVE_VENV = ROOT / ".venv-live"
 LIVE_PACKAGES = [*PACKAGES, "jupyter-collaboration>=4"]
 # jupyter-ai's browser test (test_jupyter_ai_browser.py): jupyter-ai 3.x and flue_nb from this checkout.
 JUPYTER_AI_VENV = ROOT / ".venv-jupyter-ai"
-JUPYTER_AI_PACKAGES = ["jupyter-ai>=3,<4", "playwright>=1.40", "-e", str(ROOT)]
+JUPYTER_AI_PACKAGES = ["jupyter-ai>=3,<4", "playwright>=1.40", FAST_JSONSCHEMA, "-e", str(ROOT)]
 # Debian's build of Chromium's headless shell: what Playwright itself runs for headless pages, and
 # lighter than the full browser's headless mode (one browser test, one run each: Chromium's own
 # CPU 19 s with the full browser, 14 s with the shell; the whole test 46 and 37 busy core-s).
