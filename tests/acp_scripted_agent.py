@@ -4,7 +4,8 @@
 - "hello": a thought, then "Hello from the scripted agent." in two chunks;
 - "write": a `Write note.txt` edit call that asks permission first, then writes note.txt in its
   directory if allowed ("Wrote note.txt.") or not ("Not written."); "write to PATH" the same
-  call (id w2) for the file PATH (its location; the title and raw input still say note.txt);
+  call (id w2) for the file PATH (its location; the title and raw input still say note.txt),
+  "write to PATH reuse" with the id w1 again (which ACP does not allow);
 - "kernel": a `python` call through the MCP server named `flue-kernel` it was given in
   `session/new` (the host's kernel), reported as a tool call but never asked about, whose first
   line it reports ("The kernel says: ...");
@@ -94,7 +95,8 @@ class Scripted:
         self.cancelled.clear()
         sid = session_id
         if "write" in text:
-            return await self.write(sid, text.split("write to ", 1)[1].strip() if "write to " in text else None)
+            target = text.split("write to ", 1)[1].split()[0] if "write to " in text else None
+            return await self.write(sid, target, reuse="reuse" in text)
         if "sneak" in text:
             return await self.kernel(sid, report=False)
         if "ask first" in text:
@@ -115,9 +117,10 @@ class Scripted:
         await self.say(sid, "the scripted agent.")
         return PromptResponse(stop_reason="end_turn")
 
-    async def write(self, sid: str, target: str | None = None) -> PromptResponse:
+    async def write(self, sid: str, target: str | None = None, *, reuse: bool = False) -> PromptResponse:
         path = target or os.path.join(self.cwd, "note.txt")
-        cid = "w2" if target else "w1"  # a call id is the session's: never used twice
+        # A call id is the session's: never used twice, except to test a host (`reuse`).
+        cid = "w2" if target and not reuse else "w1"
         where = [ToolCallLocation(path=path)]
         await self.say(sid, "Let me write it. ")
         start = start_tool_call(

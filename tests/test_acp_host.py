@@ -163,6 +163,18 @@ def test_stand_ins_that_change_files_or_run_commands_carry_a_runs_later_check(tm
     assert execute({"title": "Run", "input": {"command": "ls -la"}}, None) is None
 
 
+def test_an_agent_that_reuses_a_finished_calls_id_gets_a_new_call_not_a_hung_turn(tmp_path):
+    session = _session(_agent(tmp_path, approval="allow"), tmp_path)
+    assert session.prompt("please write a note", timeout=60) == "Wrote note.txt."
+    other = tmp_path / "other.txt"
+    assert session.prompt(f"write to {other} reuse", timeout=60) == "Wrote note.txt."
+    assert other.exists()
+    ends = [e for e in session.events() if isinstance(e, ToolEnd)]
+    assert [e.call_id for e in ends] == ["w1", "w1~2"]
+    assert [e.details["acp"]["tool_call_id"] for e in ends] == ["w1", "w1"]
+    assert [e["option"] for e in _log(tmp_path) if e["event"] == "permission"] == ["yes", "yes"]
+
+
 def test_stop_cancels_the_agents_turn_and_the_run_settles_aborted(tmp_path):
     session = _session(_agent(tmp_path), tmp_path)
     waiting = threading.Event()

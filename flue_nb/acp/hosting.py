@@ -106,6 +106,9 @@ class _Call:
     """One tool call the agent reported, as its updates have left it."""
 
     id: str
+    """Its stand-in call's id in the conversation: the agent's, unless the agent used it before."""
+    agent_id: str = ""
+    """The agent's own id for it (`tool_call_id`), which its updates and permission requests name."""
     title: str = ""
     kind: str = "other"
     status: str = "pending"
@@ -203,6 +206,9 @@ class Hosted:
         self.session_id: str | None = None
         self.agent_info: Any = None
         self.calls: dict[str, _Call] = {}
+        """Stand-in call id -> the call."""
+        self._latest: dict[str, str] = {}
+        """The agent's call id -> the stand-in id of its newest call of that id."""
         self.turn: _Turn | None = None
         self.pending: list[str] = []
         """Messages that joined a turn the agent was still running: the next prompt."""
@@ -397,15 +403,23 @@ class Hosted:
             if text and turn is not None:
                 await turn.queue.put(("text" if kind == "agent_message_chunk" else "thinking", text))
         elif kind in ("tool_call", "tool_call_update"):
-            call = self._call(update.tool_call_id, turn)
+            call = self._call(update.tool_call_id, turn, start=kind == "tool_call")
             call.merge(update)
             self.reported.set()
 
-    def _call(self, call_id: str, turn: _Turn | None) -> _Call:
-        """The call of this id, made (and announced to the turn) when first heard of."""
-        call = self.calls.get(call_id)
-        if call is None:
-            call = self.calls[call_id] = _Call(call_id)
+    def _call(self, call_id: str, turn: _Turn | None, *, start: bool = False) -> _Call:
+        """The call of this id, made (and announced to the turn) when first heard of. An agent
+        that starts a call with the id of one whose stand-in has ended (ACP says ids are unique
+        in a session; not every agent keeps to it) gets a new call, under an id of its own in
+        the conversation: folded into the old one, its turn would wait for it forever."""
+        known = self._latest.get(call_id)
+        call = self.calls.get(known) if known is not None else None
+        if call is None or (start and call.unfollowed):
+            own = (
+                call_id if known is None else f"{call_id}~{sum(c.agent_id == call_id for c in self.calls.values()) + 1}"
+            )
+            call = self.calls[own] = _Call(own, agent_id=call_id)
+            self._latest[call_id] = own
             if turn is not None:
                 turn.queue.put_nowait(("tool", call))
         return call
@@ -588,7 +602,7 @@ async def _answer_asks(call: _Call, args: BaseModel, ctx: ToolContext, gate: Too
 
 
 def _details(call: _Call) -> dict[str, Any]:
-    return {"tool_call_id": call.id, "kind": call.kind, "status": call.status, "title": call.title}
+    return {"tool_call_id": call.agent_id or call.id, "kind": call.kind, "status": call.status, "title": call.title}
 
 
 def _new_text(messages: list[Any], *, one_submission: bool) -> str:
