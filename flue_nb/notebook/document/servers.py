@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -60,6 +61,12 @@ class Found:
 
 def own_connection_file() -> str | None:
     """This kernel's connection file, or None outside a kernel (terminal IPython, plain Python)."""
+    # Outside a kernel, ipykernel is not imported for the question: from the warm-up thread that
+    # import defined IPython's magics classes while the main thread defined others (see
+    # `write_tools._is_kernel_shell`).
+    app = sys.modules.get("ipykernel.kernelapp")
+    if app is None or not app.IPKernelApp.initialized():
+        return None
     try:
         from ipykernel.connect import get_connection_file
 

@@ -432,9 +432,13 @@ def _front_end(shell: Any, namespace: dict[str, Any]) -> Literal["vscode", "jupy
 
 def _is_kernel_shell(shell: Any) -> bool:
     """A kernel's shell (ipykernel's, or a subclass such as Colab's), not terminal IPython."""
-    from ipykernel.zmqshell import ZMQInteractiveShell
-
-    return isinstance(shell, ZMQInteractiveShell)
+    # Not imported here: a kernel's shell means its module is loaded already, and importing it
+    # from the warm-up thread defined IPython's magics classes there while the main thread
+    # defined others (`%config` loading the lazy ones): IPython's magics registry is one global
+    # dict, so the classes got each other's magics (`'CodeMagics' object has no attribute
+    # 'alias_magic'`, or a `%config` that did not apply).
+    zmqshell = sys.modules.get("ipykernel.zmqshell")
+    return zmqshell is not None and isinstance(shell, zmqshell.ZMQInteractiveShell)
 
 
 def coordinator_waits() -> bool:
