@@ -27,6 +27,9 @@ print(json.dumps({
     "runtime": "flue_nb.runtime.session" in sys.modules,
     "tokenizer": tokens._DEFAULT._loaded,
     "live": "flue_nb.notebook.document.live_document" in sys.modules,
+    # Outside a kernel nothing imports ipykernel: from the warm-up thread its import defined
+    # IPython's magics classes beside the main thread's (one global registry: mixed magics).
+    "ipykernel": any(m in sys.modules for m in ("ipykernel.zmqshell", "ipykernel.kernelapp")),
 }))
 """
 
@@ -65,6 +68,7 @@ def test_with_claude_configured_the_sdk_runtime_and_tokenizer_load_in_the_backgr
         "runtime": True,
         "tokenizer": True,
         "live": False,  # no Jupyter server runs this Python: the live document stays unloaded
+        "ipykernel": False,
     }
 
 
@@ -76,6 +80,7 @@ def test_offline_the_sdk_is_not_loaded(tmp_path):
         "runtime": True,
         "tokenizer": True,
         "live": False,  # no Jupyter server runs this Python: the live document stays unloaded
+        "ipykernel": False,
     }
 
 
@@ -87,4 +92,5 @@ def test_flue_warmup_0_turns_it_off(tmp_path):
         "runtime": False,
         "tokenizer": False,
         "live": False,
+        "ipykernel": False,
     }

@@ -78,6 +78,7 @@ def test_ranks_tiktoken_refuses_are_passed_over(cache) -> None:
     path.write_bytes(marshal.dumps(params))
     encoding_cache._LOADED.clear()
     assert load_encoding(ENCODING_NAME).encode_ordinary("hello world") == [15339, 1917]
+    assert "<|x|>" not in marshal.loads(path.read_bytes())["special_tokens"]  # loaded by tiktoken, written again
 
 
 def test_an_unwritable_cache_dir_still_counts(tmp_path, monkeypatch) -> None:
