@@ -9,6 +9,7 @@ import http.server
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -309,3 +310,69 @@ def test_a_program_and_a_python_under_tmp_are_there_inside(bwrap, tmp_path: Path
         assert b"No such file" in run(local(workspace, sandbox="bwrap").exec(f"ls {tools}")).output
     finally:
         shutil.rmtree(tools)
+
+
+@pytest.fixture
+def outside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A $HOME with ~/.aws and flue_nb's cache dir outside /tmp (whose private tmpfs hides it whole)."""
+    root = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="flue-outside-"))
+    (root / "home" / ".aws").mkdir(parents=True)
+    (root / "home" / ".aws" / "credentials").write_text("aws_secret_access_key = AKIA-FAKE-SECRET\n")
+    (root / "home" / "work").mkdir()
+    monkeypatch.setenv("HOME", str(root / "home"))
+    monkeypatch.setenv("FLUE_CACHE_DIR", str(root / "cache"))
+    yield root
+    for path, _, _ in os.walk(root):
+        os.chmod(path, 0o755)  # the kept empty dir is read-only
+    shutil.rmtree(root)
+
+
+_WRAP_THEN_DIE = """
+import os, sys
+from flue_nb.runtime.sandbox.contain import containment
+args, _ = containment("bwrap").wrap(["true"], workspace=sys.argv[1], workdir=sys.argv[1], env={})
+print(args[args.index(os.path.expanduser("~/.aws")) - 1], flush=True)
+os.kill(os.getpid(), 9)  # as a kernel that is killed: no exit handler runs
+"""
+
+
+def test_killed_processes_leave_no_empty_dir_behind(bwrap, outside: Path, tmp_path: Path, monkeypatch) -> None:
+    # Each process made its own empty dir in /tmp to mount over hidden places, removed at exit:
+    # every killed kernel left one. Now one is kept in flue_nb's cache dir and shared.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    sources = []
+    for _ in range(2):
+        argv = [sys.executable, "-c", _WRAP_THEN_DIE, str(outside / "home" / "work")]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        assert done.returncode == -9, done.stderr
+        sources.append(done.stdout.strip())
+    assert sources == [str(outside / "cache" / "empty")] * 2
+    assert os.listdir(tmp_path) == []
+    assert os.listdir(sources[0]) == [] and oct(os.stat(sources[0]).st_mode & 0o777) == "0o555"
+
+
+def test_a_kept_empty_dir_that_is_not_empty_is_not_mounted(bwrap, outside: Path) -> None:
+    kept = outside / "cache" / "empty"
+    kept.mkdir(parents=True)
+    (kept / "credentials").write_text("PLANTED\n")
+    res = run(local(outside / "home" / "work", sandbox="bwrap").exec("ls ~/.aws; cat ~/.aws/credentials"))
+    assert b"PLANTED" not in res.output and b"AKIA-FAKE-SECRET" not in res.output
+    assert res.exit_code != 0  # the mask is there, and empty
+
+
+def test_the_kept_empty_dir_cannot_be_changed_from_inside(bwrap, outside: Path) -> None:
+    kept = outside / "cache" / "empty"
+    sb = local(outside / "home" / "work", sandbox="bwrap")
+    res = run(sb.exec(f"chmod 755 {kept}; touch {kept}/planted; ls -a ~/.aws; echo END"))
+    assert b"Read-only file system" in res.output and os.listdir(kept) == [], res.output
+    assert res.output.endswith(b"\n.\n..\nEND\n")  # ~/.aws inside: empty
+    assert run(local(outside / "home").exec("cat ~/.aws/credentials")).output.strip().endswith(b"AKIA-FAKE-SECRET")
+
+
+def test_a_kept_empty_dir_that_is_a_symlink_is_not_taken(bwrap, outside: Path) -> None:
+    (outside / "elsewhere").mkdir()
+    (outside / "cache").mkdir()
+    (outside / "cache" / "empty").symlink_to(outside / "elsewhere")
+    args, _ = containment("bwrap").wrap(["true"], workspace=str(outside / "home" / "work"), workdir="/", env={})
+    source = args[args.index(str(outside / "home" / ".aws")) - 1]
+    assert os.path.basename(source).startswith("flue-hidden-") and os.listdir(source) == []

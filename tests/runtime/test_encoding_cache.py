@@ -8,6 +8,7 @@ import marshal
 import pytest
 import tiktoken
 
+from flue_nb.runtime.cache import cache_dir
 from flue_nb.runtime.core import encoding_cache
 from flue_nb.runtime.core.encoding_cache import load_encoding
 from flue_nb.runtime.core.tokens import ENCODING_NAME
@@ -107,6 +108,6 @@ def test_an_unknown_encoding_is_not_cached_and_raises_as_tiktoken_does(cache) ->
 def test_the_cache_dir_follows_the_environment(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("FLUE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert encoding_cache.cache_dir() == tmp_path / "flue_nb"
+    assert cache_dir() == tmp_path / "flue_nb"
     monkeypatch.setenv("FLUE_CACHE_DIR", str(tmp_path / "own"))
-    assert encoding_cache.cache_dir() == tmp_path / "own"
+    assert cache_dir() == tmp_path / "own"

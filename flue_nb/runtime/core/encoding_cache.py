@@ -19,19 +19,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "load_encoding"]
+from flue_nb.runtime.cache import cache_dir
+
+__all__ = ["load_encoding"]
 
 _KEYS = ("name", "pat_str", "mergeable_ranks", "special_tokens")
 # One encoding per name and process, as tiktoken's own `get_encoding` keeps them.
 _LOADED: dict[str, Any] = {}
-
-
-def cache_dir() -> Path:
-    """Where flue_nb keeps what it can rebuild: `$FLUE_CACHE_DIR`, else the user's cache dir."""
-    own = os.environ.get("FLUE_CACHE_DIR")
-    if own:
-        return Path(own)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flue_nb"
 
 
 def load_encoding(name: str) -> Any:

@@ -17,6 +17,7 @@ import atexit
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from flue_nb.runtime.cache import cache_dir
 from flue_nb.runtime.errors import ConfigError
 
 __all__ = [
@@ -173,9 +175,29 @@ _BASE = (
 """The mounts every sandboxed command gets before the workspace and the masks."""
 
 
+def _empty_dir(workspace: str) -> str:
+    """An empty read-only directory to mount over a hidden one.
+
+    One kept per user in flue_nb's cache dir, checked empty at each use: one made per process was
+    left in /tmp by every kernel that was killed (no exit handler runs). Where the kept one cannot
+    be had, or a sandboxed command could change it (it is in the workspace), this process's own.
+    """
+    kept = os.path.join(os.path.realpath(cache_dir()), "empty")  # itself a symlink: not taken
+    if not _under(kept, workspace):
+        try:
+            os.makedirs(kept, mode=0o755, exist_ok=True)
+            info = os.lstat(kept)
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not os.listdir(kept):
+                if stat.S_IMODE(info.st_mode) != 0o555:
+                    os.chmod(kept, 0o555)
+                return kept
+        except OSError:
+            pass
+    return _own_empty_dir()
+
+
 @functools.cache
-def _empty_dir() -> str:
-    """An empty read-only directory to mount over a hidden one (made once per process)."""
+def _own_empty_dir() -> str:
     path = tempfile.mkdtemp(prefix="flue-hidden-")
     os.chmod(path, 0o555)
     atexit.register(os.rmdir, path)
@@ -303,9 +325,11 @@ class Containment:
             args += ["--bind", real, real]
         for real in _needed_under_private(argv, workspace):
             args += ["--ro-bind", real, real]
-        for real in [m for m in masks if not _under(workspace, m)]:
+        over = [m for m in masks if not _under(workspace, m)]
+        empty = _empty_dir(workspace) if any(os.path.isdir(m) for m in over) else "/dev/null"
+        for real in over:
             # One read-only bind of an empty directory (or /dev/null): one mount, not two.
-            args += ["--ro-bind", _empty_dir() if os.path.isdir(real) else "/dev/null", real]
+            args += ["--ro-bind", empty if os.path.isdir(real) else "/dev/null", real]
         out_env = dict(env)
         out_env["TMPDIR"] = "/tmp"
         command = list(argv)
