@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 # inherits these (quality.md: tests isolate Jupyter's dirs). A pytest-xdist worker inherits the
 # controller's environment, so it sets its own: workers share no IPython history database.
 _JUPYTER_HOME = tempfile.mkdtemp(prefix="flue-test-jupyter-")
+atexit.register(shutil.rmtree, _JUPYTER_HOME, True)  # every run left one per process in /tmp
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 for _var, _sub in (
     ("IPYTHONDIR", "ipython"),
