@@ -1,5 +1,5 @@
 """The notebook this kernel runs, as a document: the live one when a server offers it, else the
-saved `.ipynb` read with nbformat (read-only), else none.
+saved `.ipynb` read as nbformat reads it (read-only), else none.
 
 Which notebook: jupyter_server gives the kernel its path in `JPY_SESSION_NAME` (a rename after
 start is not seen); VS Code puts `__vsc_ipynb_file__` in the namespace. The live document comes
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -57,26 +58,90 @@ class SavedDocument(ReadOnlyDocument):
 
 
 def _read(path: str) -> list[NotebookCell]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise DocumentError(f"the saved notebook {path!r} is not a readable .ipynb: {exc}") from None
+    # A plain v4 notebook is read as nbformat reads it, without nbformat: importing it costs
+    # ~1.5 CPU-s where JupyterLab's jsonschema extras are installed (rfc3987-syntax's parsers).
+    cells = _plain_v4_cells(raw)
+    return cells if cells is not None else _read_with_nbformat(path)
+
+
+def _plain_v4_cells(raw: Any) -> list[NotebookCell] | None:
+    """The cells of a v4 notebook as nbformat 5's `read(as_version=4)` gives them, or None where
+    nbformat would do more (convert another version, repair missing or repeated cell ids)."""
+    if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
+        return None
+    cells = raw["cells"]
+    if not all(
+        isinstance(c, dict) and isinstance(c.get("metadata", {}), dict) and isinstance(c.get("outputs", []), list)
+        for c in cells
+    ):
+        return None
+    if raw.get("nbformat_minor", 0) >= 5:
+        ids = [c.get("id") for c in cells]
+        if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
+            return None
+    out = []
+    try:
+        for index, cell in enumerate(cells):
+            outputs = [_joined_output(o) for o in cell.get("outputs", ()) if isinstance(o, dict)]
+            metadata = {k: v for k, v in cell.get("metadata", {}).items() if k != "trusted"}
+            source = _joined(cell.get("source", ""))
+            out.append(_cell(index, cell.get("cell_type", "code"), cell, source, outputs, metadata))
+    except TypeError:  # text that is not text: nbformat says what is wrong
+        return None
+    return out
+
+
+def _read_with_nbformat(path: str) -> list[NotebookCell]:
     import nbformat
 
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same note to the model
         raise DocumentError(f"the saved notebook {path!r} is not a readable .ipynb: {exc}") from None
-    out = []
-    for index, cell in enumerate(nb.cells):
-        kind = cell.get("cell_type", "code")
-        out.append(
-            NotebookCell(
-                id=str(cell.get("id") or f"index-{index}"),
-                kind=kind if kind in ("code", "markdown", "raw") else "raw",
-                source=cell.get("source", ""),
-                execution_count=cell.get("execution_count"),
-                outputs=tuple(cell.get("outputs", ())),
-                metadata=dict(cell.get("metadata", {})),
-            )
-        )
-    return out
+    return [
+        _cell(i, c.get("cell_type", "code"), c, c.get("source", ""), c.get("outputs", ()), dict(c.get("metadata", {})))
+        for i, c in enumerate(nb.cells)
+    ]
+
+
+def _cell(index: int, kind: Any, cell: Mapping[str, Any], source: Any, outputs: Any, metadata: Any) -> NotebookCell:
+    return NotebookCell(
+        id=str(cell.get("id") or f"index-{index}"),
+        kind=kind if kind in ("code", "markdown", "raw") else "raw",
+        source=source,
+        execution_count=cell.get("execution_count"),
+        outputs=tuple(outputs),
+        metadata=metadata,
+    )
+
+
+def _joined(text: Any) -> Any:
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _joined_output(output: dict[str, Any]) -> dict[str, Any]:
+    """An output with its text joined as nbformat's `rejoin_lines` does (JSON data left as is)."""
+    output = dict(output)
+    kind = output.get("output_type", "")
+    if kind in ("execute_result", "display_data") and isinstance(output.get("data"), dict):
+        output["data"] = {
+            mime: "".join(v)
+            if not _json_mime(mime) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            else v
+            for mime, v in output["data"].items()
+        }
+    elif kind and isinstance(output.get("text", ""), list):
+        output["text"] = "".join(output["text"])
+    return output
+
+
+def _json_mime(mime: str) -> bool:
+    return mime == "application/json" or (mime.startswith("application/") and mime.endswith("+json"))
 
 
 def notebook_path(namespace: Mapping[str, Any] | None = None) -> str | None:
