@@ -339,3 +339,13 @@ def test_a_subagents_request_ends_when_the_parent_run_is_aborted(db: str) -> Non
     assert sub.outcome == Outcome.ABORTED, sub
     assert late.outcome == "ended" and "stopped before an answer" in (late.reason or ""), late
     assert calls == []
+
+
+@pytest.mark.parametrize(("first", "kind"), [("", "process"), ("import ipykernel.kernelapp;", "kernel")])
+def test_who_answered_is_named_a_kernel_only_in_a_kernel(first: str, kind: str) -> None:
+    import subprocess
+    import sys
+
+    code = f"{first}from flue_nb.runtime.tools.ballot import here; print(here())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith(f"{kind} ") and " on " in out, out

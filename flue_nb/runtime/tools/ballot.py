@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -34,8 +35,10 @@ _LOOK = 5.0
 
 
 def here() -> str:
-    """This kernel as other views name it: its notebook (when the server said) and its process."""
-    proc = f"kernel {os.getpid()} on {socket.gethostname()}"
+    """This kernel (or process) as other views name it: its notebook (when the server said) and its process."""
+    # A kernel loads its app before any flue_nb code runs; a script or `flue-nb` is no kernel.
+    kind = "kernel" if "ipykernel.kernelapp" in sys.modules else "process"
+    proc = f"{kind} {os.getpid()} on {socket.gethostname()}"
     name = os.environ.get("JPY_SESSION_NAME")  # set by jupyter_server for a notebook's kernel
     return f"{os.path.basename(name)} ({proc})" if name else proc
 
