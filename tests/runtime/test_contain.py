@@ -336,19 +336,30 @@ os.kill(os.getpid(), 9)  # as a kernel that is killed: no exit handler runs
 """
 
 
-def test_killed_processes_leave_no_empty_dir_behind(bwrap, outside: Path, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("cache_in_workspace", [False, True])
+def test_killed_processes_leave_no_empty_dir_behind(
+    bwrap, outside: Path, tmp_path: Path, monkeypatch, cache_in_workspace: bool
+) -> None:
     # Each process made its own empty dir in /tmp to mount over hidden places, removed at exit:
-    # every killed kernel left one. Now one is kept in flue_nb's cache dir and shared.
+    # every killed kernel left one. Now one is kept per user and shared: in flue_nb's cache dir,
+    # or in the temp dir where the cache dir is in the workspace (Jupyter started in ~).
+    work = outside / "home" / "work"
+    if cache_in_workspace:
+        monkeypatch.setenv("FLUE_CACHE_DIR", str(work / ".cache"))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     sources = []
     for _ in range(2):
-        argv = [sys.executable, "-c", _WRAP_THEN_DIE, str(outside / "home" / "work")]
-        done = subprocess.run(argv, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", _WRAP_THEN_DIE, str(work)], capture_output=True, text=True)
         assert done.returncode == -9, done.stderr
         sources.append(done.stdout.strip())
-    assert sources == [str(outside / "cache" / "empty")] * 2
-    assert os.listdir(tmp_path) == []
-    assert os.listdir(sources[0]) == [] and oct(os.stat(sources[0]).st_mode & 0o777) == "0o555"
+    kept = tmp_path / f"flue-hidden-{os.geteuid()}" if cache_in_workspace else outside / "cache" / "empty"
+    assert sources == [str(kept)] * 2
+    assert os.listdir(tmp_path) == ([kept.name] if cache_in_workspace else [])
+    assert os.listdir(kept) == [] and oct(os.stat(kept).st_mode & 0o777) == "0o555"
+    res = run(local(work, sandbox="bwrap").exec("ls -a ~/.aws; cat ~/.aws/credentials"))
+    assert b"AKIA-FAKE-SECRET" not in res.output and res.output.startswith(b".\n..\n"), res.output
+    if cache_in_workspace:
+        os.chmod(kept, 0o755)  # read-only: let tmp_path's cleanup remove it
 
 
 def test_a_kept_empty_dir_that_is_not_empty_is_not_mounted(bwrap, outside: Path) -> None:

@@ -178,22 +178,31 @@ _BASE = (
 def _empty_dir(workspace: str) -> str:
     """An empty read-only directory to mount over a hidden one.
 
-    One kept per user in flue_nb's cache dir, checked empty at each use: one made per process was
-    left in /tmp by every kernel that was killed (no exit handler runs). Where the kept one cannot
-    be had, or a sandboxed command could change it (it is in the workspace), this process's own.
+    One kept per user, checked at each use: `empty` in flue_nb's cache dir, else (the cache dir is
+    in the workspace, as when Jupyter starts in ~) `flue-hidden-UID` in the temp dir, whose sticky
+    bit keeps other users from replacing it. One made per process instead was left in /tmp by
+    every kernel that was killed (no exit handler runs); it stays the last resort.
     """
-    kept = os.path.join(os.path.realpath(cache_dir()), "empty")  # itself a symlink: not taken
-    if not _under(kept, workspace):
-        try:
-            os.makedirs(kept, mode=0o755, exist_ok=True)
-            info = os.lstat(kept)
-            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not os.listdir(kept):
-                if stat.S_IMODE(info.st_mode) != 0o555:
-                    os.chmod(kept, 0o555)
-                return kept
-        except OSError:
-            pass
+    # The parent is resolved, the directory itself is not: a symlink in its place is not taken.
+    for place, name in ((cache_dir(), "empty"), (tempfile.gettempdir(), f"flue-hidden-{os.geteuid()}")):
+        kept = os.path.join(os.path.realpath(place), name)
+        if not _under(kept, workspace) and _usable(kept):
+            return kept
     return _own_empty_dir()
+
+
+def _usable(kept: str) -> bool:
+    """Whether `kept` is (or now is) an empty directory of this user's, read-only to all."""
+    try:
+        os.makedirs(kept, mode=0o755, exist_ok=True)
+        info = os.lstat(kept)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or os.listdir(kept):
+            return False
+        if stat.S_IMODE(info.st_mode) != 0o555:
+            os.chmod(kept, 0o555)
+        return True
+    except OSError:
+        return False
 
 
 @functools.cache
