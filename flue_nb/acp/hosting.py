@@ -107,7 +107,7 @@ class _Call:
 
     id: str
     """Its stand-in call's id in the conversation: the agent's, unless the agent used it before."""
-    agent_id: str = ""
+    agent_id: str
     """The agent's own id for it (`tool_call_id`), which its updates and permission requests name."""
     title: str = ""
     kind: str = "other"
@@ -602,7 +602,7 @@ async def _answer_asks(call: _Call, args: BaseModel, ctx: ToolContext, gate: Too
 
 
 def _details(call: _Call) -> dict[str, Any]:
-    return {"tool_call_id": call.agent_id or call.id, "kind": call.kind, "status": call.status, "title": call.title}
+    return {"tool_call_id": call.agent_id, "kind": call.kind, "status": call.status, "title": call.title}
 
 
 def _new_text(messages: list[Any], *, one_submission: bool) -> str:

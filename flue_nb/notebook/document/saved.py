@@ -60,13 +60,14 @@ class SavedDocument(ReadOnlyDocument):
 def _read(path: str) -> list[NotebookCell]:
     try:
         with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+            text = f.read()
+        raw = json.loads(text)
     except (OSError, ValueError) as exc:
         raise DocumentError(f"the saved notebook {path!r} is not a readable .ipynb: {exc}") from None
     # A plain v4 notebook is read as nbformat reads it, without nbformat: importing it costs
     # ~1.5 CPU-s where JupyterLab's jsonschema extras are installed (rfc3987-syntax's parsers).
     cells = _plain_v4_cells(raw)
-    return cells if cells is not None else _read_with_nbformat(path)
+    return cells if cells is not None else _read_with_nbformat(path, text)
 
 
 def _plain_v4_cells(raw: Any) -> list[NotebookCell] | None:
@@ -96,11 +97,11 @@ def _plain_v4_cells(raw: Any) -> list[NotebookCell] | None:
     return out
 
 
-def _read_with_nbformat(path: str) -> list[NotebookCell]:
+def _read_with_nbformat(path: str, text: str) -> list[NotebookCell]:
     import nbformat
 
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same note to the model
         raise DocumentError(f"the saved notebook {path!r} is not a readable .ipynb: {exc}") from None
     return [
