@@ -235,8 +235,9 @@ class StoredConversation:
         here = owner == _OWNER
         return Lease(owner, expires, here, not here and provably_dead(owner))
 
-    def status(self, *, agent: str = "", live: Any = None) -> SessionStatus:
-        """Where the conversation stands; `live` is this process's run of it, when there is one."""
+    def status(self, *, agent: str = "", live: Any = None, counted: int | None = None) -> SessionStatus:
+        """Where the conversation stands; `live` is this process's run of it, when there is one,
+        and `counted` the tokens of the window now by its counter (else the run's own count)."""
         tally = self._folded()
         unsettled = self.store.submissions(self.conversation_id, unsettled=True)
         outcomes = dict(tally.settled)
@@ -250,7 +251,8 @@ class StoredConversation:
             from flue_nb.runtime.core.compaction import threshold as compaction_threshold
 
             info = live.model.info
-            used, model, window = live.used_tokens(), info.id, info.context_window
+            used = counted if counted is not None else live.used_tokens()
+            model, window = info.id, info.context_window
             cfg = live.rendered.compaction if live.rendered is not None else True
             if cfg is not False:
                 threshold = compaction_threshold(info, cfg if isinstance(cfg, CompactionConfig) else None)
@@ -622,7 +624,8 @@ class Session:
 
     def status(self) -> SessionStatus:
         """Where the conversation stands: agent and model in use, queue, owner, context use."""
-        return self._stored.status(agent=self._conv.agent.name, live=self._conv.current_run)
+        conv = self._conv
+        return self._stored.status(agent=conv.agent.name, live=conv.current_run, counted=conv.window_tokens())
 
     # --- approval grants ------------------------------------------------------------------------
 

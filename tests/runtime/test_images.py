@@ -194,7 +194,7 @@ def test_a_figure_drawn_by_python_reaches_the_model_as_an_image_and_is_stored_on
     assert s.store.blob(fig.digest) == fig.data
     # A new kernel rebuilds the window with the bytes, from the blob table.
     with SQLiteStore(db) as store:
-        t, _ = load_window(store, s.conversation_id)
+        t, _, _ = load_window(store, s.conversation_id)
     again = [p for m in t.messages if isinstance(m, ToolResultMessage) for p in m.images]
     assert again[0].data == fig.data
 
@@ -287,7 +287,7 @@ def test_attached_images_are_stored_with_the_submission_and_survive_a_restart(tm
     assert isinstance(user, UserMessage) and [p.label for p in user.images] == ["Figure", ""]
     assert all(p.data for p in user.images) and model.requests[0].images == user.images
     with SQLiteStore(db) as store:  # a new kernel
-        t, _ = load_window(store, s.conversation_id)
+        t, _, _ = load_window(store, s.conversation_id)
     kept = t.messages[0]
     assert isinstance(kept, UserMessage) and [p.data for p in kept.images] == [p.data for p in user.images]
 

@@ -24,7 +24,7 @@ from flue_nb.runtime.core.lifecycle import finish
 from flue_nb.runtime.core.loop import AgentRun, RunSettings
 from flue_nb.runtime.core.recovery import UNKNOWN_OUTCOME, close_dangling, keep_partial, user_recorded
 from flue_nb.runtime.core.transcript import Transcript
-from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, put_images
+from flue_nb.runtime.core.window import StoreRecorder, load_images, load_window, newer, put_images
 from flue_nb.runtime.errors import (
     ConfigError,
     FlueError,
@@ -87,6 +87,10 @@ class Conversation:
         self.lease_ttl = lease_ttl
         self.bus = EventBus(conversation_id, clock=settings.clock)
         self.transcript: Transcript | None = None
+        self._seen = 0
+        """The newest window record (`WINDOW_KINDS`) the transcript mirrors: loaded or written here."""
+        self._behind: tuple[int, int] | None = None
+        """(newest window record, tokens) counted for `window_tokens` while the transcript is behind."""
         self.state: dict[str, Any] = {}
         self.current: Submission | None = None
         self.current_run: AgentRun | None = None
@@ -179,7 +183,10 @@ class Conversation:
         return UserMessage(sub.text, sub.id, self._attachments(sub.id))
 
     def _recorder(self, sid: str | None) -> StoreRecorder:
-        return StoreRecorder(self.store, self.id, sid, self.settings.clock, owner=self.owner)
+        return StoreRecorder(self.store, self.id, sid, self.settings.clock, owner=self.owner, wrote=self._wrote)
+
+    def _wrote(self, seq: int) -> None:
+        self._seen = max(self._seen, seq)
 
     def emitter(self, sid: str | None) -> Emit:
         """An event callback stamped with a submission id."""
@@ -261,6 +268,7 @@ class Conversation:
                     continue
                 if not await self.lease.own(lambda: bool(self._runnable())):
                     break
+                self._catch_up()
                 runnable = self._runnable()
                 if runnable:
                     await self._run_submission(runnable[0])
@@ -318,8 +326,34 @@ class Conversation:
 
     def _load(self) -> Transcript:
         if self.transcript is None:
-            self.transcript, self.state = load_window(self.store, self.id)
+            self.transcript, self.state, self._seen = load_window(self.store, self.id)
         return self.transcript
+
+    def _catch_up(self) -> None:
+        """With the lease just taken: forget a window another process wrote to since this one
+        loaded it (it ran a turn while we were idle), so the next read loads it afresh. Kept, it
+        sent the model a history without the other process's turns."""
+        if self.transcript is not None and newer(self.store, self.id, self._seen):
+            self.transcript = None
+            self.current_run = None
+
+    def window_tokens(self) -> int | None:
+        """Tokens the window holds now, counted by this process's last run (None before one):
+        the stored window's when another process wrote to it since (any thread)."""
+        run = self.current_run
+        if run is None or run.model is None:
+            return None
+        if self.busy:
+            return run.used_tokens()  # the lease holder is the only writer of the window
+        behind = newer(self.store, self.id, self._seen)
+        if not behind:
+            return run.used_tokens()
+        last = behind[-1].seq
+        if self._behind is None or self._behind[0] != last:
+            t, _, _ = load_window(self.store, self.id)
+            counter = run.settings.tokens()
+            self._behind = (last, int(counter.used_tokens(t.messages, system=t.system or "")))
+        return self._behind[1]
 
     def _settle(
         self,
@@ -621,6 +655,7 @@ class Conversation:
             raise SessionBusyError("another process owns this conversation; try again when it is idle")
         message = SignalMessage("info", text, list(changes))
         try:
+            self._catch_up()
             seqs = self._recorder(None).append([message])
         finally:
             if self._worker is None or self._worker.done():
@@ -638,6 +673,7 @@ class Conversation:
             raise SessionBusyError(f"another process ({who}) owns this conversation; try again when it is idle")
         self._busy_manual = True
         try:
+            self._catch_up()
             t = self._load()
             run = AgentRun(
                 self.agent,

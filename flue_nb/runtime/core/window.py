@@ -9,10 +9,14 @@ from typing import Any
 from flue_nb.runtime.core.compaction import compacted_context
 from flue_nb.runtime.core.transcript import Transcript
 from flue_nb.runtime.messages import Message, ToolResultMessage, message_from_dict, message_images, message_to_dict
-from flue_nb.runtime.store import Store, SubmissionUpdate
+from flue_nb.runtime.store import Record, RecordKind, Store, SubmissionUpdate
 from flue_nb.runtime.tools.bound import bound_result, over_limit
 
-__all__ = ["StoreRecorder", "load_images", "load_window", "put_images"]
+__all__ = ["WINDOW_KINDS", "StoreRecorder", "load_images", "load_window", "newer", "put_images"]
+
+WINDOW_KINDS: list[RecordKind] = ["message", "system", "compaction", "state"]
+"""The records a window in memory mirrors (with the persistent state): one newer than what a
+process loaded or wrote itself means another process wrote the conversation since."""
 
 
 def put_images(store: Store, messages: Sequence[Message]) -> None:
@@ -45,6 +49,7 @@ class StoreRecorder:
         clock: Callable[[], float],
         *,
         owner: str | None = None,
+        wrote: Callable[[int], None] | None = None,
     ) -> None:
         self.store = store
         self.cid = conversation_id
@@ -52,6 +57,8 @@ class StoreRecorder:
         self.clock = clock
         self.owner = owner
         """The lease holder writing; a writer that lost its lease is refused (`SessionBusyError`)."""
+        self.wrote = wrote
+        """Told the seq of the last record of each append (what this process wrote itself)."""
 
     def append(
         self,
@@ -72,6 +79,8 @@ class StoreRecorder:
         records = self.store.append(
             self.cid, self.sid, items, now=self.clock(), owner=self.owner, updates=list(updates)
         )
+        if self.wrote is not None and records:
+            self.wrote(records[-1].seq)
         return [r.seq for r in records[: len(messages)]]
 
     def partial(self, data: dict[str, Any] | None) -> None:
@@ -111,10 +120,15 @@ def _message(data: dict[str, Any]) -> Message:
     return m
 
 
-def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[str, Any]]:
-    """Rebuild the current window (frozen prompt, roster, messages) and the persistent state."""
+def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[str, Any], int]:
+    """Rebuild the current window (frozen prompt, roster, messages) and the persistent state;
+    the seq of the newest of the `WINDOW_KINDS` records they reflect."""
     t = Transcript()
     records = store.records(conversation_id, kinds=["message", "system", "compaction", "event"])
+    seen = max((r.seq for r in records if r.kind != "event"), default=0)
+    # State records come after the messages they were written with; reading them all would
+    # cost a load as much again for what one short read after the last message tells.
+    seen = max((r.seq for r in store.records(conversation_id, after_seq=seen, kinds=["state"])), default=seen)
     last_compaction = None
     for r in records:
         if r.kind == "compaction":
@@ -133,4 +147,9 @@ def load_window(store: Store, conversation_id: str) -> tuple[Transcript, dict[st
         context = compacted_context(last_compaction.data["summary"], [_message(r.data) for r in kept])
         t.reset(context, [None, *(r.seq for r in kept)], [None, *(r.submission_id for r in kept)])
     load_images(store, t.messages)
-    return t, store.state(conversation_id)
+    return t, store.state(conversation_id), seen
+
+
+def newer(store: Store, conversation_id: str, seq: int) -> list[Record]:
+    """The `WINDOW_KINDS` records after `seq`: what a window that mirrors up to `seq` lacks."""
+    return store.records(conversation_id, after_seq=seq, kinds=WINDOW_KINDS)
