@@ -190,6 +190,37 @@ def test_the_sandbox_ends_with_the_kernel(tmp_path: Path) -> None:
     assert _gone(sockets)
 
 
+def test_a_kernel_whose_workspace_is_home_cannot_write_ipythons_startup_dir(tmp_path: Path) -> None:
+    # Jupyter started in ~ makes ~ the workspace, and ~/.ipython with it: a startup file written
+    # from inside would run in the next kernel, which need not be a sandboxed one.
+    require_bwrap()
+    root = tmp_path / "jupyter"
+    assert _cli(root, "--sandboxed", "--name", NAME).returncode == 0
+    home = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="flue-home-"))
+    startup = home / ".ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-mine.py").write_text("MINE = 'the user startup file ran'\n")
+    kernel = Kernel(root, home, kernel_name=NAME, HOME=str(home), IPYTHONDIR=str(home / ".ipython"))
+    try:
+        out = kernel.ok(
+            "def attempt(what, f):\n"
+            "    try:\n"
+            "        print(what + ': OK ' + repr(f()))\n"
+            "    except Exception as e:\n"
+            "        print(what + ': ' + type(e).__name__ + ' ' + str(e))\n"
+            f"attempt('startup', lambda: open('{startup}/01-evil.py', 'w').write('x'))\n"
+            "attempt('home', lambda: open('made.txt', 'w').write('ok'))\n"
+            "print(MINE)\n"
+        ).stdout
+    finally:
+        kernel.shutdown()
+        shutil.rmtree(home, ignore_errors=True)
+    assert "startup: OSError" in out and "Read-only file system" in out and not (startup / "01-evil.py").exists()
+    assert "home: OK 2" in out
+    # The user's startup file still runs: the kernel reads a copy of ~/.ipython it may write.
+    assert "the user startup file ran" in out
+
+
 def test_without_bwrap_the_install_and_the_start_refuse(tmp_path: Path) -> None:
     no_bwrap = tmp_path / "bin"
     no_bwrap.mkdir()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.sandbox.autorun import places_in
 from flue_nb.runtime.sandbox.contain import containment
 from flue_nb.runtime.sandbox.local import LocalSandbox, local
 from flue_nb.runtime.sandbox.proxy import host_allowed
@@ -106,6 +107,38 @@ def test_a_workspace_that_is_home_still_hides_home_secrets(bwrap, home: Path) ->
     res = run(local(home, sandbox="bwrap").exec("cat ~/.ssh/id_ed25519; echo hi > ~/made; touch ~/.ssh/new"))
     assert b"FAKE PRIVATE KEY" not in res.output and (home / "made").read_text() == "hi\n"
     assert not (home / ".ssh" / "new").exists()
+
+
+@pytest.mark.parametrize("ipython_dir", ["~/.ipython", "$IPYTHONDIR"])
+def test_a_workspace_that_is_home_keeps_the_places_that_run_code_later_read_only(
+    bwrap, home: Path, ipython_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Jupyter started in ~: IPython's startup dir and ~/.bashrc are in the workspace, and a file
+    # put there runs at the next kernel or shell start, outside any sandbox.
+    profile = home / ".ipython" if ipython_dir == "~/.ipython" else home / "ipython-here"
+    if ipython_dir == "$IPYTHONDIR":
+        monkeypatch.setenv("IPYTHONDIR", str(profile))
+    startup = profile / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (home / ".bashrc").write_text("# mine\n")
+    cmd = f"echo 'import os' > {startup}/00-x.py; echo evil >> ~/.bashrc; echo ok > ~/notes.txt"
+    res = run(local(home, sandbox="bwrap").exec(cmd))
+    assert not (startup / "00-x.py").exists() and (home / ".bashrc").read_text() == "# mine\n"
+    assert res.output.count(b"Read-only file system") == 2, res.output
+    assert (home / "notes.txt").read_text() == "ok\n"  # the rest of ~ is the workspace
+
+
+def test_the_places_mounted_read_only_are_the_outermost_inside_the_workspace(home: Path) -> None:
+    (home / ".ipython" / "profile_default").mkdir(parents=True)
+    (home / ".bashrc").write_text("")
+    (home / ".config" / "fish").mkdir(parents=True)
+    found = places_in(os.path.realpath(home))
+    for name in (".ipython", ".bashrc", ".config/fish"):
+        assert os.path.realpath(home / name) in found
+    assert not any(p.startswith(os.path.realpath(home / ".ipython") + "/") for p in found)
+    assert places_in(os.path.realpath(home / "project")) == []  # none of them is in there
+    # A workspace inside one of them is not made read-only by it.
+    assert os.path.realpath(home / ".ipython") not in places_in(os.path.realpath(home / ".ipython" / "profile_default"))
 
 
 def test_a_path_the_user_adds_is_hidden_too(bwrap, home: Path) -> None:
@@ -329,6 +362,7 @@ def outside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 _WRAP_THEN_DIE = """
 import os, sys
+from flue_nb.runtime.sandbox.autorun import places_in
 from flue_nb.runtime.sandbox.contain import containment
 args, _ = containment("bwrap").wrap(["true"], workspace=sys.argv[1], workdir=sys.argv[1], env={})
 print(args[args.index(os.path.expanduser("~/.aws")) - 1], flush=True)

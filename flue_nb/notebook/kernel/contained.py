@@ -203,8 +203,8 @@ def _config_copies(environ: Mapping[str, str], into: str, workspace: str) -> dic
     out: dict[str, str] = {}
     for var, sources in wanted.items():
         real = os.path.realpath(sources[0])
-        if real == workspace or real.startswith(workspace.rstrip("/") + "/"):
-            continue  # writable in there as it is
+        if var != "IPYTHONDIR" and (real == workspace or real.startswith(workspace.rstrip("/") + "/")):
+            continue  # writable in there as it is (IPython's dir is not: it runs code later)
         copy = os.path.join(into, var.lower())
         os.makedirs(copy, exist_ok=True)
         for src in sources:

@@ -1,9 +1,10 @@
 """Containment: the commands a sandbox starts run under bubblewrap (`bwrap`), not as the user.
 
 `Containment(level, allow_hosts, hide_paths).wrap(argv, ...)` turns a command into one that runs
-in fresh namespaces: the file system read-only except the workspace, the user's secret places
-masked (`SECRET_PLACES`, `.env` files outside the workspace, `hide_paths`), a private `/tmp`,
-`/run` and `/proc` (so no other process's `/proc/PID/environ`), no network. With `allow_hosts`,
+in fresh namespaces: the file system read-only except the workspace (where the user's places
+that run code later, such as ~/.ipython and ~/.bashrc, stay read-only: `autorun`), the user's
+secret places masked (`SECRET_PLACES`, `.env` files outside the workspace, `hide_paths`), a
+private `/tmp`, `/run` and `/proc` (so no other process's `/proc/PID/environ`), no network. With `allow_hosts`,
 the listed hosts are reachable through `proxy.HostProxy`, a filtering HTTP proxy in this process,
 whose Unix socket is bind-mounted in; `_forward.py` runs first inside the sandbox and serves it on
 a loopback port that `HTTP(S)_PROXY` name. Where bubblewrap is missing or cannot make namespaces,
@@ -27,6 +28,7 @@ from typing import Literal, get_args
 
 from flue_nb.runtime.cache import cache_dir
 from flue_nb.runtime.errors import ConfigError
+from flue_nb.runtime.sandbox.autorun import _under, places_in
 
 __all__ = [
     "KERNEL_SANDBOX_ENV",
@@ -213,10 +215,6 @@ def _own_empty_dir() -> str:
     return path
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 @dataclass(frozen=True)
 class Containment:
     """How commands run: under bubblewrap (`auto`, `bwrap`) or as the user (`none`)."""
@@ -333,6 +331,10 @@ class Containment:
             real = os.path.realpath(extra)
             args += ["--bind", real, real]
         for real in _needed_under_private(argv, workspace):
+            args += ["--ro-bind", real, real]
+        # Where the workspace is ~ (Jupyter started there), ~/.ipython's startup dir and ~/.bashrc
+        # are in it: written from here, they would run code later, outside any sandbox.
+        for real in places_in(workspace):
             args += ["--ro-bind", real, real]
         over = [m for m in masks if not _under(workspace, m)]
         empty = _empty_dir(workspace) if any(os.path.isdir(m) for m in over) else "/dev/null"

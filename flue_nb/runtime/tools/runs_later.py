@@ -11,7 +11,8 @@ see: a path built at run time (`$HOME/.bash""rc`, a variable, `$(...)`, base64, 
 joins), a relative path after a `cd`, a program or script that writes the file itself (`python -c
 ...`, `sed -i` through a symlink, `git config core.hooksPath`), and `pip install`, which puts code
 in `site-packages` by design. Under the shell sandbox (`sandbox=
-"auto"`) those writes fail anyway: everything outside the workspace is read-only.
+"auto"`) those writes fail anyway: everything outside the workspace is read-only, and so are the
+user's places of these inside it (`flue_nb.runtime.sandbox.autorun`, which names them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from flue_nb.runtime.sandbox.autorun import HOME_DIRS, HOME_FILES, config_dirs
+
 __all__ = [
     "code_runs_later",
     "command_runs_later",
@@ -30,27 +33,6 @@ __all__ = [
     "write_runs_later",
 ]
 
-_HOME_FILES = {
-    ".bashrc": "bash runs it at every interactive shell",
-    ".bash_profile": "bash runs it at every login shell",
-    ".bash_login": "bash runs it at every login shell",
-    ".bash_logout": "bash runs it when a login shell exits",
-    ".profile": "login shells run it",
-    ".zshrc": "zsh runs it at every interactive shell",
-    ".zshenv": "zsh runs it at every shell start",
-    ".zprofile": "zsh runs it at every login shell",
-    ".zlogin": "zsh runs it at every login shell",
-    ".pythonrc": "Python runs it at every interactive start ($PYTHONSTARTUP)",
-    ".pythonrc.py": "Python runs it at every interactive start ($PYTHONSTARTUP)",
-    ".envrc": "direnv runs it on entering the directory",
-}
-_HOME_DIRS = {
-    ".ipython": "IPython runs its startup files and config at every kernel start",
-    ".jupyter": "Jupyter runs its config files at every server and kernel start",
-    ".config/fish": "fish runs it at every shell start",
-    ".config/autostart": "the desktop runs it at every login",
-    ".config/systemd/user": "systemd runs it for the user",
-}
 _ANYWHERE = (
     (re.compile(r"(^|/)(site|dist)-packages(/|$)"), "Python imports code from site-packages"),
     (re.compile(r"\.pth$"), "Python runs the code in .pth files at every start"),
@@ -65,32 +47,15 @@ _ANYWHERE = (
 @lru_cache(maxsize=1)
 def _jupyter_dirs() -> tuple[str, ...]:
     """Jupyter's config and IPython's profile dirs here (`jupyter_config_path`, `$IPYTHONDIR`), resolved."""
-    return tuple(os.path.realpath(d) for d in _jupyter_dirs_unresolved())
+    return tuple(os.path.realpath(d) for d in config_dirs())
 
 
 @lru_cache(maxsize=1)
 def _jupyter_dirs_as_named() -> tuple[str, ...]:
     """Those dirs as a command may spell them: as given and resolved, longest first (a command
     naming `$IPYTHONDIR`'s own path, which need not contain `.ipython`, is asked about too)."""
-    named = {d.rstrip(os.sep) for d in (*_jupyter_dirs_unresolved(), *_jupyter_dirs())}
+    named = {d.rstrip(os.sep) for d in (*config_dirs(), *_jupyter_dirs())}
     return tuple(sorted((d for d in named if d), key=len, reverse=True))
-
-
-def _jupyter_dirs_unresolved() -> list[str]:
-    dirs: list[str] = []
-    try:
-        from jupyter_core.paths import jupyter_config_path
-
-        dirs.extend(jupyter_config_path())
-    except Exception:  # noqa: BLE001 - no jupyter_core: the home-dir names still apply
-        pass
-    if os.environ.get("IPYTHONDIR"):
-        dirs.append(os.environ["IPYTHONDIR"])
-    if os.environ.get("PYTHONSTARTUP"):
-        dirs.append(os.environ["PYTHONSTARTUP"])
-    # Only user-owned config dirs: system ones (/usr/etc/jupyter) are read-only to a user anyway,
-    # and the environment's own (sys.prefix/etc/jupyter) is caught below by name.
-    return dirs
 
 
 def write_runs_later(path: str, cwd: str | None = None) -> str | None:
@@ -99,9 +64,9 @@ def write_runs_later(path: str, cwd: str | None = None) -> str | None:
     home = os.path.realpath(os.path.expanduser("~"))
     rel = os.path.relpath(full, home) if full.startswith(home + os.sep) else None
     if rel is not None:
-        if rel in _HOME_FILES:
-            return f"~/{rel}: {_HOME_FILES[rel]}"
-        for d, why in _HOME_DIRS.items():
+        if rel in HOME_FILES:
+            return f"~/{rel}: {HOME_FILES[rel]}"
+        for d, why in HOME_DIRS.items():
             if rel == d or rel.startswith(d + os.sep):
                 return f"~/{rel}: {why}"
     for d in _jupyter_dirs():
