@@ -235,9 +235,12 @@ class StoredConversation:
         here = owner == _OWNER
         return Lease(owner, expires, here, not here and provably_dead(owner))
 
-    def status(self, *, agent: str = "", live: Any = None, counted: int | None = None) -> SessionStatus:
+    def status(
+        self, *, agent: str = "", live: Any = None, count: Callable[[], int | None] | None = None
+    ) -> SessionStatus:
         """Where the conversation stands; `live` is this process's run of it, when there is one,
-        and `counted` the tokens of the window now by its counter (else the run's own count)."""
+        and `count` counts the window's tokens now (`Conversation.window_tokens`): it is asked
+        with a live run, or when no response reported how full the window was."""
         tally = self._folded()
         unsettled = self.store.submissions(self.conversation_id, unsettled=True)
         outcomes = dict(tally.settled)
@@ -251,11 +254,14 @@ class StoredConversation:
             from flue_nb.runtime.core.compaction import threshold as compaction_threshold
 
             info = live.model.info
+            counted = count() if count is not None else None
             used = counted if counted is not None else live.used_tokens()
             model, window = info.id, info.context_window
             cfg = live.rendered.compaction if live.rendered is not None else True
             if cfg is not False:
                 threshold = compaction_threshold(info, cfg if isinstance(cfg, CompactionConfig) else None)
+        elif used is None and count is not None:
+            used = count()  # a model that reports no usage, and no run here yet
         return SessionStatus(
             conversation_id=self.conversation_id,
             agent=tally.agent or agent,
@@ -625,7 +631,7 @@ class Session:
     def status(self) -> SessionStatus:
         """Where the conversation stands: agent and model in use, queue, owner, context use."""
         conv = self._conv
-        return self._stored.status(agent=conv.agent.name, live=conv.current_run, counted=conv.window_tokens())
+        return self._stored.status(agent=conv.agent.name, live=conv.current_run, count=conv.window_tokens)
 
     # --- approval grants ------------------------------------------------------------------------
 

@@ -261,6 +261,39 @@ def test_one_conversation_in_two_kernels_both_chats_show_the_same_19_3(
     assert status["used_tokens"] == 1540, status
 
 
+def test_two_kernels_taking_turns_both_chats_show_both_turns_and_count_the_same_window(tmp_path: Path) -> None:
+    """A answers first, then B at once: B's chat shows A's turn too (sent before B's chat looked
+    at the store again, it was left out for good), and A's gauge counts the window as B left it
+    (its own run's window lacked B's turn: with a model that reports no usage A showed less)."""
+    a = Kernel(tmp_path / "ja", tmp_path)
+    b = Kernel(tmp_path / "jb", tmp_path)
+    try:
+        for k in (a, b):
+            k.ok(SETUP)
+            k.ok("%flue chat -c turns")
+            k.ok("w = open_widgets()[-1]")
+        a.ok("w.send_message('from kernel A')")
+        a.ok("settled(w, 1)")
+        b.ok("w.send_message('from kernel B, a longer message than the first ' * 20)")
+        b.ok("settled(w, 2)")
+        used_b = json.loads(b.ok("print(json.dumps(w.status['used_tokens']))").stdout)
+        used_a = json.loads(
+            a.ok(
+                "settled(w, 2)\n"
+                "for _ in range(100):\n"
+                "    if not w.status['running'] and w.status['used_tokens'] == "
+                f"{used_b!r}: break\n"
+                "    time.sleep(0.1)\n"
+                "print(json.dumps(w.status['used_tokens']))"
+            ).stdout
+        )
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert isinstance(used_b, int) and used_b > 100, used_b
+    assert used_a == used_b
+
+
 def _two_kernels(
     tmp_path: Path,
     db: str,

@@ -90,7 +90,7 @@ class Conversation:
         self._seen = 0
         """The newest window record (`WINDOW_KINDS`) the transcript mirrors: loaded or written here."""
         self._behind: tuple[int, int] | None = None
-        """(newest window record, tokens) counted for `window_tokens` while the transcript is behind."""
+        """(newest window record, tokens): the stored window as `window_tokens` last counted it."""
         self.state: dict[str, Any] = {}
         self.current: Submission | None = None
         self.current_run: AgentRun | None = None
@@ -338,22 +338,25 @@ class Conversation:
             self.current_run = None
 
     def window_tokens(self) -> int | None:
-        """Tokens the window holds now, counted by this process's last run (None before one):
-        the stored window's when another process wrote to it since (any thread)."""
-        run = self.current_run
-        if run is None or run.model is None:
-            return None
-        if self.busy:
-            return run.used_tokens()  # the lease holder is the only writer of the window
-        behind = newer(self.store, self.id, self._seen)
-        if not behind:
-            return run.used_tokens()
-        last = behind[-1].seq
-        if self._behind is None or self._behind[0] != last:
-            t, _, _ = load_window(self.store, self.id)
-            counter = run.settings.tokens()
-            self._behind = (last, int(counter.used_tokens(t.messages, system=t.system or "")))
-        return self._behind[1]
+        """Tokens the conversation's window holds now, by this process's counter (None while it
+        holds nothing): the window in memory, or the stored one when another process wrote since
+        (counted once per change). Any thread."""
+        t = self.transcript
+        if t is not None and self.busy:
+            return self._count(t)  # the lease holder is the only writer of the window
+        counted_to = self._behind[0] if self._behind is not None else 0
+        mirrored = self._seen if t is not None else 0
+        new = newer(self.store, self.id, max(mirrored, counted_to))
+        if new:
+            stored, _, _ = load_window(self.store, self.id)
+            self._behind = (new[-1].seq, self._count(stored))
+            return self._behind[1]
+        if self._behind is not None and counted_to > mirrored:
+            return self._behind[1]
+        return self._count(t) if t is not None else None
+
+    def _count(self, t: Transcript) -> int:
+        return int(self.settings.tokens().used_tokens(t.messages, system=t.system or ""))
 
     def _settle(
         self,
