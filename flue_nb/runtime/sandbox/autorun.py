@@ -41,31 +41,30 @@ HOME_DIRS = {
 
 def config_dirs() -> list[str]:
     """Jupyter's config path, `$IPYTHONDIR` and `$PYTHONSTARTUP` here, as given (unresolved)."""
-    dirs: list[str] = []
     try:
         from jupyter_core.paths import jupyter_config_path
 
-        dirs.extend(jupyter_config_path())
+        dirs = list(jupyter_config_path())
     except Exception:  # noqa: BLE001 - no jupyter_core: the home-dir names still apply
-        pass
-    for var in ("IPYTHONDIR", "PYTHONSTARTUP"):
-        if os.environ.get(var):
-            dirs.append(os.environ[var])
-    return dirs
+        dirs = []
+    return dirs + _named_by_env()
 
 
 def _user_config_dirs() -> list[str]:
     """The user's own of those: Jupyter's config dir, `$IPYTHONDIR`, `$PYTHONSTARTUP`. (An
     environment's `etc/jupyter`, in a venv inside the workspace, stays writable: `pip install`
     writes there by design, as it writes site-packages.)"""
-    dirs: list[str] = []
     try:
         from jupyter_core.paths import jupyter_config_dir
 
-        dirs.append(jupyter_config_dir())
-    except Exception:  # noqa: BLE001 - no jupyter_core: ~/.jupyter is named below anyway
-        pass
-    return dirs + [os.environ[var] for var in ("IPYTHONDIR", "PYTHONSTARTUP") if os.environ.get(var)]
+        dirs = [jupyter_config_dir()]
+    except Exception:  # noqa: BLE001 - no jupyter_core: ~/.jupyter is named in HOME_DIRS anyway
+        dirs = []
+    return dirs + _named_by_env()
+
+
+def _named_by_env() -> list[str]:
+    return [os.environ[var] for var in ("IPYTHONDIR", "PYTHONSTARTUP") if os.environ.get(var)]
 
 
 def _under(path: str, root: str) -> bool:
