@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +87,8 @@ def run_notebook(
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from flue_nb.runtime.tempdirs import private_dir, remove
+
     nb = read_notebook(path)
     src = Path(path).resolve()
     # A notebook run from a cell of a verify rerun is not part of that rerun's replay.
@@ -100,7 +101,7 @@ def run_notebook(
     # This interpreter's kernel (it has flue_nb), whatever `python3` kernelspec $HOME may hold.
     # Its channels are Unix sockets in a private directory: over TCP without CurveZMQ keys the
     # kernel warns that it is "running over TCP without encryption" into every run's output.
-    sockets = tempfile.mkdtemp(prefix="flue-nb-kernel-")
+    sockets = private_dir("flue-nb-kernel-")
     km = AsyncKernelManager(
         kernel_name="python3",
         kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
@@ -123,7 +124,7 @@ def run_notebook(
     except CellExecutionError as exc:
         error = exc
     finally:
-        shutil.rmtree(sockets, ignore_errors=True)
+        remove(sockets)
     if output is not None:
         out = Path(output)
     else:

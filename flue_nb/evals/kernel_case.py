@@ -14,11 +14,12 @@ import asyncio
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from flue_nb.runtime.tempdirs import private_dir, remove
 
 __all__ = ["NAMESPACE_FILE", "CaseRun", "KernelSpec", "read_store", "run_case"]
 
@@ -211,7 +212,7 @@ async def _execute(
     from nbclient.exceptions import CellExecutionError
 
     # As `flue-nb run`: this interpreter's kernel, its channels on Unix sockets in a private folder.
-    sockets = tempfile.mkdtemp(prefix="flue-eval-kernel-")
+    sockets = private_dir("flue-eval-kernel-")
     km = AsyncKernelManager(
         kernel_name="python3",
         kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
@@ -237,7 +238,7 @@ async def _execute(
                     if index < flue_index:
                         break  # the prompt was never sent: nothing for the agent to do
     finally:
-        shutil.rmtree(sockets, ignore_errors=True)
+        remove(sockets)
 
 
 def read_store(db: str, run: CaseRun) -> None:

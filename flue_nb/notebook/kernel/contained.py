@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from flue_nb.runtime.errors import ConfigError
 from flue_nb.runtime.sandbox.contain import KERNEL_SANDBOX_ENV, containment, unavailable
+from flue_nb.runtime.tempdirs import private_dir, remove
 
 __all__ = [
     "ANTHROPIC_DEFAULT_URL",
@@ -345,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flue sandboxed kernel: not started: {exc.message}", file=sys.stderr)
         return 1
     says = f"writes only in {workspace}, secrets hidden, network only to {', '.join(hosts)} through the proxy"
-    sockets = tempfile.mkdtemp(prefix="flue-kernel-")
+    sockets = private_dir("flue-kernel-")
     try:
         inner = _inner_connection(info, sockets)
         inner_file = os.path.join(sockets, "kernel.json")
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(command, env, workdir, info, inner["ip"]))
     finally:
         with contextlib.suppress(OSError):
-            shutil.rmtree(sockets)
+            remove(sockets)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ import atexit
 import contextlib
 import fnmatch
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from urllib.parse import urlsplit
+
+from flue_nb.runtime.tempdirs import private_dir, remove
 
 __all__ = ["HostProxy", "host_allowed", "proxy_for"]
 
@@ -115,7 +115,7 @@ class HostProxy:
             return self._path
 
     def _start(self) -> None:
-        self._dir = tempfile.mkdtemp(prefix="flue-proxy-")  # mode 0700: only this user connects
+        self._dir = private_dir("flue-proxy-")  # mode 0700: only this user connects
         path = os.path.join(self._dir, "proxy.sock")
         ready = threading.Event()
         failed: list[BaseException] = []
@@ -145,7 +145,7 @@ class HostProxy:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
+                remove(self._dir)
             self._loop = self._path = self._dir = None
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
