@@ -57,8 +57,15 @@ def _saved_when(path: Path, ok: Callable[[dict[str, Any]], bool], wait: float = 
     """The notebook file once `ok` holds for it (the server saves a moment after a change)."""
     deadline = time.monotonic() + wait
     while True:
-        nb = json.loads(path.read_text())
-        if ok(nb) or time.monotonic() > deadline:
+        try:
+            nb: dict[str, Any] | None = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            # The collaboration server saves in place: read mid-save, the file was empty.
+            nb = None
+        if nb is not None and ok(nb):
+            return dict(nb)
+        if time.monotonic() > deadline:
+            assert nb is not None, f"{path} never held a whole notebook within {wait:g} s"
             return dict(nb)
         time.sleep(0.3)
 
