@@ -275,21 +275,23 @@ def test_two_kernels_taking_turns_both_chats_show_both_turns_and_count_the_same_
         a.ok("w.send_message('from kernel A')")
         a.ok("settled(w, 1)")
         b.ok("w.send_message('from kernel B, a longer message than the first ' * 20)")
+        shown = "[b['text'][:13] for b in w.history if b['kind'] == 'submission']"
         b.ok("settled(w, 2)")
-        used_b = json.loads(b.ok("print(json.dumps(w.status['used_tokens']))").stdout)
-        used_a = json.loads(
+        used_b, turns_b = json.loads(b.ok(f"print(json.dumps([w.status['used_tokens'], {shown}]))").stdout)
+        used_a, turns_a = json.loads(
             a.ok(
                 "settled(w, 2)\n"
                 "for _ in range(100):\n"
                 "    if not w.status['running'] and w.status['used_tokens'] == "
                 f"{used_b!r}: break\n"
                 "    time.sleep(0.1)\n"
-                "print(json.dumps(w.status['used_tokens']))"
+                f"print(json.dumps([w.status['used_tokens'], {shown}]))"
             ).stdout
         )
     finally:
         a.shutdown()
         b.shutdown()
+    assert turns_b == turns_a == ["from kernel A", "from kernel B"], (turns_a, turns_b)
     assert isinstance(used_b, int) and used_b > 100, used_b
     assert used_a == used_b
 

@@ -138,9 +138,10 @@ class StoreFollower:
         # Records of a submission the chat does not show are another kernel's, even when ours
         # came in the same look: a message sent here just after another kernel's run settled
         # (before this chat's next look) left that run out of the chat for good.
-        drawn = {b.id for b in list(self.widget.fold.blocks.values()) if b.kind == "submission"}
-        if any(r.submission_id is not None and r.submission_id not in drawn for r in records):
-            return True
+        if records:
+            drawn = {b.id for b in list(self.widget.fold.blocks.values()) if b.kind == "submission"}
+            if any(r.submission_id is not None and r.submission_id not in drawn for r in records):
+                return True
         # Our own run's records arrive with its events; only a change nothing here explained
         # (another kernel's message, run or settlement) needs the redraw.
         return changed and not own and not (lease is not None and lease.here)
